@@ -1,0 +1,246 @@
+/* compiler.h - the one header the compiler's stages share (chibicc style):
+ * source locations and diagnostics, the AST the parser builds, the module
+ * tree semantic analysis instantiates, and the graph IR it lowers forward
+ * into. Later stages (fuse.c, emit_*.c) add the kernel IR in kernel.h.
+ *
+ * Memory: everything a compilation creates lives in one arena (dpc_arena)
+ * freed at once. Arena exhaustion longjmps back to the compile entry point,
+ * which turns it into DPC_ENOMEM, as Lua does with its error handler. */
+#ifndef DPC_COMPILER_H
+#define DPC_COMPILER_H
+
+#include "base.h"
+#include <setjmp.h>
+
+/* ---------------------------------------------------------------- arena */
+
+typedef struct dpc_arena_block dpc_arena_block;
+typedef struct dpc_arena {
+    dpc_arena_block *head;
+    jmp_buf *oom_jump; /* where to go when an allocation fails */
+} dpc_arena;
+
+void *arena_alloc(dpc_arena *a, size_t n); /* zeroed; longjmps on failure */
+char *arena_strndup(dpc_arena *a, const char *s, size_t n);
+char *arena_strdup(dpc_arena *a, const char *s);
+char *arena_printf(dpc_arena *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void arena_free_all(dpc_arena *a);
+
+/* A growable array of pointers, in the arena. */
+typedef struct vec {
+    void **items;
+    int len, cap;
+} vec;
+void vec_push(dpc_arena *a, vec *v, void *item);
+
+/* -------------------------------------------------------- diagnostics */
+
+typedef struct src_file {
+    const char *path;    /* as given or as resolved relative to the importer */
+    const char *text;    /* NUL-terminated copy of the contents */
+    size_t len;
+} src_file;
+
+typedef struct loc {
+    const src_file *file;
+    int line, col; /* 1-based; 0 means "no location" */
+} loc;
+
+typedef struct diag {
+    loc at;
+    bool is_note; /* a note attached to the previous error */
+    char *msg;
+} diag;
+
+/* The state of one compilation: arena, diagnostics, files read so far. */
+typedef struct dpc_ctx {
+    dpc_arena arena;
+    vec diags;   /* of diag* */
+    int nerrors;
+    vec files;   /* of src_file* */
+    int max_errors;
+    int max_depth; /* nesting limit for brackets, blocks and expressions */
+} dpc_ctx;
+
+void error_at(dpc_ctx *c, loc at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+void note_at(dpc_ctx *c, loc at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Renders all diagnostics compiler-style: "file:line:col: error: msg", the
+ * source line, a caret. */
+void diags_render(const dpc_ctx *c, dpc_buf *out);
+/* The candidate nearest to name by edit distance, or NULL if none is close. */
+const char *nearest_name(const char *name, const char *const *cands, int n);
+
+/* ------------------------------------------------------------------ AST */
+
+typedef enum node_kind {
+    ND_INT, ND_FLOAT, ND_STR, ND_BOOL, ND_NONE,
+    ND_NAME,
+    ND_BINOP,     /* op: '+', '-', '*', '/', '@', 'f' (//), 'p' (**), '%' */
+    ND_NEG,
+    ND_CALL,      /* callee(args) */
+    ND_INDEX,     /* base[index] */
+    ND_TUPLE,     /* (a, b) */
+    ND_LIST,      /* [a, b] */
+    ND_LISTCOMP,  /* [elem for var in iter] */
+} node_kind;
+
+typedef struct node node;
+typedef struct arg {
+    const char *name; /* keyword, or NULL for positional */
+    node *value;
+    loc at;
+} arg;
+
+struct node {
+    node_kind kind;
+    loc at;
+    int depth;      /* height of the subtree: bounded so passes can recurse */
+    int op;
+    int64_t ival;   /* ND_INT, ND_BOOL */
+    double fval;    /* ND_FLOAT */
+    const char *str;/* ND_STR, ND_NAME, ND_LISTCOMP var */
+    node *lhs, *rhs;/* ND_BINOP, ND_NEG (lhs), ND_INDEX (lhs[rhs]), ND_CALL callee=lhs, ND_LISTCOMP elem=lhs iter=rhs */
+    vec args;       /* ND_CALL: arg*; ND_TUPLE, ND_LIST: node* */
+};
+
+typedef enum stmt_kind { ST_ASSIGN, ST_FOR, ST_RETURN } stmt_kind;
+typedef struct stmt stmt;
+struct stmt {
+    stmt_kind kind;
+    loc at;
+    vec targets;  /* ST_ASSIGN: char* names; ST_FOR: one loop variable */
+    vec values;   /* ST_ASSIGN: one node*; ST_RETURN: node*s; ST_FOR: iterable node* */
+    vec body;     /* ST_FOR: stmt* */
+};
+
+/* A parameter's declared type. */
+typedef enum ptype_kind { PT_INT, PT_FLOAT, PT_BOOL, PT_TENSOR } ptype_kind;
+
+typedef struct param {
+    const char *name;
+    loc at;
+    ptype_kind kind;
+    const char *dtype; /* tensors: "f32" (default), "i64", ... */
+    loc dtype_at;
+    vec dims;          /* tensors: node* per dim */
+    node *deflt;       /* scalars: default value or NULL */
+} param;
+
+typedef struct member {
+    const char *name;
+    loc at;
+    node *value;
+} member;
+
+typedef struct module_def {
+    const char *name;
+    loc at;
+    vec params;  /* constructor params, param* */
+    vec members; /* member*, in source order (= registration order) */
+    vec fparams; /* forward params, param* */
+    vec body;    /* forward statements, stmt* */
+    bool has_forward;
+    loc forward_at;
+} module_def;
+
+typedef struct program {
+    vec modules;  /* module_def*, across imports, in definition order */
+    node *model;  /* the `model = ...` expression, or NULL */
+    loc model_at;
+} program;
+
+/* parse.c: reads path (and its imports) into prog. Returns false on errors
+ * (diagnostics in c). The lexer and parser live in grammar/. */
+bool parse_program(dpc_ctx *c, const char *path, program *prog);
+bool parse_source(dpc_ctx *c, const char *path, const char *text, size_t len, program *prog);
+
+/* ------------------------------------------------- semantic values */
+
+typedef enum val_kind { V_NONE, V_INT, V_FLOAT, V_BOOL, V_STR, V_TUPLE, V_LIST, V_MODULE } val_kind;
+typedef struct inst inst;
+typedef struct val val;
+struct val {
+    val_kind kind;
+    int64_t i;
+    double f;
+    const char *s;
+    int n;          /* tuple/list length */
+    val *items;     /* tuple/list items */
+    inst *mod;      /* V_MODULE */
+};
+
+/* ----------------------------------------------------- module tree */
+
+typedef enum builtin_kind {
+    BI_NONE = 0, /* a user module */
+    BI_LINEAR, BI_CONV2D, BI_MAXPOOL2D, BI_AVGPOOL2D, BI_ADAPTIVEAVGPOOL2D, BI_BATCHNORM2D,
+    BI_LAYERNORM, BI_EMBEDDING, BI_DROPOUT, BI_DROPOUT2D, BI_RELU, BI_GELU, BI_SILU, BI_SIGMOID,
+    BI_TANH, BI_SOFTMAX, BI_LOGSOFTMAX, BI_FLATTEN, BI_IDENTITY, BI_SEQUENTIAL, BI_MODULELIST,
+    BI_DATAPARALLEL,
+    BI_COUNT
+} builtin_kind;
+
+typedef struct inst_child {
+    const char *name;
+    inst *mod;
+} inst_child;
+
+/* One instantiated module: a node of the tree `dpc print` shows. */
+struct inst {
+    builtin_kind bi;
+    const char *type_name;   /* "Linear", "ParallelModel", ... */
+    const module_def *def;   /* user modules */
+    loc at;                  /* where it was constructed */
+    const char *path;        /* state_dict prefix: "layers.1.ln" ("" for the root) */
+    vec children;            /* inst_child*, registration order */
+    /* constructor arguments after binding, in the builtin's signature order
+     * (as given: an int stays an int, a tuple a tuple), for repr and lowering */
+    val *args;
+    int nargs;
+    /* user modules: constructor parameter values */
+    const char **pnames;
+    val *pvals;
+    int np;
+};
+
+typedef struct param_entry {
+    const char *key;     /* state_dict key, "fc1.weight" */
+    int rank;
+    int64_t shape[8];
+    bool is_int;         /* num_batches_tracked (I64, ignored on load) */
+    bool ignored;        /* present in state_dict, not used by forward */
+    int init;            /* how `dpc init` fills it, see init.c */
+    double fan_in;
+    inst *owner;
+} param_entry;
+
+typedef struct model {
+    program prog;
+    inst *root;        /* the user's module */
+    inst *wrapper;     /* DataParallel(...) if written, else NULL */
+    vec params;        /* param_entry*, state_dict order */
+} model;
+
+/* sema.c: evaluates the model line and instantiates the module tree. */
+bool sema_instantiate(dpc_ctx *c, model *m);
+/* builtins.c: signatures, binding, repr. */
+builtin_kind builtin_lookup(const char *name);
+const char *builtin_name(builtin_kind k);
+typedef struct bound_arg {
+    const char *name; /* keyword or NULL */
+    val v;
+    loc at;
+} bound_arg;
+bool builtin_bind_values(dpc_ctx *c, inst *in, const bound_arg *args, int nargs, loc at);
+const char *const *builtin_names(int *n);
+int64_t inst_int(const inst *in, int i);
+bool inst_bool(const inst *in, int i);
+double inst_float(const inst *in, int i);
+void inst_pair(const inst *in, int i, int64_t out[2]);
+void builtin_params(dpc_ctx *c, model *m, inst *in);
+void builtin_extra_repr(const inst *in, dpc_buf *out);
+/* repr.c: the module tree exactly as PyTorch's print(model). */
+void repr_model(const model *m, dpc_buf *out);
+void repr_value(const val *v, dpc_buf *out);
+
+#endif

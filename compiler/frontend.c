@@ -1,0 +1,47 @@
+/* frontend.c - runs the front half of the compiler: parse (with imports),
+ * instantiate the module tree, build the IR. Owns the compilation's arena
+ * and catches its out-of-memory jumps. */
+#include "frontend.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void front_free(dpc_front *f) {
+    if (!f)
+        return;
+    arena_free_all(&f->ctx.arena);
+    free(f);
+}
+
+dpc_status front_run(const char *path, const char *text, size_t len, front_stage stage, dpc_front **out,
+                     dpc_buf *diags, dpc_err *e) {
+    *out = NULL;
+    dpc_front *f = calloc(1, sizeof *f);
+    if (!f)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    f->ctx.max_errors = 50;
+    f->ctx.max_depth = 200;
+    f->ctx.arena.oom_jump = &f->oom;
+    if (setjmp(f->oom)) {
+        front_free(f);
+        return dpc_errf(e, DPC_ENOMEM, "out of memory while compiling '%s'", path);
+    }
+    bool ok = text ? parse_source(&f->ctx, path, text, len, &f->m.prog)
+                   : parse_program(&f->ctx, path, &f->m.prog);
+    if (ok)
+        ok = sema_instantiate(&f->ctx, &f->m);
+    if (ok && stage >= FRONT_IR) {
+        f->g.arena = &f->ctx.arena;
+        ok = ir_build(&f->ctx, &f->m, &f->g);
+    }
+    if (!ok) {
+        if (diags)
+            diags_render(&f->ctx, diags);
+        dpc_status s = dpc_errf(e, DPC_EUSER, "%d error%s in '%s'", f->ctx.nerrors,
+                                f->ctx.nerrors == 1 ? "" : "s", path);
+        front_free(f);
+        return s;
+    }
+    *out = f;
+    return DPC_OK;
+}

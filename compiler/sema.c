@@ -1,0 +1,511 @@
+/* sema.c - semantic analysis of the module tree: evaluates constructor
+ * expressions (integer arithmetic checked for overflow, exact division and
+ * division by zero), resolves module names, binds arguments to signatures
+ * and instantiates the tree that `dpc print` shows and whose parameters form
+ * the state_dict. Forward bodies are handled later, by irbuild.c. */
+#include "compiler.h"
+
+#include <math.h>
+#include <string.h>
+
+#define MAX_RANGE 4096
+#define MAX_INSTANCES 100000
+#define MAX_INST_DEPTH 64
+
+typedef struct env {
+    const char **names;
+    val *vals;
+    int n;
+} env;
+
+typedef struct sema {
+    dpc_ctx *c;
+    model *m;
+    int ninst;
+    const module_def *stack[MAX_INST_DEPTH];
+    int depth;
+} sema;
+
+static bool eval(sema *s, const env *e, const node *n, val *out);
+
+static const module_def *find_module(const program *p, const char *name) {
+    for (int i = 0; i < p->modules.len; i++) {
+        const module_def *d = p->modules.items[i];
+        if (strcmp(d->name, name) == 0)
+            return d;
+    }
+    return NULL;
+}
+
+static const char *val_kind_name(val_kind k) {
+    static const char *n[] = {"None", "int", "float", "bool", "string", "tuple", "list", "module"};
+    return n[k];
+}
+
+/* ------------------------------------------------------ arithmetic */
+
+static bool num(const val *v, double *d) {
+    if (v->kind == V_INT || v->kind == V_BOOL)
+        *d = (double)v->i;
+    else if (v->kind == V_FLOAT)
+        *d = v->f;
+    else
+        return false;
+    return true;
+}
+
+static bool int_binop(sema *s, int op, int64_t a, int64_t b, loc at, int64_t *r) {
+    bool ok = true;
+    switch (op) {
+    case '+': ok = !__builtin_add_overflow(a, b, r); break;
+    case '-': ok = !__builtin_sub_overflow(a, b, r); break;
+    case '*': ok = !__builtin_mul_overflow(a, b, r); break;
+    case '/':
+    case 'f':
+    case '%':
+        if (b == 0) {
+            error_at(s->c, at, "division by zero");
+            return false;
+        }
+        if (a == INT64_MIN && b == -1) {
+            ok = false;
+            break;
+        }
+        if (op == '/') {
+            if (a % b != 0) {
+                error_at(s->c, at, "%lld / %lld is not exact; use // for floor division", (long long)a,
+                         (long long)b);
+                return false;
+            }
+            *r = a / b;
+        } else {
+            int64_t q = a / b, m = a % b;
+            if (m != 0 && ((m < 0) != (b < 0))) {
+                q -= 1;
+                m += b;
+            }
+            *r = op == 'f' ? q : m;
+        }
+        break;
+    case 'p':
+        if (b < 0) {
+            error_at(s->c, at, "negative integer exponent %lld", (long long)b);
+            return false;
+        }
+        *r = 1;
+        for (int64_t i = 0; i < b && ok; i++) {
+            ok = !__builtin_mul_overflow(*r, a, r);
+            if (*r == 0 || *r == 1)
+                break;
+        }
+        break;
+    default:
+        error_at(s->c, at, "operator not allowed on integers here");
+        return false;
+    }
+    if (!ok)
+        error_at(s->c, at, "integer overflow in %lld %s %lld", (long long)a,
+                 op == 'f' ? "//" : op == 'p' ? "**" : (char[]){(char)op, 0}, (long long)b);
+    return ok;
+}
+
+static bool eval_binop(sema *s, const env *e, const node *n, val *out) {
+    val a, b;
+    if (!eval(s, e, n->lhs, &a) | !eval(s, e, n->rhs, &b))
+        return false;
+    if (a.kind == V_INT && b.kind == V_INT) {
+        out->kind = V_INT;
+        return int_binop(s, n->op, a.i, b.i, n->at, &out->i);
+    }
+    double x, y;
+    if (!num(&a, &x) || !num(&b, &y) || n->op == '@') {
+        error_at(s->c, n->at, "cannot apply '%s' to %s and %s here",
+                 n->op == 'f' ? "//" : n->op == 'p' ? "**" : (char[]){(char)n->op, 0},
+                 val_kind_name(a.kind), val_kind_name(b.kind));
+        return false;
+    }
+    out->kind = V_FLOAT;
+    switch (n->op) {
+    case '+': out->f = x + y; break;
+    case '-': out->f = x - y; break;
+    case '*': out->f = x * y; break;
+    case 'p': out->f = pow(x, y); break;
+    case '/':
+    case 'f':
+    case '%':
+        if (y == 0) {
+            error_at(s->c, n->at, "division by zero");
+            return false;
+        }
+        out->f = n->op == '/' ? x / y : n->op == 'f' ? floor(x / y) : x - floor(x / y) * y;
+        break;
+    }
+    return true;
+}
+
+/* --------------------------------------------------- instantiation */
+
+static inst *new_inst(sema *s, builtin_kind bi, const char *type, loc at) {
+    if (++s->ninst > MAX_INSTANCES) {
+        if (s->ninst == MAX_INSTANCES + 1)
+            error_at(s->c, at, "too many module instances (limit %d)", MAX_INSTANCES);
+        return NULL;
+    }
+    inst *in = arena_alloc(&s->c->arena, sizeof *in);
+    in->bi = bi;
+    in->type_name = type;
+    in->at = at;
+    return in;
+}
+
+static bool eval_args(sema *s, const env *e, const node *call, bound_arg **out, int *n) {
+    int k = call->args.len;
+    bound_arg *b = arena_alloc(&s->c->arena, sizeof *b * (size_t)(k ? k : 1));
+    bool ok = true;
+    for (int i = 0; i < k; i++) {
+        const arg *a = call->args.items[i];
+        b[i].name = a->name;
+        b[i].at = a->value->at;
+        ok &= eval(s, e, a->value, &b[i].v);
+    }
+    *out = b;
+    *n = k;
+    return ok;
+}
+
+static bool add_member(sema *s, inst *in, const char *name, val *v, loc at);
+
+/* Binds a user module's constructor parameters, then evaluates its members
+ * in source order (= PyTorch's registration order). */
+static inst *instantiate_user(sema *s, const module_def *d, const bound_arg *args, int nargs, loc at) {
+    dpc_ctx *c = s->c;
+    for (int i = 0; i < s->depth; i++)
+        if (s->stack[i] == d) {
+            error_at(c, at, "module '%s' contains itself", d->name);
+            return NULL;
+        }
+    if (s->depth >= MAX_INST_DEPTH) {
+        error_at(c, at, "modules nested too deeply (limit %d)", MAX_INST_DEPTH);
+        return NULL;
+    }
+    inst *in = new_inst(s, BI_NONE, d->name, at);
+    if (!in)
+        return NULL;
+    in->def = d;
+    int np = d->params.len, before = c->nerrors, pos = 0;
+    in->np = np;
+    in->pnames = arena_alloc(&c->arena, sizeof(char *) * (size_t)(np ? np : 1));
+    in->pvals = arena_alloc(&c->arena, sizeof(val) * (size_t)(np ? np : 1));
+    bool *set = arena_alloc(&c->arena, (size_t)(np ? np : 1));
+    for (int i = 0; i < np; i++)
+        in->pnames[i] = ((param *)d->params.items[i])->name;
+    for (int i = 0; i < nargs; i++) {
+        int slot = -1;
+        if (!args[i].name) {
+            if (pos >= np) {
+                error_at(c, args[i].at, "%s() takes %d argument%s, got %d", d->name, np, np == 1 ? "" : "s",
+                         nargs);
+                break;
+            }
+            slot = pos++;
+        } else {
+            for (int j = 0; j < np; j++)
+                if (strcmp(in->pnames[j], args[i].name) == 0)
+                    slot = j;
+            if (slot < 0) {
+                const char *near = nearest_name(args[i].name, in->pnames, np);
+                error_at(c, args[i].at, "%s() has no parameter '%s'%s%s%s", d->name, args[i].name,
+                         near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
+                continue;
+            }
+            if (set[slot]) {
+                error_at(c, args[i].at, "%s() got parameter '%s' twice", d->name, args[i].name);
+                continue;
+            }
+        }
+        const param *p = d->params.items[slot];
+        val v = args[i].v;
+        if (p->kind == PT_FLOAT && v.kind == V_INT) {
+            v.kind = V_FLOAT;
+            v.f = (double)v.i;
+        }
+        val_kind want = p->kind == PT_INT ? V_INT : p->kind == PT_FLOAT ? V_FLOAT : V_BOOL;
+        if (v.kind != want) {
+            error_at(c, args[i].at, "%s() parameter '%s' is %s, got %s", d->name, p->name,
+                     val_kind_name(want), val_kind_name(v.kind));
+            continue;
+        }
+        in->pvals[slot] = v;
+        set[slot] = true;
+    }
+    env e = {in->pnames, in->pvals, 0};
+    for (int j = 0; j < np; j++) {
+        const param *p = d->params.items[j];
+        if (!set[j]) {
+            if (!p->deflt) {
+                if (c->nerrors == before)
+                    error_at(c, at, "%s() missing required parameter '%s'", d->name, p->name);
+                continue;
+            }
+            e.n = j; /* a default may use the parameters before it */
+            if (!eval(s, &e, p->deflt, &in->pvals[j]))
+                continue;
+            if (p->kind == PT_FLOAT && in->pvals[j].kind == V_INT) {
+                in->pvals[j].kind = V_FLOAT;
+                in->pvals[j].f = (double)in->pvals[j].i;
+            }
+        }
+    }
+    if (c->nerrors != before)
+        return NULL;
+    e.n = np;
+    s->stack[s->depth++] = d;
+    for (int i = 0; i < d->members.len; i++) {
+        const member *mb = d->members.items[i];
+        for (int j = 0; j < i; j++)
+            if (strcmp(((member *)d->members.items[j])->name, mb->name) == 0)
+                error_at(c, mb->at, "member '%s' is defined twice in module '%s'", mb->name, d->name);
+        val v;
+        if (eval(s, &e, mb->value, &v))
+            add_member(s, in, mb->name, &v, mb->value->at);
+    }
+    s->depth--;
+    return in;
+}
+
+static bool add_member(sema *s, inst *in, const char *name, val *v, loc at) {
+    inst *child = NULL;
+    if (v->kind == V_MODULE)
+        child = v->mod;
+    else if (v->kind == V_LIST) {
+        /* a list of modules becomes a ModuleList */
+        bound_arg a = {NULL, *v, at};
+        child = new_inst(s, BI_MODULELIST, "ModuleList", at);
+        if (!child || !builtin_bind_values(s->c, child, &a, 1, at))
+            return false;
+    } else {
+        error_at(s->c, at, "member '%s' must be a module, got %s", name, val_kind_name(v->kind));
+        return false;
+    }
+    if (strcmp(name, "forward") == 0) {
+        error_at(s->c, at, "'forward' cannot be a member name");
+        return false;
+    }
+    inst_child *ch = arena_alloc(&s->c->arena, sizeof *ch);
+    ch->name = name;
+    ch->mod = child;
+    vec_push(&s->c->arena, &in->children, ch);
+    return true;
+}
+
+static void unknown_callee(sema *s, const env *e, const node *callee) {
+    const char *name = callee->str;
+    static const char *const functions[] = {"relu", "gelu", "silu", "sigmoid", "tanh", "softmax",
+                                            "log_softmax", "flatten", "dropout", "layer_norm"};
+    for (size_t i = 0; i < sizeof functions / sizeof *functions; i++)
+        if (strcmp(functions[i], name) == 0) {
+            error_at(s->c, callee->at, "'%s' is a function and can only be used in forward; members are modules", name);
+            return;
+        }
+    const program *p = &s->m->prog;
+    int nb, n = 0;
+    const char *const *bn = builtin_names(&nb);
+    const char **cands = arena_alloc(&s->c->arena, sizeof(char *) * (size_t)(nb + p->modules.len + 1));
+    for (int i = 0; i < nb; i++)
+        cands[n++] = bn[i];
+    for (int i = 0; i < p->modules.len; i++)
+        cands[n++] = ((module_def *)p->modules.items[i])->name;
+    const char *near = nearest_name(name, cands, n);
+    if (near)
+        error_at(s->c, callee->at, "unknown module '%s'; did you mean '%s'?", name, near);
+    else
+        error_at(s->c, callee->at, "unknown module '%s'", name);
+    (void)e;
+}
+
+static bool eval_call(sema *s, const env *e, const node *n, val *out) {
+    if (n->lhs->kind != ND_NAME) {
+        error_at(s->c, n->at, "only modules can be called here");
+        return false;
+    }
+    const char *name = n->lhs->str;
+    bound_arg *args;
+    int nargs;
+    if (strcmp(name, "range") == 0) {
+        error_at(s->c, n->at, "range() is only allowed in a list comprehension");
+        return false;
+    }
+    builtin_kind bi = builtin_lookup(name);
+    const module_def *d = bi ? NULL : find_module(&s->m->prog, name);
+    if (!bi && !d) {
+        unknown_callee(s, e, n->lhs);
+        return false;
+    }
+    if (!eval_args(s, e, n, &args, &nargs))
+        return false;
+    inst *in;
+    if (bi) {
+        in = new_inst(s, bi, builtin_name(bi), n->lhs->at);
+        if (!in || !builtin_bind_values(s->c, in, args, nargs, n->lhs->at))
+            return false;
+        if (bi == BI_DATAPARALLEL && s->depth > 0) {
+            error_at(s->c, n->at, "DataParallel may only wrap the model, on the 'model = ...' line");
+            return false;
+        }
+    } else {
+        in = instantiate_user(s, d, args, nargs, n->lhs->at);
+        if (!in)
+            return false;
+    }
+    out->kind = V_MODULE;
+    out->mod = in;
+    return true;
+}
+
+static bool eval_listcomp(sema *s, const env *e, const node *n, val *out) {
+    const node *it = n->rhs;
+    if (it->kind != ND_CALL || it->lhs->kind != ND_NAME || strcmp(it->lhs->str, "range") != 0 ||
+        it->args.len != 1 || ((arg *)it->args.items[0])->name) {
+        error_at(s->c, it->at, "a list comprehension must iterate over range(n)");
+        return false;
+    }
+    val cnt;
+    if (!eval(s, e, ((arg *)it->args.items[0])->value, &cnt))
+        return false;
+    if (cnt.kind != V_INT || cnt.i < 0) {
+        error_at(s->c, it->at, "range() needs a non-negative int");
+        return false;
+    }
+    if (cnt.i > MAX_RANGE) {
+        error_at(s->c, it->at, "range(%lld) is too large (limit %d)", (long long)cnt.i, MAX_RANGE);
+        return false;
+    }
+    env inner = *e;
+    inner.names = arena_alloc(&s->c->arena, sizeof(char *) * (size_t)(e->n + 1));
+    inner.vals = arena_alloc(&s->c->arena, sizeof(val) * (size_t)(e->n + 1));
+    memcpy(inner.names, e->names, sizeof(char *) * (size_t)e->n);
+    memcpy(inner.vals, e->vals, sizeof(val) * (size_t)e->n);
+    inner.names[e->n] = n->str;
+    inner.n = e->n + 1;
+    out->kind = V_LIST;
+    out->n = (int)cnt.i;
+    out->items = arena_alloc(&s->c->arena, sizeof(val) * (size_t)(cnt.i ? cnt.i : 1));
+    for (int64_t i = 0; i < cnt.i; i++) {
+        inner.vals[e->n] = (val){.kind = V_INT, .i = i};
+        if (!eval(s, &inner, n->lhs, &out->items[i]))
+            return false;
+    }
+    return true;
+}
+
+static bool eval(sema *s, const env *e, const node *n, val *out) {
+    memset(out, 0, sizeof *out);
+    switch (n->kind) {
+    case ND_INT: out->kind = V_INT; out->i = n->ival; return true;
+    case ND_FLOAT: out->kind = V_FLOAT; out->f = n->fval; return true;
+    case ND_BOOL: out->kind = V_BOOL; out->i = n->ival; return true;
+    case ND_STR: out->kind = V_STR; out->s = n->str; return true;
+    case ND_NONE: out->kind = V_NONE; return true;
+    case ND_NAME:
+        for (int i = e->n - 1; i >= 0; i--)
+            if (strcmp(e->names[i], n->str) == 0) {
+                *out = e->vals[i];
+                return true;
+            }
+        {
+            const char *near = nearest_name(n->str, e->names, e->n);
+            if (near)
+                error_at(s->c, n->at, "unknown name '%s'; did you mean '%s'?", n->str, near);
+            else if (builtin_lookup(n->str) || find_module(&s->m->prog, n->str))
+                error_at(s->c, n->at, "module '%s' must be called: '%s(...)'", n->str, n->str);
+            else
+                error_at(s->c, n->at, "unknown name '%s'", n->str);
+        }
+        return false;
+    case ND_NEG: {
+        val v;
+        if (!eval(s, e, n->lhs, &v))
+            return false;
+        if (v.kind == V_INT) {
+            if (v.i == INT64_MIN) {
+                error_at(s->c, n->at, "integer overflow");
+                return false;
+            }
+            out->kind = V_INT;
+            out->i = -v.i;
+            return true;
+        }
+        if (v.kind == V_FLOAT) {
+            out->kind = V_FLOAT;
+            out->f = -v.f;
+            return true;
+        }
+        error_at(s->c, n->at, "cannot negate %s", val_kind_name(v.kind));
+        return false;
+    }
+    case ND_BINOP: return eval_binop(s, e, n, out);
+    case ND_CALL: return eval_call(s, e, n, out);
+    case ND_TUPLE:
+    case ND_LIST: {
+        out->kind = n->kind == ND_TUPLE ? V_TUPLE : V_LIST;
+        out->n = n->args.len;
+        out->items = arena_alloc(&s->c->arena, sizeof(val) * (size_t)(out->n ? out->n : 1));
+        bool ok = true;
+        for (int i = 0; i < out->n; i++)
+            ok &= eval(s, e, n->args.items[i], &out->items[i]);
+        return ok;
+    }
+    case ND_LISTCOMP: return eval_listcomp(s, e, n, out);
+    case ND_INDEX:
+        error_at(s->c, n->at, "indexing is only allowed in forward");
+        return false;
+    }
+    return false;
+}
+
+/* --------------------------------------------------------- the tree */
+
+static void assign_paths(sema *s, inst *in, const char *path) {
+    in->path = path;
+    builtin_params(s->c, s->m, in);
+    for (int i = 0; i < in->children.len; i++) {
+        inst_child *ch = in->children.items[i];
+        const char *p = path[0] ? arena_printf(&s->c->arena, "%s.%s", path, ch->name) : ch->name;
+        assign_paths(s, ch->mod, p);
+    }
+}
+
+bool sema_instantiate(dpc_ctx *c, model *m) {
+    sema s = {.c = c, .m = m};
+    program *p = &m->prog;
+    val v;
+    env e = {0};
+    if (p->model) {
+        if (!eval(&s, &e, p->model, &v))
+            return false;
+        if (v.kind != V_MODULE) {
+            error_at(c, p->model_at, "the model must be a module, got %s", val_kind_name(v.kind));
+            return false;
+        }
+    } else {
+        /* no `model = ...`: the last module defined, built with its defaults */
+        const module_def *d = p->modules.items[p->modules.len - 1];
+        inst *in = instantiate_user(&s, d, NULL, 0, d->at);
+        if (!in)
+            return false;
+        v.kind = V_MODULE;
+        v.mod = in;
+    }
+    inst *top = v.mod;
+    if (top->bi == BI_DATAPARALLEL) {
+        m->wrapper = top;
+        m->root = top->args[0].mod;
+        if (m->root->bi == BI_DATAPARALLEL) {
+            error_at(c, m->root->at, "nested DataParallel is not supported");
+            return false;
+        }
+    } else
+        m->root = top;
+    assign_paths(&s, m->root, "");
+    return c->nerrors == 0;
+}

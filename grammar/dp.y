@@ -1,0 +1,365 @@
+/* dp.y - the .dp grammar (see docs/language.md).
+ *
+ * A pure, location-tracking LALR(1) parser with detailed error messages and
+ * LAC, so "expecting ..." lists only tokens that can really follow. Errors
+ * recover at the next statement separator, so one run reports every
+ * independent syntax error. The actions only build the AST (ast.c); meaning
+ * is given later by sema.c and irbuild.c. */
+%define api.pure full
+%define api.prefix {dp}
+%define parse.error custom
+%define parse.lac full
+%locations
+%lex-param {void *scanner}
+%parse-param {void *scanner} {parser_state *ps}
+
+%code requires {
+#include "parser_state.h"
+}
+
+%code provides {
+int dplex(DPSTYPE *yylval, DPLTYPE *yylloc, void *scanner);
+}
+
+%code {
+#include <stdio.h>
+#include <string.h>
+static void dperror(DPLTYPE *l, void *scanner, parser_state *ps, const char *msg);
+#define L(at) ps_loc(ps, (at).first_line, (at).first_column)
+/* NULL items come from error recovery and are dropped. */
+static vec vadd(parser_state *ps, vec v, void *x) { if (x) vec_push(&ps->c->arena, &v, x); return v; }
+static vec vec1(parser_state *ps, void *x) { return vadd(ps, (vec){0}, x); }
+}
+
+%union {
+    int64_t ival;
+    double fval;
+    const char *str;
+    node *nd;
+    arg *ag;
+    stmt *st;
+    param *pm;
+    member *mb;
+    module_def *md;
+    vec v;
+    void *ptr;
+}
+
+%token <str> IDENT "identifier"
+%token <str> STRING "string"
+%token <ival> INT "integer"
+%token <fval> FLOAT "number"
+%token NL "newline"
+%token MODULE "module" FORWARD "forward" IMPORT "import" RETURN "return"
+%token FOR "for" IN "in" TRUE "True" FALSE "False" NONE "None"
+%token FLOORDIV "//" POW "**"
+
+%left '+' '-'
+%left '*' '/' FLOORDIV '@' '%'
+%precedence UMINUS
+%right POW
+
+%type <nd> expr postfix primary
+%type <v> ctor_params exprs args arglist stmt_list params param_list dims targets body_items block
+%type <ag> arg
+%type <st> stmt
+%type <pm> param
+%type <md> module_def
+%type <ptr> body_item
+
+%%
+
+program
+    : seps_opt
+    | seps_opt top_items seps_opt
+    ;
+
+top_items
+    : top_item
+    | top_items seps top_item
+    ;
+
+top_item
+    : IMPORT STRING {
+        import_decl *d = arena_alloc(&ps->c->arena, sizeof *d);
+        d->path = $2; d->at = L(@2);
+        vec_push(&ps->c->arena, &ps->imports, d);
+      }
+    | module_def { vec_push(&ps->c->arena, &ps->modules, $1); }
+    | IDENT '=' expr {
+        if (strcmp($1, "model") != 0)
+            error_at(ps->c, L(@1), "only 'model = ...' may be assigned at the top level, not '%s'", $1);
+        else {
+            ps->model = $3; ps->model_at = L(@1); ps->nmodel++;
+            if (ps->nmodel > 1)
+                error_at(ps->c, L(@1), "the model is named twice");
+        }
+      }
+    | error
+    ;
+
+seps : sep | seps sep ;
+seps_opt : %empty | seps ;
+sep : NL | ';' ;
+
+module_def
+    : MODULE IDENT ctor_params '{' seps_opt body_items seps_opt '}' {
+        $$ = arena_alloc(&ps->c->arena, sizeof *$$);
+        $$->name = $2; $$->at = L(@2);
+        $$->params = $3;
+        for (int i = 0; i < $6.len; i++) {
+            /* body items arrive as tagged pointers: members and the forward */
+            void *it = $6.items[i];
+            if (((member *)it)->name == NULL) {
+                module_def *f = it; /* a forward, carried in a module_def shell */
+                if ($$->has_forward) {
+                    error_at(ps->c, f->forward_at, "module '%s' has two forward methods", $2);
+                    continue;
+                }
+                $$->has_forward = true; $$->forward_at = f->forward_at;
+                $$->fparams = f->fparams; $$->body = f->body;
+            } else
+                vec_push(&ps->c->arena, &$$->members, it);
+        }
+      }
+    | MODULE IDENT ctor_params '{' seps_opt '}' {
+        $$ = arena_alloc(&ps->c->arena, sizeof *$$);
+        $$->name = $2; $$->at = L(@2);
+        $$->params = $3;
+      }
+    ;
+
+ctor_params
+    : %empty { $$ = (vec){0}; }
+    | '(' params ')' { $$ = $2; }
+    ;
+
+body_items
+    : body_item { $$ = vec1(ps, $1); }
+    | body_items seps body_item { $$ = vadd(ps, $1, $3); }
+    ;
+
+body_item
+    : IDENT '=' expr {
+        member *m = arena_alloc(&ps->c->arena, sizeof *m);
+        m->name = $1; m->at = L(@1); m->value = $3;
+        $$ = m;
+      }
+    | FORWARD '(' params ')' block {
+        /* a module_def shell whose first field (name) is NULL marks a forward */
+        module_def *f = arena_alloc(&ps->c->arena, sizeof *f);
+        f->forward_at = L(@1); f->fparams = $3; f->body = $5;
+        $$ = f;
+      }
+    | error { $$ = NULL; }
+    ;
+
+params
+    : %empty { $$ = (vec){0}; }
+    | param_list
+    | param_list ',' { $$ = $1; }
+    ;
+
+param_list
+    : param { $$ = vec1(ps, $1); }
+    | param_list ',' param { $$ = vadd(ps, $1, $3); }
+    ;
+
+param
+    : IDENT ':' IDENT {
+        $$ = ps_param(ps, $1, L(@1), $3, L(@3), NULL, NULL);
+      }
+    | IDENT ':' IDENT '=' expr {
+        $$ = ps_param(ps, $1, L(@1), $3, L(@3), NULL, $5);
+      }
+    | IDENT ':' '[' dims ']' {
+        $$ = ps_param(ps, $1, L(@1), NULL, L(@3), &$4, NULL);
+      }
+    | IDENT ':' IDENT '[' dims ']' {
+        $$ = ps_param(ps, $1, L(@1), $3, L(@3), &$5, NULL);
+      }
+    | IDENT {
+        error_at(ps->c, L(@1), "parameter '%s' needs a type (for example '%s: int' or '%s: [N, 10]')", $1, $1, $1);
+        $$ = ps_param(ps, $1, L(@1), "int", L(@1), NULL, NULL);
+      }
+    ;
+
+dims
+    : exprs
+    ;
+
+block
+    : '{' seps_opt stmt_list seps_opt '}' { $$ = $3; }
+    | '{' seps_opt '}' { $$ = (vec){0}; }
+    ;
+
+stmt_list
+    : stmt { $$ = vec1(ps, $1); }
+    | stmt_list seps stmt { $$ = vadd(ps, $1, $3); }
+    ;
+
+stmt
+    : IDENT '=' expr {
+        $$ = ps_stmt(ps, ST_ASSIGN, L(@1));
+        vec_push(&ps->c->arena, &$$->targets, (void *)$1);
+        vec_push(&ps->c->arena, &$$->values, $3);
+      }
+    | targets '=' expr {
+        $$ = ps_stmt(ps, ST_ASSIGN, L(@1));
+        $$->targets = $1;
+        vec_push(&ps->c->arena, &$$->values, $3);
+      }
+    | RETURN exprs {
+        $$ = ps_stmt(ps, ST_RETURN, L(@1));
+        $$->values = $2;
+      }
+    | FOR IDENT IN expr block {
+        $$ = ps_stmt(ps, ST_FOR, L(@1));
+        vec_push(&ps->c->arena, &$$->targets, (void *)$2);
+        vec_push(&ps->c->arena, &$$->values, $4);
+        $$->body = $5;
+      }
+    | error { $$ = NULL; }
+    ;
+
+targets
+    : IDENT ',' IDENT {
+        $$ = vec1(ps, (void *)$1);
+        $$ = vadd(ps, $$, (void *)$3);
+      }
+    | targets ',' IDENT { $$ = vadd(ps, $1, (void *)$3); }
+    ;
+
+exprs
+    : expr { $$ = vec1(ps, $1); }
+    | exprs ',' expr { $$ = vadd(ps, $1, $3); }
+    ;
+
+expr
+    : postfix
+    | expr '+' expr { $$ = ast_binop(ps, '+', $1, $3, L(@2)); }
+    | expr '-' expr { $$ = ast_binop(ps, '-', $1, $3, L(@2)); }
+    | expr '*' expr { $$ = ast_binop(ps, '*', $1, $3, L(@2)); }
+    | expr '/' expr { $$ = ast_binop(ps, '/', $1, $3, L(@2)); }
+    | expr '%' expr { $$ = ast_binop(ps, '%', $1, $3, L(@2)); }
+    | expr '@' expr { $$ = ast_binop(ps, '@', $1, $3, L(@2)); }
+    | expr FLOORDIV expr { $$ = ast_binop(ps, 'f', $1, $3, L(@2)); }
+    | expr POW expr { $$ = ast_binop(ps, 'p', $1, $3, L(@2)); }
+    | '-' expr %prec UMINUS { $$ = ast_unary(ps, $2, L(@1)); }
+    | '+' expr %prec UMINUS { $$ = $2; }
+    ;
+
+postfix
+    : primary
+    | postfix '(' args ')' { $$ = ast_call(ps, $1, $3, L(@1)); }
+    | postfix '[' expr ']' { $$ = ast_index(ps, $1, $3, L(@2)); }
+    ;
+
+primary
+    : INT { $$ = ast_node(ps, ND_INT, L(@1)); $$->ival = $1; }
+    | FLOAT { $$ = ast_node(ps, ND_FLOAT, L(@1)); $$->fval = $1; }
+    | STRING { $$ = ast_node(ps, ND_STR, L(@1)); $$->str = $1; }
+    | TRUE { $$ = ast_node(ps, ND_BOOL, L(@1)); $$->ival = 1; }
+    | FALSE { $$ = ast_node(ps, ND_BOOL, L(@1)); $$->ival = 0; }
+    | NONE { $$ = ast_node(ps, ND_NONE, L(@1)); }
+    | IDENT { $$ = ast_node(ps, ND_NAME, L(@1)); $$->str = $1; }
+    | '(' expr ')' { $$ = $2; }
+    | '(' expr ',' ')' { $$ = ast_seq(ps, ND_TUPLE, vec1(ps, $2), L(@1)); }
+    | '(' expr ',' exprs ')' {
+        vec v = vec1(ps, $2);
+        for (int i = 0; i < $4.len; i++) v = vadd(ps, v, $4.items[i]);
+        $$ = ast_seq(ps, ND_TUPLE, v, L(@1));
+      }
+    | '(' expr ',' exprs ',' ')' {
+        vec v = vec1(ps, $2);
+        for (int i = 0; i < $4.len; i++) v = vadd(ps, v, $4.items[i]);
+        $$ = ast_seq(ps, ND_TUPLE, v, L(@1));
+      }
+    | '[' ']' { $$ = ast_seq(ps, ND_LIST, (vec){0}, L(@1)); }
+    | '[' exprs ']' { $$ = ast_seq(ps, ND_LIST, $2, L(@1)); }
+    | '[' exprs ',' ']' { $$ = ast_seq(ps, ND_LIST, $2, L(@1)); }
+    | '[' expr FOR IDENT IN expr ']' { $$ = ast_listcomp(ps, $2, $4, $6, L(@1)); }
+    ;
+
+args
+    : %empty { $$ = (vec){0}; }
+    | arglist
+    | arglist ',' { $$ = $1; }
+    ;
+
+arglist
+    : arg { $$ = vec1(ps, $1); }
+    | arglist ',' arg { $$ = vadd(ps, $1, $3); }
+    ;
+
+arg
+    : expr { $$ = ast_arg(ps, NULL, $1, $1->at); }
+    | IDENT '=' expr { $$ = ast_arg(ps, $1, $3, L(@1)); }
+    ;
+
+%%
+
+/* "unexpected X, expecting A, B or C", listing at most six alternatives;
+ * past that a summary reads better than a wall of tokens. If the error sits
+ * on a later line than a still-open '(' or '[', the real mistake is most
+ * likely that bracket, so a note points at it. */
+static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, parser_state *ps) {
+    (void)scanner;
+    if (ps->too_deep)
+        return 0;
+    enum { MAXEXP = 64 };
+    yysymbol_kind_t exp[MAXEXP];
+    int n = yypcontext_expected_tokens(ctx, exp, MAXEXP);
+    yysymbol_kind_t got = yypcontext_token(ctx);
+    const DPLTYPE *l = yypcontext_location(ctx);
+    /* operators are summarised as "an operator", operands as "an expression" */
+    const char *names[MAXEXP];
+    int k = 0;
+    bool op = false, operand = false;
+    for (int i = 0; i < n; i++)
+        operand |= exp[i] == YYSYMBOL_INT;
+    for (int i = 0; i < n; i++) {
+        const char *nm = yysymbol_name(exp[i]);
+        bool binary_only = strcmp(nm, "'*'") == 0 || strcmp(nm, "'/'") == 0 || strcmp(nm, "'%'") == 0 ||
+                           strcmp(nm, "'@'") == 0 || strcmp(nm, "//") == 0 || strcmp(nm, "**") == 0;
+        bool either = strcmp(nm, "'+'") == 0 || strcmp(nm, "'-'") == 0 || strcmp(nm, "'('") == 0 ||
+                      strcmp(nm, "'['") == 0;
+        bool literal = exp[i] == YYSYMBOL_INT || exp[i] == YYSYMBOL_FLOAT || exp[i] == YYSYMBOL_STRING ||
+                       exp[i] == YYSYMBOL_TRUE || exp[i] == YYSYMBOL_FALSE || exp[i] == YYSYMBOL_NONE;
+        if (binary_only)
+            op = true;
+        else if (either)
+            op |= !operand;
+        else if (!literal)
+            names[k++] = nm;
+    }
+    if (operand)
+        names[k++] = "an expression";
+    if (op)
+        names[k++] = "an operator";
+    char msg[512];
+    int len = snprintf(msg, sizeof msg, "syntax error, unexpected %s",
+                       got == YYSYMBOL_YYEMPTY ? "token" : yysymbol_name(got));
+    if (k > 0 && k <= 6) {
+        len += snprintf(msg + len, sizeof msg - (size_t)len, ", expecting ");
+        for (int i = 0; i < k && len < (int)sizeof msg; i++)
+            len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s",
+                            i == 0 ? "" : i == k - 1 ? " or " : ", ", names[i]);
+    }
+    error_at(ps->c, L(*l), "%s", msg);
+    if (ps->paren > 0 && ps->open_line > 0 && ps->open_line < l->first_line)
+        note_at(ps->c, ps_loc(ps, ps->open_line, ps->open_col), "'%c' opened here was never closed",
+                ps->open_char);
+    return 0;
+}
+
+static void dperror(DPLTYPE *l, void *scanner, parser_state *ps, const char *msg) {
+    (void)scanner;
+    if (ps->too_deep)
+        return; /* the scanner already said why it stopped */
+    if (strcmp(msg, "memory exhausted") == 0) {
+        error_at(ps->c, L(*l), "expression nested too deeply");
+        return;
+    }
+    error_at(ps->c, L(*l), "%s", msg);
+}

@@ -1,0 +1,54 @@
+/* parser_state.h - what the flex scanner and the bison parser share while
+ * reading one file: the compilation context, the file, bracket depth (a
+ * newline inside () or [] does not end a statement) and what was parsed. */
+#ifndef DPC_PARSER_STATE_H
+#define DPC_PARSER_STATE_H
+
+#include "compiler.h"
+
+typedef struct import_decl {
+    const char *path;
+    loc at;
+} import_decl;
+
+typedef struct parser_state {
+    dpc_ctx *c;
+    const src_file *file;
+    int line, col;  /* scanner position, 1-based */
+    int paren;      /* depth of ( and [ : newlines inside are whitespace */
+    int open_line, open_col; /* the outermost ( or [ still open */
+    char open_char;
+    int nest;       /* depth of all brackets, { included, for the nesting limit */
+    bool too_deep;  /* the nesting limit was hit: the scanner stops */
+    int errors_before;
+    /* results */
+    vec imports;    /* import_decl* */
+    vec modules;    /* module_def* */
+    node *model;
+    loc model_at;
+    int nmodel;     /* number of `model = ...` lines seen */
+} parser_state;
+
+/* flex reports a failed allocation through YY_FATAL_ERROR, which must not
+ * exit: it jumps here (set to the arena's out-of-memory handler). */
+extern _Thread_local jmp_buf *dp_lex_fatal;
+
+loc ps_loc(parser_state *ps, int line, int col);
+
+/* AST constructors (ast.c). Each records the subtree height and reports a
+ * single error when an expression nests deeper than the limit. */
+node *ast_node(parser_state *ps, node_kind k, loc at);
+node *ast_binop(parser_state *ps, int op, node *l, node *r, loc at);
+node *ast_unary(parser_state *ps, node *e, loc at);
+node *ast_call(parser_state *ps, node *callee, vec args, loc at);
+node *ast_index(parser_state *ps, node *base, node *idx, loc at);
+node *ast_seq(parser_state *ps, node_kind k, vec items, loc at);
+node *ast_listcomp(parser_state *ps, node *elem, const char *var, node *iter, loc at);
+arg *ast_arg(parser_state *ps, const char *name, node *value, loc at);
+stmt *ps_stmt(parser_state *ps, stmt_kind k, loc at);
+/* A parameter `name: type`, `name: type = default`, `name: [dims]` or
+ * `name: dtype[dims]`; dims == NULL for scalars. */
+param *ps_param(parser_state *ps, const char *name, loc at, const char *type, loc type_at,
+                const vec *dims, node *deflt);
+
+#endif

@@ -1,0 +1,91 @@
+/* base.h - the few things every part of dpc shares: status codes, the error
+ * record that carries a message out of the library, overflow-checked size
+ * arithmetic, and tiny allocation helpers.
+ *
+ * The library never prints and never exits: every fallible function returns a
+ * dpc_status and, on failure, fills a dpc_err that the caller (the CLI, or a
+ * user of libdpc) decides what to do with. */
+#ifndef DPC_BASE_H
+#define DPC_BASE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum dpc_status {
+    DPC_OK = 0,
+    DPC_EUSER = 1,     /* bad model, file, shape or value supplied by the user */
+    DPC_EUSAGE = 2,    /* bad arguments to an API call or the command line */
+    DPC_ENOMEM = 3,    /* an allocation failed (real or injected) */
+    DPC_EIO = 4,       /* the operating system refused a read or write */
+    DPC_EDEVICE = 5,   /* a device (CUDA driver, NVRTC, cuBLAS, NCCL) failed */
+    DPC_EINTERNAL = 6, /* a broken invariant: a bug in dpc */
+} dpc_status;
+
+#define DPC_ERR_MSG 1024
+
+typedef struct dpc_err {
+    dpc_status code;
+    char msg[DPC_ERR_MSG];
+} dpc_err;
+
+/* Records a formatted message in *e (which may be NULL) and returns code. */
+dpc_status dpc_errf(dpc_err *e, dpc_status code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Prefixes the message already in *e ("replica 1 on device cpu: " ...). */
+void dpc_err_prefix(dpc_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *dpc_status_name(dpc_status s);
+
+/* Size arithmetic on untrusted numbers: false on overflow. */
+static inline bool dpc_mul_size(size_t a, size_t b, size_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool dpc_add_size(size_t a, size_t b, size_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+static inline bool dpc_mul_i64(int64_t a, int64_t b, int64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+static inline bool dpc_add_i64(int64_t a, int64_t b, int64_t *out) {
+    return !__builtin_add_overflow(a, b, out);
+}
+
+/* Allocation that can be made to fail on purpose (tests), see faults. */
+void *dpc_malloc(size_t n);
+void *dpc_calloc(size_t n, size_t size);
+void *dpc_realloc(void *p, size_t n);
+char *dpc_strdup(const char *s);
+char *dpc_strndup(const char *s, size_t n);
+void dpc_free(void *p);
+
+/* A growable byte buffer, used for generated source, printed text and files. */
+typedef struct dpc_buf {
+    char *data;
+    size_t len, cap;
+    bool oom; /* sticky: once an append failed, the buffer is unusable */
+} dpc_buf;
+
+void dpc_buf_init(dpc_buf *b);
+void dpc_buf_free(dpc_buf *b);
+void dpc_buf_put(dpc_buf *b, const void *p, size_t n);
+void dpc_buf_puts(dpc_buf *b, const char *s);
+void dpc_buf_printf(dpc_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void dpc_buf_vprintf(dpc_buf *b, const char *fmt, va_list ap);
+/* Takes the contents (NUL-terminated) out of the buffer; NULL after an OOM. */
+char *dpc_buf_take(dpc_buf *b);
+
+/* Whole-file I/O. Reading refuses directories, FIFOs and devices, and files
+ * larger than max_bytes. Writing goes through a temporary file in the same
+ * directory, fsync and rename, so a failure never leaves a partial file. */
+dpc_status dpc_read_file(const char *path, size_t max_bytes, char **data, size_t *len, dpc_err *e);
+dpc_status dpc_write_file_atomic(const char *path, const void *data, size_t len, dpc_err *e);
+
+/* Python's repr of a float (shortest round-trip, '1e-05', '0.5', 'inf'). */
+void dpc_format_pyfloat(double v, char *out, size_t n);
+
+/* FNV-1a 64 and a 256-bit content hash (SHA-256) as hex, for caches. */
+uint64_t dpc_fnv1a(const void *p, size_t n, uint64_t h);
+void dpc_sha256_hex(const void *p, size_t n, char out[65]);
+
+#endif
