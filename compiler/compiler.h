@@ -223,6 +223,10 @@ typedef struct model {
 
 /* sema.c: evaluates the model line and instantiates the module tree. */
 bool sema_instantiate(dpc_ctx *c, model *m);
+/* Evaluates a constant expression in the scope of self's constructor
+ * parameters (dims, reshape sizes, defaults). */
+bool sema_eval(dpc_ctx *c, model *m, const inst *self, const node *n, val *out);
+bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out);
 /* builtins.c: signatures, binding, repr. */
 builtin_kind builtin_lookup(const char *name);
 const char *builtin_name(builtin_kind k);

@@ -68,7 +68,9 @@ typedef struct ir_node {
     int nia;
     double fa;             /* CONST value, eps */
     int axis;              /* softmax/reduce/cat axis (normalised) */
-    bool keepdim, flag;    /* flag: pool ceil_mode, avgpool count_include_pad, GELU... */
+    bool keepdim;          /* reductions */
+    bool ceil;             /* pools: ceil_mode */
+    bool flag;             /* avg_pool2d: count_include_pad */
     int perm[IR_MAX_RANK]; /* PERMUTE */
     /* provenance */
     loc at;

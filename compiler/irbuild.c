@@ -1,2 +1,1700 @@
+/* irbuild.c - builds the graph IR by interpreting forward symbolically.
+ *
+ * The root module's forward is run with symbolic tensors: each tensor
+ * operation appends one IR node, its shape inferred on the spot (NumPy
+ * broadcasting, PyTorch's shape rules, the batch dim kept symbolic). A call
+ * of a user module inlines its forward; `for blk in layers` unrolls. Shape
+ * errors name both shapes, as `fc1 expects [N, 80], got [N, 320]`. */
 #include "ir.h"
-bool ir_build(dpc_ctx *c, model *m, ir_graph *g) { (void)c; (void)m; (void)g; return true; }
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_CALL_DEPTH 64
+#define MAX_NODES 1000000
+
+typedef enum sv_kind { SV_NONE, SV_TENSOR, SV_NUM, SV_MODULE, SV_TUPLE, SV_LIST } sv_kind;
+
+typedef struct sv {
+    sv_kind k;
+    ir_node *t;     /* SV_TENSOR */
+    val v;          /* SV_NUM: V_INT, V_FLOAT, V_BOOL; strings for keyword args */
+    inst *mod;      /* SV_MODULE */
+    int n;          /* SV_TUPLE, SV_LIST */
+    struct sv *items;
+    bool poison; /* the value of a statement that failed: using it reports nothing more */
+} sv;
+
+typedef struct binding {
+    const char *name;
+    sv v;
+} binding;
+
+/* One activation of a forward: its module and local variables. */
+typedef struct frame {
+    inst *self;
+    vec locals; /* binding* */
+    bool returned;
+    sv ret;
+} frame;
+
+typedef struct builder {
+    dpc_ctx *c;
+    model *m;
+    ir_graph *g;
+    int depth;
+    ir_node **param_nodes; /* per model.params index */
+    const char *batch;     /* the batch dim's name */
+} builder;
+
+static bool eval(builder *b, frame *f, const node *n, sv *out);
+static bool exec_block(builder *b, frame *f, const vec *body);
+static bool call_module(builder *b, inst *mod, const sv *args, const char **names, const loc *at, int nargs,
+                        loc call_at, sv *out);
+
+/* ----------------------------------------------------------- helpers */
+
+static const char *sv_kind_name(const sv *v) {
+    switch (v->k) {
+    case SV_NONE: return "None";
+    case SV_TENSOR: return "a tensor";
+    case SV_NUM: return v->v.kind == V_INT ? "an int" : v->v.kind == V_BOOL ? "a bool" : v->v.kind == V_STR ? "a string" : "a float";
+    case SV_MODULE: return "a module";
+    case SV_TUPLE: return "a tuple";
+    case SV_LIST: return "a list";
+    }
+    return "?";
+}
+
+static char *shp(builder *b, const shape *s) {
+    char buf[256];
+    shape_str(s, b->batch, buf, sizeof buf);
+    return arena_strdup(&b->c->arena, buf);
+}
+
+static ir_node *mk(builder *b, ir_op op, loc at, const char *scope) {
+    if (b->g->nodes.len >= MAX_NODES) {
+        error_at(b->c, at, "the graph is too large (limit %d operations)", MAX_NODES);
+        return NULL;
+    }
+    ir_node *n = ir_new(b->g, op, at);
+    n->scope = scope;
+    n->dt = IR_F32;
+    return n;
+}
+
+static void add_in(ir_node *n, ir_node *x) {
+    n->in[n->nin++] = x->id;
+    x->uses++;
+}
+
+static ir_node *const_node(builder *b, double v, loc at) {
+    ir_node *n = mk(b, OP_CONST, at, NULL);
+    if (n)
+        n->fa = v;
+    return n;
+}
+
+static bool num_of(const sv *v, double *d) {
+    if (v->k != SV_NUM)
+        return false;
+    if (v->v.kind == V_INT || v->v.kind == V_BOOL)
+        *d = (double)v->v.i;
+    else if (v->v.kind == V_FLOAT)
+        *d = v->v.f;
+    else
+        return false;
+    return true;
+}
+
+/* A tensor operand: tensors as they are, numbers as rank-0 constants. */
+static ir_node *as_tensor(builder *b, const sv *v, loc at, const char *what) {
+    double d;
+    if (v->k == SV_TENSOR)
+        return v->t;
+    if (num_of(v, &d))
+        return const_node(b, d, at);
+    error_at(b->c, at, "%s needs a tensor, got %s", what, sv_kind_name(v));
+    return NULL;
+}
+
+static bool want_tensor(builder *b, const sv *v, loc at, const char *what, ir_node **t) {
+    if (v->k != SV_TENSOR) {
+        error_at(b->c, at, "%s expects a tensor, got %s", what, sv_kind_name(v));
+        return false;
+    }
+    if (v->t->dt != IR_F32) {
+        error_at(b->c, at, "%s expects a float tensor, got an integer tensor", what);
+        return false;
+    }
+    *t = v->t;
+    return true;
+}
+
+static bool want_int(builder *b, const sv *v, loc at, const char *what, int64_t *out) {
+    if (v->k != SV_NUM || v->v.kind != V_INT) {
+        error_at(b->c, at, "%s must be an int, got %s", what, sv_kind_name(v));
+        return false;
+    }
+    *out = v->v.i;
+    return true;
+}
+
+/* Normalises a possibly negative dim against rank, PyTorch style. */
+static bool norm_dim(builder *b, int64_t d, int rank, loc at, int *out) {
+    int r = rank == 0 ? 1 : rank;
+    if (d < -r || d >= r) {
+        error_at(b->c, at, "dimension out of range (expected to be in range of [%d, %d], but got %lld)", -r, r - 1,
+                 (long long)d);
+        return false;
+    }
+    *out = (int)(d < 0 ? d + r : d);
+    return true;
+}
+
+static ir_node *param_node(builder *b, inst *owner, const char *leaf, loc at) {
+    const char *key = owner->path[0] ? arena_printf(&b->c->arena, "%s.%s", owner->path, leaf) : leaf;
+    for (int i = 0; i < b->m->params.len; i++) {
+        param_entry *p = b->m->params.items[i];
+        if (strcmp(p->key, key) != 0)
+            continue;
+        if (!b->param_nodes[i]) {
+            ir_node *n = mk(b, OP_PARAM, p->owner->at, owner->path);
+            if (!n)
+                return NULL;
+            n->name = p->key;
+            n->param_index = i;
+            n->sh.rank = p->rank;
+            for (int k = 0; k < p->rank; k++)
+                n->sh.d[k] = (dim){p->shape[k], false};
+            b->param_nodes[i] = n;
+        }
+        return b->param_nodes[i];
+    }
+    return NULL; /* no such parameter (e.g. bias=False) */
+}
+
+/* --------------------------------------------------- shape rules */
+
+static bool broadcast(builder *b, const shape *x, const shape *y, loc at, const char *what, shape *out) {
+    int r = x->rank > y->rank ? x->rank : y->rank;
+    out->rank = r;
+    for (int i = 0; i < r; i++) {
+        int ix = x->rank - r + i, iy = y->rank - r + i;
+        dim dx = ix >= 0 ? x->d[ix] : (dim){1, false};
+        dim dy = iy >= 0 ? y->d[iy] : (dim){1, false};
+        if (dx.k == dy.k && dx.sym == dy.sym)
+            out->d[i] = dx;
+        else if (!dx.sym && dx.k == 1)
+            out->d[i] = dy;
+        else if (!dy.sym && dy.k == 1)
+            out->d[i] = dx;
+        else {
+            error_at(b->c, at, "%s: shapes %s and %s cannot be broadcast together", what, shp(b, x), shp(b, y));
+            return false;
+        }
+    }
+    return true;
+}
+
+static ir_node *elementwise(builder *b, ir_op op, ir_node *x, ir_node *y, loc at, const char *scope) {
+    shape s;
+    if (y) {
+        static const char *const what[] = {[OP_ADD] = "'+'", [OP_SUB] = "'-'", [OP_MUL] = "'*'", [OP_DIV] = "'/'"};
+        if (!broadcast(b, &x->sh, &y->sh, at, what[op], &s))
+            return NULL;
+        if (x->dt != IR_F32 || y->dt != IR_F32) {
+            error_at(b->c, at, "arithmetic on integer tensors is not supported");
+            return NULL;
+        }
+    } else
+        s = x->sh;
+    ir_node *n = mk(b, op, at, scope);
+    if (!n)
+        return NULL;
+    add_in(n, x);
+    if (y)
+        add_in(n, y);
+    n->sh = s;
+    return n;
+}
+
+/* Shapes for conv and pools: one spatial size. */
+static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil_mode) {
+    int64_t span = in + 2 * p - d * (k - 1) - 1;
+    if (span < 0)
+        return 0;
+    int64_t o = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+    if (ceil_mode && (o - 1) * s >= in + p)
+        o--;
+    return o;
+}
+
+static bool need_concrete(builder *b, const ir_node *x, int from, loc at, const char *what) {
+    for (int i = from; i < x->sh.rank; i++)
+        if (x->sh.d[i].sym) {
+            error_at(b->c, at, "%s: dimension %d of %s depends on the batch size", what, i, shp(b, &x->sh));
+            return false;
+        }
+    return true;
+}
+
+/* "fc1 expects [N, 80], got [N, 320]": the actual shape with the dims the
+ * module constrains replaced by what it wants. */
+static void expects(builder *b, loc at, const char *who, const shape *got, int from, const int64_t *want, int nwant) {
+    shape e = *got;
+    if (e.rank < from + nwant)
+        e.rank = from + nwant;
+    for (int i = 0; i < nwant; i++)
+        e.d[from + i] = (dim){want[i], false};
+    error_at(b->c, at, "%s expects %s, got %s", who, shp(b, &e), shp(b, got));
+}
+
+static const char *who(const inst *m) { return m->path[0] ? m->path : m->type_name; }
+
+/* ------------------------------------------------- builtin modules */
+
+static ir_node *op_linear(builder *b, inst *m, ir_node *x, loc at) {
+    int64_t in = inst_int(m, 0), out = inst_int(m, 1);
+    if (x->sh.rank < 1 || x->sh.d[x->sh.rank - 1].sym || x->sh.d[x->sh.rank - 1].k != in) {
+        expects(b, at, who(m), &x->sh, x->sh.rank ? x->sh.rank - 1 : 0, &in, 1);
+        return NULL;
+    }
+    ir_node *w = param_node(b, m, "weight", at), *bias = param_node(b, m, "bias", at);
+    ir_node *n = mk(b, OP_LINEAR, at, m->path);
+    if (!n)
+        return NULL;
+    add_in(n, x);
+    add_in(n, w);
+    if (bias)
+        add_in(n, bias);
+    n->sh = x->sh;
+    n->sh.d[n->sh.rank - 1] = (dim){out, false};
+    return n;
+}
+
+static bool want_4d(builder *b, inst *m, ir_node *x, loc at, int64_t channels) {
+    if (x->sh.rank != 4) {
+        error_at(b->c, at, "%s expects a 4-D input [N, C, H, W], got %s", who(m), shp(b, &x->sh));
+        return false;
+    }
+    if (channels >= 0 && (x->sh.d[1].sym || x->sh.d[1].k != channels)) {
+        expects(b, at, who(m), &x->sh, 1, &channels, 1);
+        return false;
+    }
+    return need_concrete(b, x, 1, at, who(m));
+}
+
+static ir_node *op_conv(builder *b, inst *m, ir_node *x, loc at) {
+    if (!want_4d(b, m, x, at, inst_int(m, 0)))
+        return NULL;
+    int64_t k[2], s[2], d[2], p[2] = {0, 0};
+    inst_pair(m, 2, k), inst_pair(m, 3, s), inst_pair(m, 5, d);
+    const val *pv = &m->args[4];
+    if (pv->kind == V_STR) {
+        if (strcmp(pv->s, "same") == 0)
+            for (int i = 0; i < 2; i++) {
+                int64_t total = d[i] * (k[i] - 1);
+                if (total % 2) {
+                    error_at(b->c, at, "%s: padding='same' with an even effective kernel is not supported", who(m));
+                    return NULL;
+                }
+                p[i] = total / 2;
+            }
+    } else
+        inst_pair(m, 4, p);
+    ir_node *w = param_node(b, m, "weight", at), *bias = param_node(b, m, "bias", at);
+    ir_node *n = mk(b, OP_CONV2D, at, m->path);
+    if (!n)
+        return NULL;
+    add_in(n, x);
+    add_in(n, w);
+    if (bias)
+        add_in(n, bias);
+    int64_t attrs[7] = {s[0], s[1], p[0], p[1], d[0], d[1], inst_int(m, 6)};
+    memcpy(n->ia, attrs, sizeof attrs);
+    n->nia = 7;
+    n->sh = x->sh;
+    n->sh.d[1] = (dim){inst_int(m, 1), false};
+    for (int i = 0; i < 2; i++) {
+        int64_t o = pool_out(x->sh.d[2 + i].k, k[i], s[i], p[i], d[i], false);
+        if (o <= 0) {
+            error_at(b->c, at, "%s: input %s is too small for kernel_size (%lld, %lld)", who(m), shp(b, &x->sh),
+                     (long long)k[0], (long long)k[1]);
+            return NULL;
+        }
+        n->sh.d[2 + i] = (dim){o, false};
+    }
+    return n;
+}
+
+static ir_node *op_pool(builder *b, inst *m, ir_node *x, loc at) {
+    if (!want_4d(b, m, x, at, -1))
+        return NULL;
+    bool maxp = m->bi == BI_MAXPOOL2D;
+    int64_t k[2], s[2], p[2], d[2] = {1, 1};
+    inst_pair(m, 0, k), inst_pair(m, 1, s), inst_pair(m, 2, p);
+    if (maxp)
+        inst_pair(m, 3, d);
+    ir_node *n = mk(b, maxp ? OP_MAXPOOL2D : OP_AVGPOOL2D, at, m->path);
+    if (!n)
+        return NULL;
+    add_in(n, x);
+    n->ceil = maxp ? inst_bool(m, 5) : inst_bool(m, 3);
+    n->flag = maxp ? false : inst_bool(m, 4);
+    int64_t attrs[8] = {k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1]};
+    if (!maxp)
+        attrs[6] = m->args[5].kind == V_INT ? m->args[5].i : 0, attrs[7] = 0;
+    memcpy(n->ia, attrs, sizeof attrs);
+    n->nia = 8;
+    n->sh = x->sh;
+    for (int i = 0; i < 2; i++) {
+        int64_t o = pool_out(x->sh.d[2 + i].k, k[i], s[i], p[i], d[i], n->ceil);
+        if (o <= 0) {
+            error_at(b->c, at, "%s: input %s is too small for the pooling window", who(m), shp(b, &x->sh));
+            return NULL;
+        }
+        n->sh.d[2 + i] = (dim){o, false};
+    }
+    return n;
+}
+
+static ir_node *op_adaptive(builder *b, inst *m, ir_node *x, loc at) {
+    if (!want_4d(b, m, x, at, -1))
+        return NULL;
+    ir_node *n = mk(b, OP_ADAPTIVE_AVGPOOL2D, at, m->path);
+    if (!n)
+        return NULL;
+    add_in(n, x);
+    n->sh = x->sh;
+    const val *o = &m->args[0];
+    for (int i = 0; i < 2; i++) {
+        const val *e = o->kind == V_INT || o->kind == V_NONE ? o : &o->items[i];
+        if (e->kind == V_INT)
+            n->sh.d[2 + i] = (dim){e->i, false};
+    }
+    return n;
+}
+
+static ir_node *op_batchnorm(builder *b, inst *m, ir_node *x, loc at) {
+    if (x->sh.rank != 4) {
+        error_at(b->c, at, "%s: expected 4D input (got %dD input)", who(m), x->sh.rank);
+        return NULL;
+    }
+    if (!want_4d(b, m, x, at, inst_int(m, 0)))
+        return NULL;
+    if (!inst_bool(m, 4)) {
+        error_at(b->c, at, "%s: track_running_stats=False uses batch statistics, which dpc does not support", who(m));
+        return NULL;
+    }
+    ir_node *mean = param_node(b, m, "running_mean", at), *var = param_node(b, m, "running_var", at);
+    ir_node *w = param_node(b, m, "weight", at), *bias = param_node(b, m, "bias", at);
+    ir_node *n = mk(b, OP_BATCHNORM, at, m->path);
+    if (!n)
+        return NULL;
+    add_in(n, x);
+    add_in(n, mean);
+    add_in(n, var);
+    if (w) {
+        add_in(n, w);
+        add_in(n, bias);
+    }
+    n->fa = inst_float(m, 1);
+    n->sh = x->sh;
+    return n;
+}
+
+static ir_node *layernorm(builder *b, ir_node *x, const int64_t *ns, int nd, ir_node *w, ir_node *bias, double eps,
+                          loc at, const char *scope, const char *whom) {
+    bool bad = x->sh.rank < nd;
+    for (int i = 0; i < nd && !bad; i++) {
+        const dim *d = &x->sh.d[x->sh.rank - nd + i];
+        bad = d->sym || d->k != ns[i];
+    }
+    if (bad) {
+        expects(b, at, whom, &x->sh, x->sh.rank >= nd ? x->sh.rank - nd : 0, ns, nd);
+        return NULL;
+    }
+    ir_node *n = mk(b, OP_LAYERNORM, at, scope);
+    if (!n)
+        return NULL;
+    add_in(n, x);
+    if (w)
+        add_in(n, w);
+    if (bias)
+        add_in(n, bias);
+    n->flag = w != NULL;
+    n->keepdim = bias != NULL; /* layer_norm: which affine operands are present */
+    n->axis = nd;
+    n->fa = eps;
+    n->sh = x->sh;
+    return n;
+}
+
+static ir_node *op_layernorm(builder *b, inst *m, ir_node *x, loc at) {
+    const val *t = &m->args[0];
+    int64_t ns[8];
+    int nd = t->kind == V_INT ? 1 : t->n;
+    if (nd > 8)
+        nd = 8;
+    for (int i = 0; i < nd; i++)
+        ns[i] = t->kind == V_INT ? t->i : t->items[i].i;
+    ir_node *w = param_node(b, m, "weight", at);
+    ir_node *bias = param_node(b, m, "bias", at);
+    return layernorm(b, x, ns, nd, w, bias, inst_float(m, 1), at, m->path, who(m));
+}
+
+static ir_node *op_embedding(builder *b, inst *m, const sv *arg, loc at) {
+    if (arg->k != SV_TENSOR || arg->t->dt != IR_I64) {
+        error_at(b->c, at, "%s expects an integer tensor of indices (i64), got %s", who(m),
+                 arg->k == SV_TENSOR ? "a float tensor" : sv_kind_name(arg));
+        return NULL;
+    }
+    ir_node *x = arg->t;
+    if (x->sh.rank >= IR_MAX_RANK) {
+        error_at(b->c, at, "%s: input has too many dimensions", who(m));
+        return NULL;
+    }
+    ir_node *w = param_node(b, m, "weight", at);
+    ir_node *n = mk(b, OP_EMBEDDING, at, m->path);
+    if (!n)
+        return NULL;
+    add_in(n, x);
+    add_in(n, w);
+    n->sh = x->sh;
+    n->sh.d[n->sh.rank++] = (dim){inst_int(m, 1), false};
+    n->ia[0] = inst_int(m, 0);
+    return n;
+}
+
+static ir_node *unary(builder *b, ir_op op, ir_node *x, loc at, const char *scope) {
+    return elementwise(b, op, x, NULL, at, scope);
+}
+
+static ir_node *softmax(builder *b, ir_op op, ir_node *x, int64_t d, loc at, const char *scope) {
+    ir_node *n = mk(b, op, at, scope);
+    if (!n || !norm_dim(b, d, x->sh.rank, at, &n->axis))
+        return NULL;
+    add_in(n, x);
+    n->sh = x->sh;
+    return n;
+}
+
+/* nn.Softmax(dim=None) picks dim 0 for 0-, 1- and 3-D input, else 1 */
+static int64_t implicit_softmax_dim(int rank) { return (rank == 0 || rank == 1 || rank == 3) ? 0 : 1; }
+
+static ir_node *reshape_to(builder *b, ir_node *x, const shape *s, loc at, const char *scope) {
+    if (shape_eq(&x->sh, s))
+        return x;
+    ir_node *n = mk(b, OP_RESHAPE, at, scope);
+    if (!n)
+        return NULL;
+    add_in(n, x);
+    n->sh = *s;
+    n->dt = x->dt;
+    return n;
+}
+
+static ir_node *flatten(builder *b, ir_node *x, int64_t sd, int64_t ed, loc at, const char *scope) {
+    int s, e;
+    if (x->sh.rank == 0) {
+        shape one = {1, {{1, false}}};
+        return reshape_to(b, x, &one, at, scope);
+    }
+    if (!norm_dim(b, sd, x->sh.rank, at, &s) || !norm_dim(b, ed, x->sh.rank, at, &e))
+        return NULL;
+    if (s > e) {
+        error_at(b->c, at, "flatten() has invalid args: start_dim cannot come after end_dim");
+        return NULL;
+    }
+    shape out = {0};
+    for (int i = 0; i < s; i++)
+        out.d[out.rank++] = x->sh.d[i];
+    dim merged = {1, false};
+    for (int i = s; i <= e; i++) {
+        if (merged.sym && x->sh.d[i].sym) {
+            error_at(b->c, at, "flatten: cannot merge the batch dimension twice");
+            return NULL;
+        }
+        merged.k *= x->sh.d[i].k;
+        merged.sym |= x->sh.d[i].sym;
+    }
+    out.d[out.rank++] = merged;
+    for (int i = e + 1; i < x->sh.rank; i++)
+        out.d[out.rank++] = x->sh.d[i];
+    return reshape_to(b, x, &out, at, scope);
+}
+
+/* -------------------------------------------------- module calls */
+
+static bool one_tensor_arg(builder *b, inst *m, const sv *args, const char **names, int nargs, loc at) {
+    if (nargs != 1 || names[0]) {
+        error_at(b->c, at, "%s takes one tensor argument, got %d argument%s", who(m), nargs, nargs == 1 ? "" : "s");
+        return false;
+    }
+    if (args[0].k != SV_TENSOR) {
+        error_at(b->c, at, "%s expects a tensor, got %s", who(m), sv_kind_name(&args[0]));
+        return false;
+    }
+    if (m->bi != BI_EMBEDDING && m->bi != BI_IDENTITY && m->bi != BI_DROPOUT && m->bi != BI_DROPOUT2D &&
+        args[0].t->dt != IR_F32) {
+        error_at(b->c, at, "%s expects a float tensor, got an integer tensor", who(m));
+        return false;
+    }
+    return true;
+}
+
+static bool call_builtin(builder *b, inst *m, const sv *args, const char **names, int nargs, loc at, sv *out) {
+    if (m->bi == BI_SEQUENTIAL) {
+        sv cur = nargs == 1 ? args[0] : (sv){0};
+        if (nargs != 1 || names[0]) {
+            error_at(b->c, at, "%s takes one argument", who(m));
+            return false;
+        }
+        for (int i = 0; i < m->children.len; i++) {
+            inst_child *ch = m->children.items[i];
+            sv next;
+            const char *nm = NULL;
+            if (!call_module(b, ch->mod, &cur, &nm, &at, 1, at, &next))
+                return false;
+            cur = next;
+        }
+        *out = cur;
+        return true;
+    }
+    if (m->bi == BI_MODULELIST) {
+        error_at(b->c, at, "a ModuleList is not callable; iterate over it with 'for' or index it");
+        return false;
+    }
+    if (!one_tensor_arg(b, m, args, names, nargs, at))
+        return false;
+    ir_node *x = args[0].t, *r = NULL;
+    switch (m->bi) {
+    case BI_LINEAR: r = op_linear(b, m, x, at); break;
+    case BI_CONV2D: r = op_conv(b, m, x, at); break;
+    case BI_MAXPOOL2D:
+    case BI_AVGPOOL2D: r = op_pool(b, m, x, at); break;
+    case BI_ADAPTIVEAVGPOOL2D: r = op_adaptive(b, m, x, at); break;
+    case BI_BATCHNORM2D: r = op_batchnorm(b, m, x, at); break;
+    case BI_LAYERNORM: r = op_layernorm(b, m, x, at); break;
+    case BI_EMBEDDING: r = op_embedding(b, m, &args[0], at); break;
+    case BI_DROPOUT:
+    case BI_DROPOUT2D:
+    case BI_IDENTITY: r = x; break; /* identity in eval mode */
+    case BI_RELU: r = unary(b, OP_RELU, x, at, m->path); break;
+    case BI_GELU: r = unary(b, strcmp(m->args[0].s, "tanh") == 0 ? OP_GELU_TANH : OP_GELU, x, at, m->path); break;
+    case BI_SILU: r = unary(b, OP_SILU, x, at, m->path); break;
+    case BI_SIGMOID: r = unary(b, OP_SIGMOID, x, at, m->path); break;
+    case BI_TANH: r = unary(b, OP_TANH, x, at, m->path); break;
+    case BI_SOFTMAX:
+    case BI_LOGSOFTMAX: {
+        int64_t d = m->args[0].kind == V_INT ? m->args[0].i : implicit_softmax_dim(x->sh.rank);
+        r = softmax(b, m->bi == BI_SOFTMAX ? OP_SOFTMAX : OP_LOG_SOFTMAX, x, d, at, m->path);
+        break;
+    }
+    case BI_FLATTEN: r = flatten(b, x, inst_int(m, 0), inst_int(m, 1), at, m->path); break;
+    default:
+        error_at(b->c, at, "%s cannot be called", m->type_name);
+        return false;
+    }
+    if (!r)
+        return false;
+    out->k = SV_TENSOR;
+    out->t = r;
+    return true;
+}
+
+static sv *lookup(frame *f, const char *name) {
+    for (int i = f->locals.len - 1; i >= 0; i--) {
+        binding *bd = f->locals.items[i];
+        if (strcmp(bd->name, name) == 0)
+            return &bd->v;
+    }
+    return NULL;
+}
+
+static void bind(builder *b, frame *f, const char *name, const sv *v) {
+    sv *old = lookup(f, name);
+    if (old) {
+        *old = *v;
+        return;
+    }
+    binding *bd = arena_alloc(&b->c->arena, sizeof *bd);
+    bd->name = name;
+    bd->v = *v;
+    vec_push(&b->c->arena, &f->locals, bd);
+}
+
+/* Checks a tensor argument against a declared [N, 10]-style type, binding
+ * dim names that are not constructor parameters (the batch name). */
+static bool check_param_shape(builder *b, inst *m, const param *p, const ir_node *x, vec *dimnames, loc at) {
+    bool ok = x->sh.rank == p->dims.len;
+    shape want = x->sh;
+    want.rank = p->dims.len;
+    for (int i = 0; i < p->dims.len && i < IR_MAX_RANK; i++) {
+        const node *dn = p->dims.items[i];
+        bool is_ctor = false;
+        if (dn->kind == ND_NAME)
+            for (int k = 0; k < m->np; k++)
+                is_ctor |= strcmp(m->pnames[k], dn->str) == 0;
+        if (dn->kind == ND_NAME && !is_ctor) {
+            if (i >= x->sh.rank)
+                continue;
+            /* a named dim: equal to every other use of the same name */
+            for (int k = 0; k + 1 < dimnames->len; k += 2)
+                if (strcmp(dimnames->items[k], dn->str) == 0) {
+                    const dim *prev = dimnames->items[k + 1];
+                    if (prev->k != x->sh.d[i].k || prev->sym != x->sh.d[i].sym)
+                        ok = false;
+                }
+            vec_push(&b->c->arena, dimnames, (void *)dn->str);
+            vec_push(&b->c->arena, dimnames, (void *)&x->sh.d[i]);
+            want.d[i] = x->sh.d[i];
+            continue;
+        }
+        val v;
+        if (!sema_eval(b->c, b->m, m, dn, &v))
+            return false;
+        if (v.kind != V_INT) {
+            error_at(b->c, dn->at, "a dimension must be an int");
+            return false;
+        }
+        want.d[i] = (dim){v.i, false};
+        if (i < x->sh.rank && (x->sh.d[i].sym || x->sh.d[i].k != v.i))
+            ok = false;
+    }
+    if (!ok) {
+        char ws[256], gs[256];
+        /* print the declared dims by name where they were named */
+        size_t pos = 0;
+        pos += (size_t)snprintf(ws, sizeof ws, "[");
+        for (int i = 0; i < p->dims.len && pos < sizeof ws; i++) {
+            const node *dn = p->dims.items[i];
+            if (dn->kind == ND_NAME && i < want.rank && want.d[i].sym)
+                pos += (size_t)snprintf(ws + pos, sizeof ws - pos, "%s%s", i ? ", " : "", dn->str);
+            else if (i < want.rank) {
+                char one[64];
+                shape s1 = {1, {want.d[i]}};
+                shape_str(&s1, b->batch, one, sizeof one);
+                one[strlen(one) - 1] = 0;
+                pos += (size_t)snprintf(ws + pos, sizeof ws - pos, "%s%s", i ? ", " : "", one + 1);
+            }
+        }
+        if (pos < sizeof ws)
+            snprintf(ws + pos, sizeof ws - pos, "]");
+        shape_str(&x->sh, b->batch, gs, sizeof gs);
+        error_at(b->c, at, "%s expects %s for '%s', got %s", who(m), ws, p->name, gs);
+        return false;
+    }
+    return true;
+}
+
+static bool call_user(builder *b, inst *m, const sv *args, const char **names, const loc *arg_at, int nargs,
+                      loc at, sv *out) {
+    const module_def *d = m->def;
+    if (!d->has_forward) {
+        error_at(b->c, at, "module '%s' has no forward", d->name);
+        return false;
+    }
+    if (b->depth >= MAX_CALL_DEPTH) {
+        error_at(b->c, at, "module calls nested too deeply (limit %d)", MAX_CALL_DEPTH);
+        return false;
+    }
+    frame f = {.self = m};
+    int np = d->fparams.len, pos = 0, before = b->c->nerrors;
+    bool *set = arena_alloc(&b->c->arena, (size_t)(np ? np : 1));
+    vec dimnames = {0};
+    for (int i = 0; i < nargs; i++) {
+        int slot = -1;
+        if (!names[i]) {
+            if (pos >= np) {
+                error_at(b->c, arg_at[i], "%s takes %d argument%s, got %d", who(m), np, np == 1 ? "" : "s", nargs);
+                return false;
+            }
+            slot = pos++;
+        } else
+            for (int k = 0; k < np; k++)
+                if (strcmp(((param *)d->fparams.items[k])->name, names[i]) == 0)
+                    slot = k;
+        if (slot < 0) {
+            error_at(b->c, arg_at[i], "forward of %s has no parameter '%s'", d->name, names[i]);
+            continue;
+        }
+        if (set[slot]) {
+            error_at(b->c, arg_at[i], "parameter '%s' given twice", names[i]);
+            continue;
+        }
+        const param *p = d->fparams.items[slot];
+        set[slot] = true;
+        if (p->kind == PT_TENSOR) {
+            if (args[i].k != SV_TENSOR) {
+                error_at(b->c, arg_at[i], "%s expects a tensor for '%s', got %s", who(m), p->name, sv_kind_name(&args[i]));
+                continue;
+            }
+            if (check_param_shape(b, m, p, args[i].t, &dimnames, arg_at[i]))
+                bind(b, &f, p->name, &args[i]);
+        } else {
+            if (args[i].k != SV_NUM && !(args[i].k == SV_TENSOR && args[i].t->sh.rank == 0)) {
+                error_at(b->c, arg_at[i], "%s expects a number for '%s', got %s", who(m), p->name, sv_kind_name(&args[i]));
+                continue;
+            }
+            bind(b, &f, p->name, &args[i]);
+        }
+    }
+    for (int k = 0; k < np; k++) {
+        const param *p = d->fparams.items[k];
+        if (set[k])
+            continue;
+        if (p->kind == PT_TENSOR || !p->deflt) {
+            error_at(b->c, at, "%s: missing argument '%s'", who(m), p->name);
+            continue;
+        }
+        sv v = {.k = SV_NUM};
+        if (!sema_eval(b->c, b->m, m, p->deflt, &v.v))
+            continue;
+        bind(b, &f, p->name, &v);
+    }
+    if (b->c->nerrors != before)
+        return false;
+    b->depth++;
+    bool ok = exec_block(b, &f, &d->body);
+    b->depth--;
+    if (!ok)
+        return false;
+    if (!f.returned) {
+        error_at(b->c, d->forward_at, "forward of '%s' does not return a value", d->name);
+        return false;
+    }
+    *out = f.ret;
+    return true;
+}
+
+static bool call_module(builder *b, inst *mod, const sv *args, const char **names, const loc *at, int nargs,
+                        loc call_at, sv *out) {
+    if (mod->bi == BI_NONE)
+        return call_user(b, mod, args, names, at, nargs, call_at, out);
+    return call_builtin(b, mod, args, names, nargs, call_at, out);
+}
+
+/* ----------------------------------------------- builtin functions */
+
+typedef struct fargs {
+    int n;
+    sv *v;
+    const char **names;
+    loc *at;
+} fargs;
+
+/* Binds call arguments to a function signature "x,dim,keepdim=False". The
+ * defaults are given as sv values by the caller. Returns false on error. */
+static bool fbind(builder *b, const char *fn, const fargs *a, const char *const *pnames, int np, int nrequired,
+                  sv *slots, bool *given, loc at) {
+    int pos = 0;
+    for (int i = 0; i < a->n; i++) {
+        int slot = -1;
+        if (!a->names[i])
+            slot = pos < np ? pos++ : -2;
+        else
+            for (int k = 0; k < np; k++)
+                if (strcmp(pnames[k], a->names[i]) == 0)
+                    slot = k;
+        if (slot == -2) {
+            error_at(b->c, a->at[i], "%s() takes at most %d argument%s, got %d", fn, np, np == 1 ? "" : "s", a->n);
+            return false;
+        }
+        if (slot < 0) {
+            const char *near = nearest_name(a->names[i], pnames, np);
+            error_at(b->c, a->at[i], "%s() has no argument '%s'%s%s%s", fn, a->names[i], near ? "; did you mean '" : "",
+                     near ? near : "", near ? "'?" : "");
+            return false;
+        }
+        if (given[slot]) {
+            error_at(b->c, a->at[i], "%s() got argument '%s' twice", fn, pnames[slot]);
+            return false;
+        }
+        slots[slot] = a->v[i];
+        given[slot] = true;
+    }
+    for (int k = 0; k < nrequired; k++)
+        if (!given[k]) {
+            error_at(b->c, at, "%s() missing required argument '%s'", fn, pnames[k]);
+            return false;
+        }
+    return true;
+}
+
+static bool dims_list(builder *b, const sv *v, loc at, const char *what, int64_t *out, int *n) {
+    if (v->k == SV_NUM) {
+        *n = 1;
+        return want_int(b, v, at, what, out);
+    }
+    if (v->k != SV_TUPLE && v->k != SV_LIST) {
+        error_at(b->c, at, "%s must be an int or a list of ints, got %s", what, sv_kind_name(v));
+        return false;
+    }
+    if (v->n > IR_MAX_RANK) {
+        error_at(b->c, at, "%s: too many dimensions", what);
+        return false;
+    }
+    *n = v->n;
+    for (int i = 0; i < v->n; i++)
+        if (!want_int(b, &v->items[i], at, what, &out[i]))
+            return false;
+    return true;
+}
+
+static ir_node *reduce(builder *b, ir_op op, ir_node *x, const int64_t *dims, int nd, bool keep, loc at) {
+    /* several dims reduce one after another, highest first */
+    int norm[IR_MAX_RANK];
+    for (int i = 0; i < nd; i++)
+        if (!norm_dim(b, dims[i], x->sh.rank, at, &norm[i]))
+            return NULL;
+    for (int i = 0; i < nd; i++)
+        for (int j = i + 1; j < nd; j++)
+            if (norm[j] > norm[i]) {
+                int t = norm[i];
+                norm[i] = norm[j];
+                norm[j] = t;
+            } else if (norm[j] == norm[i]) {
+                error_at(b->c, at, "dim %d appears multiple times in the list of dims", norm[i]);
+                return NULL;
+            }
+    ir_node *cur = x;
+    for (int i = 0; i < nd; i++) {
+        ir_node *n = mk(b, op, at, NULL);
+        if (!n)
+            return NULL;
+        add_in(n, cur);
+        n->axis = norm[i];
+        n->keepdim = keep;
+        n->sh = cur->sh;
+        if (cur->sh.rank == 0)
+            ;
+        else if (keep)
+            n->sh.d[norm[i]] = (dim){1, false};
+        else {
+            for (int k = norm[i]; k + 1 < n->sh.rank; k++)
+                n->sh.d[k] = n->sh.d[k + 1];
+            n->sh.rank--;
+        }
+        cur = n;
+    }
+    return cur;
+}
+
+static ir_node *fn_reshape(builder *b, ir_node *x, const fargs *a, int first, loc at) {
+    /* reshape(x, 2, 3) or reshape(x, [2, 3]) or reshape(x, (2, 3)) */
+    const sv *items = a->v + first;
+    int n = a->n - first;
+    if (n == 1 && (items[0].k == SV_TUPLE || items[0].k == SV_LIST)) {
+        n = items[0].n;
+        items = items[0].items;
+    }
+    if (n > IR_MAX_RANK || n < 0) {
+        error_at(b->c, at, "reshape: too many dimensions");
+        return NULL;
+    }
+    shape out = {.rank = n};
+    int infer = -1;
+    int64_t known = 1;
+    bool known_sym = false;
+    for (int i = 0; i < n; i++) {
+        const sv *v = &items[i];
+        if (v->k == SV_TENSOR && v->t->op == OP_SCALAR) {
+            error_at(b->c, at, "reshape sizes must be known when compiling");
+            return NULL;
+        }
+        if (v->k == SV_NUM && v->v.kind == V_STR && strcmp(v->v.s, "\001batch") == 0) {
+            out.d[i] = (dim){1, true};
+            known_sym = true;
+            continue;
+        }
+        int64_t d;
+        if (!want_int(b, v, at, "a reshape size", &d))
+            return NULL;
+        if (d == -1) {
+            if (infer >= 0) {
+                error_at(b->c, at, "reshape: only one dimension can be inferred (-1)");
+                return NULL;
+            }
+            infer = i;
+            continue;
+        }
+        if (d < 0) {
+            error_at(b->c, at, "reshape: invalid size %lld", (long long)d);
+            return NULL;
+        }
+        out.d[i] = (dim){d, false};
+        if (!dpc_mul_i64(known, d, &known)) {
+            error_at(b->c, at, "reshape: size overflow");
+            return NULL;
+        }
+    }
+    bool tsym;
+    int64_t total = shape_numel(&x->sh, &tsym);
+    if (infer >= 0) {
+        if (known == 0 || total % known != 0 || (known_sym && !tsym)) {
+            error_at(b->c, at, "shape '%s' is invalid for input of shape %s", shp(b, &out), shp(b, &x->sh));
+            return NULL;
+        }
+        out.d[infer] = (dim){total / known, tsym && !known_sym};
+    } else if (total != known || tsym != known_sym) {
+        error_at(b->c, at, "shape '%s' is invalid for input of shape %s", shp(b, &out), shp(b, &x->sh));
+        return NULL;
+    }
+    return reshape_to(b, x, &out, at, NULL);
+}
+
+static ir_node *permute(builder *b, ir_node *x, const int *perm, loc at) {
+    bool ident = true;
+    for (int i = 0; i < x->sh.rank; i++)
+        ident &= perm[i] == i;
+    if (ident)
+        return x;
+    ir_node *n = mk(b, OP_PERMUTE, at, NULL);
+    if (!n)
+        return NULL;
+    add_in(n, x);
+    n->dt = x->dt;
+    n->sh.rank = x->sh.rank;
+    for (int i = 0; i < x->sh.rank; i++) {
+        n->perm[i] = perm[i];
+        n->sh.d[i] = x->sh.d[perm[i]];
+    }
+    return n;
+}
+
+static ir_node *matmul(builder *b, ir_node *x, ir_node *y, loc at) {
+    if (x->sh.rank == 0 || y->sh.rank == 0) {
+        error_at(b->c, at, "matmul: both arguments need to be at least 1D");
+        return NULL;
+    }
+    /* torch.matmul: 1-D operands are promoted, batch dims broadcast */
+    shape xs = x->sh, ys = y->sh;
+    bool xv = xs.rank == 1, yv = ys.rank == 1;
+    if (xv) {
+        xs.rank = 2;
+        xs.d[1] = xs.d[0];
+        xs.d[0] = (dim){1, false};
+    }
+    if (yv) {
+        ys.rank = 2;
+        ys.d[1] = (dim){1, false};
+    }
+    dim k1 = xs.d[xs.rank - 1], k2 = ys.d[ys.rank - 2];
+    if (k1.k != k2.k || k1.sym != k2.sym) {
+        error_at(b->c, at, "matmul: shapes %s and %s cannot be multiplied", shp(b, &x->sh), shp(b, &y->sh));
+        return NULL;
+    }
+    if (k1.sym) {
+        error_at(b->c, at, "matmul: the contracted dimension cannot be the batch dimension");
+        return NULL;
+    }
+    shape bx = xs, by = ys, bs;
+    bx.rank -= 2;
+    by.rank -= 2;
+    if (!broadcast(b, &bx, &by, at, "matmul", &bs))
+        return NULL;
+    ir_node *n = mk(b, OP_MATMUL, at, NULL);
+    if (!n)
+        return NULL;
+    add_in(n, x);
+    add_in(n, y);
+    n->sh = bs;
+    if (!xv)
+        n->sh.d[n->sh.rank++] = xs.d[xs.rank - 2];
+    if (!yv)
+        n->sh.d[n->sh.rank++] = ys.d[ys.rank - 1];
+    return n;
+}
+
+static ir_node *cat(builder *b, const sv *list, int64_t d, loc at) {
+    if (list->k != SV_LIST && list->k != SV_TUPLE) {
+        error_at(b->c, at, "cat() expects a list of tensors, got %s", sv_kind_name(list));
+        return NULL;
+    }
+    if (list->n == 0) {
+        error_at(b->c, at, "cat() expects a non-empty list of tensors");
+        return NULL;
+    }
+    ir_node *first = NULL;
+    for (int i = 0; i < list->n; i++)
+        if (list->items[i].k != SV_TENSOR || list->items[i].t->dt != IR_F32) {
+            error_at(b->c, at, "cat() expects float tensors, element %d is %s", i, sv_kind_name(&list->items[i]));
+            return NULL;
+        }
+    first = list->items[0].t;
+    if (first->sh.rank == 0) {
+        error_at(b->c, at, "cat(): zero-dimensional tensors cannot be concatenated");
+        return NULL;
+    }
+    int ax;
+    if (!norm_dim(b, d, first->sh.rank, at, &ax))
+        return NULL;
+    ir_node *n = mk(b, OP_CAT, at, NULL);
+    if (!n)
+        return NULL;
+    n->axis = ax;
+    n->sh = first->sh;
+    n->sh.d[ax] = (dim){0, first->sh.d[ax].sym};
+    for (int i = 0; i < list->n; i++) {
+        ir_node *t = list->items[i].t;
+        bool ok = t->sh.rank == first->sh.rank;
+        for (int k = 0; ok && k < t->sh.rank; k++)
+            if (k != ax)
+                ok = t->sh.d[k].k == first->sh.d[k].k && t->sh.d[k].sym == first->sh.d[k].sym;
+        if (!ok || t->sh.d[ax].sym != first->sh.d[ax].sym) {
+            error_at(b->c, at, "cat(): sizes of tensors must match except in dimension %d, got %s and %s", ax,
+                     shp(b, &first->sh), shp(b, &t->sh));
+            return NULL;
+        }
+        n->sh.d[ax].k += t->sh.d[ax].k;
+        if (i < IR_MAX_IN)
+            add_in(n, t);
+        else {
+            vec_push(b->g->arena, &n->more, (void *)(intptr_t)t->id);
+            t->uses++;
+        }
+    }
+    return n;
+}
+
+static bool call_function(builder *b, frame *f, const char *fn, const fargs *a, loc at, sv *out) {
+    sv s[8] = {0};
+    bool g[8] = {0};
+    ir_node *x = NULL, *r = NULL;
+    static const char *const P_X[] = {"input"};
+    static const char *const P_GELU[] = {"input", "approximate"};
+    static const char *const P_SOFTMAX[] = {"input", "dim"};
+    static const char *const P_FLAT[] = {"input", "start_dim", "end_dim"};
+    static const char *const P_T[] = {"input", "dim0", "dim1"};
+    static const char *const P_MM[] = {"input", "other"};
+    static const char *const P_CAT[] = {"tensors", "dim"};
+    static const char *const P_RED[] = {"input", "dim", "keepdim"};
+    static const char *const P_LN[] = {"input", "normalized_shape", "weight", "bias", "eps"};
+    static const char *const P_DROP[] = {"input", "p", "training", "inplace"};
+    struct { const char *name; ir_op op; } unaries[] = {
+        {"relu", OP_RELU}, {"silu", OP_SILU}, {"sigmoid", OP_SIGMOID}, {"tanh", OP_TANH},
+        {"exp", OP_EXP}, {"log", OP_LOG}, {"sqrt", OP_SQRT}, {"abs", OP_ABS},
+    };
+    (void)f;
+    for (size_t i = 0; i < sizeof unaries / sizeof *unaries; i++)
+        if (strcmp(fn, unaries[i].name) == 0) {
+            if (!fbind(b, fn, a, P_X, 1, 1, s, g, at) || !want_tensor(b, &s[0], at, fn, &x))
+                return false;
+            r = unary(b, unaries[i].op, x, at, NULL);
+            goto done;
+        }
+    if (strcmp(fn, "gelu") == 0) {
+        if (!fbind(b, fn, a, P_GELU, 2, 1, s, g, at) || !want_tensor(b, &s[0], at, fn, &x))
+            return false;
+        bool tanh_ = false;
+        if (g[1]) {
+            if (s[1].k != SV_NUM || s[1].v.kind != V_STR ||
+                (strcmp(s[1].v.s, "tanh") != 0 && strcmp(s[1].v.s, "none") != 0)) {
+                error_at(b->c, at, "gelu(): approximate must be \"none\" or \"tanh\"");
+                return false;
+            }
+            tanh_ = strcmp(s[1].v.s, "tanh") == 0;
+        }
+        r = unary(b, tanh_ ? OP_GELU_TANH : OP_GELU, x, at, NULL);
+    } else if (strcmp(fn, "softmax") == 0 || strcmp(fn, "log_softmax") == 0) {
+        int64_t d;
+        if (!fbind(b, fn, a, P_SOFTMAX, 2, 2, s, g, at) || !want_tensor(b, &s[0], at, fn, &x) ||
+            !want_int(b, &s[1], at, "dim", &d))
+            return false;
+        r = softmax(b, fn[0] == 's' ? OP_SOFTMAX : OP_LOG_SOFTMAX, x, d, at, NULL);
+    } else if (strcmp(fn, "flatten") == 0) {
+        int64_t sd = 0, ed = -1;
+        if (!fbind(b, fn, a, P_FLAT, 3, 1, s, g, at) || (s[0].k != SV_TENSOR && !want_tensor(b, &s[0], at, fn, &x)))
+            return false;
+        x = s[0].t;
+        if ((g[1] && !want_int(b, &s[1], at, "start_dim", &sd)) || (g[2] && !want_int(b, &s[2], at, "end_dim", &ed)))
+            return false;
+        r = flatten(b, x, sd, ed, at, NULL);
+    } else if (strcmp(fn, "reshape") == 0) {
+        if (a->n < 2 || a->names[0] || s[0].k != SV_NONE) {
+            if (a->n < 2) {
+                error_at(b->c, at, "reshape() needs a tensor and a shape");
+                return false;
+            }
+        }
+        for (int i = 0; i < a->n; i++)
+            if (a->names[i]) {
+                error_at(b->c, a->at[i], "reshape() takes no keyword arguments");
+                return false;
+            }
+        if (a->v[0].k != SV_TENSOR) {
+            error_at(b->c, at, "reshape() expects a tensor, got %s", sv_kind_name(&a->v[0]));
+            return false;
+        }
+        r = fn_reshape(b, a->v[0].t, a, 1, at);
+    } else if (strcmp(fn, "transpose") == 0) {
+        int64_t d0, d1;
+        int n0, n1;
+        if (!fbind(b, fn, a, P_T, 3, 3, s, g, at) || s[0].k != SV_TENSOR) {
+            if (!b->c->nerrors)
+                error_at(b->c, at, "transpose() expects a tensor");
+            return false;
+        }
+        x = s[0].t;
+        if (!want_int(b, &s[1], at, "dim0", &d0) || !want_int(b, &s[2], at, "dim1", &d1) ||
+            !norm_dim(b, d0, x->sh.rank, at, &n0) || !norm_dim(b, d1, x->sh.rank, at, &n1))
+            return false;
+        int perm[IR_MAX_RANK];
+        for (int i = 0; i < x->sh.rank; i++)
+            perm[i] = i;
+        perm[n0] = n1;
+        perm[n1] = n0;
+        r = permute(b, x, perm, at);
+    } else if (strcmp(fn, "permute") == 0) {
+        if (a->n < 1 || a->v[0].k != SV_TENSOR) {
+            error_at(b->c, at, "permute() expects a tensor and dims");
+            return false;
+        }
+        x = a->v[0].t;
+        int64_t dims[IR_MAX_RANK];
+        int nd = 0;
+        if (a->n == 2 && (a->v[1].k == SV_TUPLE || a->v[1].k == SV_LIST)) {
+            if (!dims_list(b, &a->v[1], at, "permute dims", dims, &nd))
+                return false;
+        } else {
+            if (a->n - 1 > IR_MAX_RANK) {
+                error_at(b->c, at, "permute(): too many dims");
+                return false;
+            }
+            for (int i = 1; i < a->n; i++)
+                if (!want_int(b, &a->v[i], a->at[i], "a permute dim", &dims[nd++]))
+                    return false;
+        }
+        if (nd != x->sh.rank) {
+            error_at(b->c, at, "permute(): number of dims don't match (%d given for a %d-D tensor)", nd, x->sh.rank);
+            return false;
+        }
+        int perm[IR_MAX_RANK], seen[IR_MAX_RANK] = {0};
+        for (int i = 0; i < nd; i++) {
+            if (!norm_dim(b, dims[i], x->sh.rank, at, &perm[i]))
+                return false;
+            if (seen[perm[i]]++) {
+                error_at(b->c, at, "permute(): repeated dim %d", perm[i]);
+                return false;
+            }
+        }
+        r = permute(b, x, perm, at);
+    } else if (strcmp(fn, "matmul") == 0) {
+        ir_node *y;
+        if (!fbind(b, fn, a, P_MM, 2, 2, s, g, at) || !want_tensor(b, &s[0], at, fn, &x) ||
+            !want_tensor(b, &s[1], at, fn, &y))
+            return false;
+        r = matmul(b, x, y, at);
+    } else if (strcmp(fn, "cat") == 0) {
+        int64_t d = 0;
+        if (!fbind(b, fn, a, P_CAT, 2, 1, s, g, at) || (g[1] && !want_int(b, &s[1], at, "dim", &d)))
+            return false;
+        r = cat(b, &s[0], d, at);
+    } else if (strcmp(fn, "mean") == 0 || strcmp(fn, "sum") == 0 || strcmp(fn, "amax") == 0) {
+        if (!fbind(b, fn, a, P_RED, 3, 1, s, g, at) || !want_tensor(b, &s[0], at, fn, &x))
+            return false;
+        int64_t dims[IR_MAX_RANK];
+        int nd = 0;
+        bool keep = false;
+        if (g[2]) {
+            if (s[2].k != SV_NUM || s[2].v.kind != V_BOOL) {
+                error_at(b->c, at, "keepdim must be a bool");
+                return false;
+            }
+            keep = s[2].v.i;
+        }
+        if (!g[1] || s[1].k == SV_NONE) {
+            nd = x->sh.rank; /* all dims */
+            for (int i = 0; i < nd; i++)
+                dims[i] = i;
+        } else if (!dims_list(b, &s[1], at, "dim", dims, &nd))
+            return false;
+        ir_op op = fn[0] == 'm' ? OP_MEAN : fn[0] == 's' ? OP_SUM : OP_AMAX;
+        r = nd == 0 ? x : reduce(b, op, x, dims, nd, keep, at);
+    } else if (strcmp(fn, "layer_norm") == 0) {
+        if (!fbind(b, fn, a, P_LN, 5, 2, s, g, at) || !want_tensor(b, &s[0], at, fn, &x))
+            return false;
+        int64_t ns[IR_MAX_RANK];
+        int nd;
+        double eps = 1e-5;
+        if (!dims_list(b, &s[1], at, "normalized_shape", ns, &nd))
+            return false;
+        if (g[4] && !num_of(&s[4], &eps)) {
+            error_at(b->c, at, "eps must be a number");
+            return false;
+        }
+        ir_node *w = NULL, *bias = NULL;
+        if (g[2] && s[2].k != SV_NONE && !want_tensor(b, &s[2], at, "weight", &w))
+            return false;
+        if (g[3] && s[3].k != SV_NONE && !want_tensor(b, &s[3], at, "bias", &bias))
+            return false;
+        r = layernorm(b, x, ns, nd, w, bias, eps, at, NULL, "layer_norm");
+    } else if (strcmp(fn, "dropout") == 0) {
+        if (!fbind(b, fn, a, P_DROP, 4, 1, s, g, at) || s[0].k != SV_TENSOR) {
+            if (!b->c->nerrors)
+                error_at(b->c, at, "dropout() expects a tensor");
+            return false;
+        }
+        double p = 0.5;
+        if (g[1] && (!num_of(&s[1], &p) || p < 0 || p > 1)) {
+            error_at(b->c, at, "dropout probability has to be between 0 and 1");
+            return false;
+        }
+        r = s[0].t; /* identity in eval mode */
+    } else {
+        return false; /* caller reports unknown names */
+    }
+done:
+    if (!r)
+        return false;
+    out->k = SV_TENSOR;
+    out->t = r;
+    return true;
+}
+
+static const char *const FUNCTIONS[] = {"relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs",
+                                        "softmax", "log_softmax", "flatten", "reshape", "transpose", "permute",
+                                        "matmul", "cat", "mean", "sum", "amax", "layer_norm", "dropout"};
+
+static bool is_function(const char *name) {
+    for (size_t i = 0; i < sizeof FUNCTIONS / sizeof *FUNCTIONS; i++)
+        if (strcmp(FUNCTIONS[i], name) == 0)
+            return true;
+    return false;
+}
+
+/* ------------------------------------------------------ expressions */
+
+static inst *find_member(inst *self, const char *name) {
+    for (int i = 0; i < self->children.len; i++) {
+        inst_child *ch = self->children.items[i];
+        if (strcmp(ch->name, name) == 0)
+            return ch->mod;
+    }
+    return NULL;
+}
+
+static void unknown_name(builder *b, frame *f, const char *name, loc at, bool callee) {
+    const char *cands[256];
+    int n = 0;
+    for (int i = 0; i < f->locals.len && n < 200; i++)
+        cands[n++] = ((binding *)f->locals.items[i])->name;
+    for (int i = 0; i < f->self->children.len && n < 230; i++)
+        cands[n++] = ((inst_child *)f->self->children.items[i])->name;
+    for (int i = 0; i < f->self->np && n < 240; i++)
+        cands[n++] = f->self->pnames[i];
+    if (callee)
+        for (size_t i = 0; i < sizeof FUNCTIONS / sizeof *FUNCTIONS; i++)
+            cands[n++] = FUNCTIONS[i];
+    const char *near = nearest_name(name, cands, n);
+    const char *what = callee ? "unknown function or member" : "unknown name";
+    if (near)
+        error_at(b->c, at, "%s '%s'; did you mean '%s'?", what, name, near);
+    else
+        error_at(b->c, at, "%s '%s'", what, name);
+}
+
+static bool resolve_name(builder *b, frame *f, const node *n, sv *out) {
+    sv *v = lookup(f, n->str);
+    if (v) {
+        *out = *v;
+        return !v->poison;
+    }
+    inst *m = find_member(f->self, n->str);
+    if (m) {
+        out->k = m->bi == BI_MODULELIST ? SV_LIST : SV_MODULE;
+        out->mod = m;
+        return true;
+    }
+    for (int i = 0; i < f->self->np; i++)
+        if (strcmp(f->self->pnames[i], n->str) == 0) {
+            out->k = SV_NUM;
+            out->v = f->self->pvals[i];
+            return true;
+        }
+    if (b->batch && strcmp(n->str, b->batch) == 0) {
+        /* the batch size, for reshape(y, N, seq, dim) */
+        out->k = SV_NUM;
+        out->v = (val){.kind = V_STR, .s = "\001batch"};
+        return true;
+    }
+    unknown_name(b, f, n->str, n->at, false);
+    return false;
+}
+
+static bool eval_call(builder *b, frame *f, const node *n, sv *out) {
+    int na = n->args.len;
+    fargs a = {na, arena_alloc(&b->c->arena, sizeof(sv) * (size_t)(na + 1)),
+               arena_alloc(&b->c->arena, sizeof(char *) * (size_t)(na + 1)),
+               arena_alloc(&b->c->arena, sizeof(loc) * (size_t)(na + 1))};
+    for (int i = 0; i < na; i++) {
+        const arg *ag = n->args.items[i];
+        a.names[i] = ag->name;
+        a.at[i] = ag->value->at;
+        if (!eval(b, f, ag->value, &a.v[i]))
+            return false;
+    }
+    const node *callee = n->lhs;
+    inst *mod = NULL;
+    if (callee->kind == ND_NAME) {
+        sv *local = lookup(f, callee->str);
+        if (local && local->k == SV_MODULE)
+            mod = local->mod;
+        else if (!local)
+            mod = find_member(f->self, callee->str);
+        if (!mod && !local) {
+            if (is_function(callee->str)) {
+                int before = b->c->nerrors;
+                if (call_function(b, f, callee->str, &a, n->at, out))
+                    return true;
+                if (b->c->nerrors == before)
+                    error_at(b->c, n->at, "%s() failed", callee->str);
+                return false;
+            }
+            if (builtin_lookup(callee->str) || strcmp(callee->str, "range") == 0) {
+                error_at(b->c, callee->at, "modules are created as members, not in forward: add 'x = %s(...)' to the module", callee->str);
+                return false;
+            }
+            unknown_name(b, f, callee->str, callee->at, true);
+            return false;
+        }
+        if (!mod) {
+            error_at(b->c, callee->at, "'%s' is %s, not a module", callee->str, sv_kind_name(local));
+            return false;
+        }
+    } else {
+        sv c;
+        if (!eval(b, f, callee, &c))
+            return false;
+        if (c.k != SV_MODULE) {
+            error_at(b->c, callee->at, "%s is not callable", sv_kind_name(&c));
+            return false;
+        }
+        mod = c.mod;
+    }
+    return call_module(b, mod, a.v, a.names, a.at, na, n->at, out);
+}
+
+static bool eval_binop(builder *b, frame *f, const node *n, sv *out) {
+    sv l, r;
+    if (!eval(b, f, n->lhs, &l) | !eval(b, f, n->rhs, &r))
+        return false;
+    if (l.k == SV_NUM && r.k == SV_NUM) {
+        out->k = SV_NUM;
+        return sema_arith(b->c, n->op, &l.v, &r.v, n->at, &out->v);
+    }
+    if (n->op == '@') {
+        ir_node *x, *y;
+        if (!want_tensor(b, &l, n->at, "'@'", &x) || !want_tensor(b, &r, n->at, "'@'", &y))
+            return false;
+        out->t = matmul(b, x, y, n->at);
+        out->k = SV_TENSOR;
+        return out->t != NULL;
+    }
+    ir_op op = n->op == '+' ? OP_ADD : n->op == '-' ? OP_SUB : n->op == '*' ? OP_MUL : n->op == '/' ? OP_DIV : OP_COUNT;
+    if (op == OP_COUNT) {
+        error_at(b->c, n->at, "operator not supported on tensors");
+        return false;
+    }
+    ir_node *x = as_tensor(b, &l, n->lhs->at, "arithmetic"), *y = as_tensor(b, &r, n->rhs->at, "arithmetic");
+    if (!x || !y)
+        return false;
+    out->t = elementwise(b, op, x, y, n->at, NULL);
+    out->k = SV_TENSOR;
+    return out->t != NULL;
+}
+
+static bool eval(builder *b, frame *f, const node *n, sv *out) {
+    memset(out, 0, sizeof *out);
+    switch (n->kind) {
+    case ND_INT: out->k = SV_NUM; out->v = (val){.kind = V_INT, .i = n->ival}; return true;
+    case ND_FLOAT: out->k = SV_NUM; out->v = (val){.kind = V_FLOAT, .f = n->fval}; return true;
+    case ND_BOOL: out->k = SV_NUM; out->v = (val){.kind = V_BOOL, .i = n->ival}; return true;
+    case ND_STR: out->k = SV_NUM; out->v = (val){.kind = V_STR, .s = n->str}; return true;
+    case ND_NONE: out->k = SV_NONE; return true;
+    case ND_NAME: return resolve_name(b, f, n, out);
+    case ND_NEG: {
+        sv v;
+        if (!eval(b, f, n->lhs, &v))
+            return false;
+        if (v.k == SV_NUM) {
+            val zero = {.kind = V_INT, .i = 0};
+            out->k = SV_NUM;
+            return sema_arith(b->c, '-', &zero, &v.v, n->at, &out->v);
+        }
+        ir_node *x;
+        if (!want_tensor(b, &v, n->at, "unary '-'", &x))
+            return false;
+        out->k = SV_TENSOR;
+        out->t = unary(b, OP_NEG, x, n->at, NULL);
+        return out->t != NULL;
+    }
+    case ND_BINOP: return eval_binop(b, f, n, out);
+    case ND_CALL: return eval_call(b, f, n, out);
+    case ND_INDEX: {
+        sv base, idx;
+        if (!eval(b, f, n->lhs, &base) || !eval(b, f, n->rhs, &idx))
+            return false;
+        if (base.k != SV_LIST && base.k != SV_TUPLE) {
+            error_at(b->c, n->at, "only ModuleLists and tuples can be indexed, not %s", sv_kind_name(&base));
+            return false;
+        }
+        int64_t i;
+        if (!want_int(b, &idx, n->rhs->at, "an index", &i))
+            return false;
+        int len = base.k == SV_LIST ? base.mod->children.len : base.n;
+        if (i < -len || i >= len) {
+            error_at(b->c, n->rhs->at, "index %lld is out of range (length %d)", (long long)i, len);
+            return false;
+        }
+        if (i < 0)
+            i += len;
+        if (base.k == SV_TUPLE) {
+            *out = base.items[i];
+            return true;
+        }
+        out->k = SV_MODULE;
+        out->mod = ((inst_child *)base.mod->children.items[i])->mod;
+        if (out->mod->bi == BI_MODULELIST)
+            out->k = SV_LIST;
+        return true;
+    }
+    case ND_TUPLE:
+    case ND_LIST: {
+        out->k = n->kind == ND_TUPLE ? SV_TUPLE : SV_LIST;
+        if (out->k == SV_LIST) {
+            /* a list in forward is a plain sequence (cat's argument) */
+            out->k = SV_TUPLE;
+        }
+        out->n = n->args.len;
+        out->items = arena_alloc(&b->c->arena, sizeof(sv) * (size_t)(out->n + 1));
+        for (int i = 0; i < out->n; i++)
+            if (!eval(b, f, n->args.items[i], &out->items[i]))
+                return false;
+        if (n->kind == ND_LIST)
+            out->k = SV_LIST, out->mod = NULL;
+        return true;
+    }
+    case ND_LISTCOMP:
+        error_at(b->c, n->at, "list comprehensions are only allowed in module members");
+        return false;
+    }
+    return false;
+}
+
+/* ------------------------------------------------------- statements */
+
+static bool exec_stmt(builder *b, frame *f, const stmt *s) {
+    switch (s->kind) {
+    case ST_ASSIGN: {
+        sv v;
+        if (!eval(b, f, s->values.items[0], &v)) {
+            sv bad = {.poison = true};
+            for (int i = 0; i < s->targets.len; i++)
+                bind(b, f, s->targets.items[i], &bad);
+            return false;
+        }
+        if (s->targets.len == 1) {
+            bind(b, f, s->targets.items[0], &v);
+            return true;
+        }
+        if (v.k != SV_TUPLE || v.n != s->targets.len) {
+            error_at(b->c, s->at, "cannot unpack %s into %d names", v.k == SV_TUPLE ? "a tuple of another length" : sv_kind_name(&v),
+                     s->targets.len);
+            return false;
+        }
+        for (int i = 0; i < v.n; i++)
+            bind(b, f, s->targets.items[i], &v.items[i]);
+        return true;
+    }
+    case ST_RETURN: {
+        if (s->values.len == 1) {
+            if (!eval(b, f, s->values.items[0], &f->ret))
+                return false;
+        } else {
+            f->ret.k = SV_TUPLE;
+            f->ret.n = s->values.len;
+            f->ret.items = arena_alloc(&b->c->arena, sizeof(sv) * (size_t)s->values.len);
+            for (int i = 0; i < s->values.len; i++)
+                if (!eval(b, f, s->values.items[i], &f->ret.items[i]))
+                    return false;
+        }
+        f->returned = true;
+        return true;
+    }
+    case ST_FOR: {
+        sv it;
+        const node *iter = s->values.items[0];
+        if (!eval(b, f, iter, &it))
+            return false;
+        if (it.k != SV_LIST || !it.mod) {
+            error_at(b->c, iter->at, "'for' iterates over a ModuleList, not %s", sv_kind_name(&it));
+            return false;
+        }
+        for (int i = 0; i < it.mod->children.len && !f->returned; i++) {
+            inst *m = ((inst_child *)it.mod->children.items[i])->mod;
+            sv mv = {.k = m->bi == BI_MODULELIST ? SV_LIST : SV_MODULE, .mod = m};
+            bind(b, f, s->targets.items[0], &mv);
+            if (!exec_block(b, f, &s->body))
+                return false;
+        }
+        return true;
+    }
+    }
+    return false;
+}
+
+static bool exec_block(builder *b, frame *f, const vec *body) {
+    bool ok = true;
+    for (int i = 0; i < body->len && !f->returned; i++)
+        ok &= exec_stmt(b, f, body->items[i]);
+    return ok;
+}
+
+/* ------------------------------------------------------------ entry */
+
+static ir_dtype parse_dtype(builder *b, const param *p) {
+    if (strcmp(p->dtype, "f32") == 0 || strcmp(p->dtype, "float32") == 0)
+        return IR_F32;
+    if (strcmp(p->dtype, "i64") == 0 || strcmp(p->dtype, "int64") == 0)
+        return IR_I64;
+    error_at(b->c, p->dtype_at, "unsupported tensor dtype '%s' (use f32 or i64)", p->dtype);
+    return IR_F32;
+}
+
+static bool root_inputs(builder *b, frame *f) {
+    inst *root = b->m->root;
+    const module_def *d = root->def;
+    int before = b->c->nerrors;
+    for (int i = 0; i < d->fparams.len; i++) {
+        const param *p = d->fparams.items[i];
+        sv v = {0};
+        if (p->kind != PT_TENSOR) {
+            ir_node *n = mk(b, OP_SCALAR, p->at, "");
+            if (!n)
+                return false;
+            n->name = p->name;
+            /* scalars reach kernels as floats, as a Python number does in
+             * PyTorch arithmetic; the declared type checks --kw values */
+            n->dt = IR_F32;
+            n->ia[0] = p->kind == PT_FLOAT ? 0 : p->kind == PT_INT ? 1 : 2;
+            n->input_index = b->g->scalars.len;
+            if (p->deflt) {
+                val dv;
+                if (sema_eval(b->c, b->m, root, p->deflt, &dv)) {
+                    double x = dv.kind == V_FLOAT ? dv.f : (double)dv.i;
+                    if (dv.kind != V_FLOAT && dv.kind != V_INT && dv.kind != V_BOOL)
+                        error_at(b->c, p->deflt->at, "the default of '%s' must be a number", p->name);
+                    n->fa = x;
+                    n->flag = true; /* has a default */
+                }
+            }
+            vec_push(b->g->arena, &b->g->scalars, n);
+            v.k = SV_TENSOR;
+            v.t = n;
+            bind(b, f, p->name, &v);
+            continue;
+        }
+        if (p->dims.len == 0 || p->dims.len > IR_MAX_RANK) {
+            error_at(b->c, p->at, "input '%s' needs between 1 and %d dims, the first the batch dim", p->name, IR_MAX_RANK);
+            continue;
+        }
+        const node *first = p->dims.items[0];
+        bool is_ctor = false;
+        if (first->kind == ND_NAME)
+            for (int k = 0; k < root->np; k++)
+                is_ctor |= strcmp(root->pnames[k], first->str) == 0;
+        if (first->kind != ND_NAME || is_ctor) {
+            error_at(b->c, first->at, "the first dim of input '%s' must be the batch name (like N)", p->name);
+            continue;
+        }
+        if (!b->batch)
+            b->batch = first->str;
+        else if (strcmp(b->batch, first->str) != 0) {
+            error_at(b->c, first->at, "inputs must share one batch name: '%s' here, '%s' before", first->str, b->batch);
+            continue;
+        }
+        ir_node *n = mk(b, OP_INPUT, p->at, "");
+        if (!n)
+            return false;
+        n->name = p->name;
+        n->dt = parse_dtype(b, p);
+        n->input_index = b->g->inputs.len;
+        n->sh.rank = p->dims.len;
+        n->sh.d[0] = (dim){1, true};
+        for (int k = 1; k < p->dims.len; k++) {
+            const node *dn = p->dims.items[k];
+            val dv;
+            if (dn->kind == ND_NAME && strcmp(dn->str, b->batch) == 0) {
+                error_at(b->c, dn->at, "only the first dim can be the batch dim");
+                continue;
+            }
+            if (!sema_eval(b->c, b->m, root, dn, &dv))
+                continue;
+            if (dv.kind != V_INT || dv.i < 0) {
+                error_at(b->c, dn->at, "a dimension must be a non-negative int");
+                continue;
+            }
+            n->sh.d[k] = (dim){dv.i, false};
+        }
+        vec_push(b->g->arena, &b->g->inputs, n);
+        v.k = SV_TENSOR;
+        v.t = n;
+        bind(b, f, p->name, &v);
+    }
+    if (b->g->inputs.len == 0 && b->c->nerrors == before)
+        error_at(b->c, d->forward_at, "forward of '%s' needs at least one tensor input", d->name);
+    return b->c->nerrors == before;
+}
+
+static bool collect_outputs(builder *b, const sv *r, loc at) {
+    if (r->k == SV_TENSOR) {
+        vec_push(b->g->arena, &b->g->outputs, r->t);
+        r->t->uses++;
+        return true;
+    }
+    if (r->k == SV_TUPLE) {
+        for (int i = 0; i < r->n; i++)
+            if (!collect_outputs(b, &r->items[i], at))
+                return false;
+        return true;
+    }
+    error_at(b->c, at, "forward must return tensors, not %s", sv_kind_name(r));
+    return false;
+}
+
+bool ir_build(dpc_ctx *c, model *m, ir_graph *g) {
+    builder b = {.c = c, .m = m, .g = g};
+    inst *root = m->root;
+    if (root->bi != BI_NONE) {
+        error_at(c, root->at, "the model must be a user module with a forward, not %s", root->type_name);
+        return false;
+    }
+    if (!root->def->has_forward) {
+        error_at(c, root->def->at, "module '%s' has no forward", root->def->name);
+        return false;
+    }
+    g->model_name = root->type_name;
+    g->file = root->def->at.file ? root->def->at.file->path : "";
+    b.param_nodes = arena_alloc(&c->arena, sizeof(ir_node *) * (size_t)(m->params.len + 1));
+    frame f = {.self = root};
+    if (!root_inputs(&b, &f))
+        return false;
+    g->batch_name = b.batch;
+    b.depth = 1;
+    if (!exec_block(&b, &f, &root->def->body))
+        return false;
+    if (!f.returned) {
+        error_at(c, root->def->forward_at, "forward of '%s' does not return a value", root->def->name);
+        return false;
+    }
+    if (!collect_outputs(&b, &f.ret, root->def->forward_at))
+        return false;
+    for (int i = 0; i < m->params.len; i++)
+        if (!b.param_nodes[i])
+            ((param_entry *)m->params.items[i])->ignored = true;
+    return c->nerrors == 0;
+}

@@ -11,14 +11,14 @@ static int usage(void) {
     return 2;
 }
 
-static int cmd_print(int argc, char **argv) {
+static int cmd_front(int argc, char **argv, bool ir) {
     if (argc != 1)
         return usage();
     dpc_front *f;
     dpc_buf diags;
     dpc_err e;
     dpc_buf_init(&diags);
-    dpc_status s = front_run(argv[0], NULL, 0, FRONT_TREE, &f, &diags, &e);
+    dpc_status s = front_run(argv[0], NULL, 0, ir ? FRONT_IR : FRONT_TREE, &f, &diags, &e);
     if (s != DPC_OK) {
         if (diags.len)
             fputs(diags.data, stderr);
@@ -29,7 +29,10 @@ static int cmd_print(int argc, char **argv) {
     }
     dpc_buf out;
     dpc_buf_init(&out);
-    repr_model(&f->m, &out);
+    if (ir)
+        ir_print(&f->g, &out);
+    else
+        repr_model(&f->m, &out);
     fputs(out.data, stdout);
     dpc_buf_free(&out);
     front_free(f);
@@ -40,6 +43,8 @@ int main(int argc, char **argv) {
     if (argc < 2)
         return usage();
     if (strcmp(argv[1], "print") == 0)
-        return cmd_print(argc - 2, argv + 2);
+        return cmd_front(argc - 2, argv + 2, false);
+    if (strcmp(argv[1], "ir") == 0)
+        return cmd_front(argc - 2, argv + 2, true);
     return usage();
 }

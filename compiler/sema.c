@@ -109,23 +109,22 @@ static bool int_binop(sema *s, int op, int64_t a, int64_t b, loc at, int64_t *r)
     return ok;
 }
 
-static bool eval_binop(sema *s, const env *e, const node *n, val *out) {
-    val a, b;
-    if (!eval(s, e, n->lhs, &a) | !eval(s, e, n->rhs, &b))
-        return false;
-    if (a.kind == V_INT && b.kind == V_INT) {
+bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out) {
+    sema s = {.c = c};
+    memset(out, 0, sizeof *out);
+    if (a->kind == V_INT && b->kind == V_INT) {
         out->kind = V_INT;
-        return int_binop(s, n->op, a.i, b.i, n->at, &out->i);
+        return int_binop(&s, op, a->i, b->i, at, &out->i);
     }
     double x, y;
-    if (!num(&a, &x) || !num(&b, &y) || n->op == '@') {
-        error_at(s->c, n->at, "cannot apply '%s' to %s and %s here",
-                 n->op == 'f' ? "//" : n->op == 'p' ? "**" : (char[]){(char)n->op, 0},
-                 val_kind_name(a.kind), val_kind_name(b.kind));
+    if (!num(a, &x) || !num(b, &y) || op == '@') {
+        error_at(c, at, "cannot apply '%s' to %s and %s here",
+                 op == 'f' ? "//" : op == 'p' ? "**" : (char[]){(char)op, 0}, val_kind_name(a->kind),
+                 val_kind_name(b->kind));
         return false;
     }
     out->kind = V_FLOAT;
-    switch (n->op) {
+    switch (op) {
     case '+': out->f = x + y; break;
     case '-': out->f = x - y; break;
     case '*': out->f = x * y; break;
@@ -134,13 +133,26 @@ static bool eval_binop(sema *s, const env *e, const node *n, val *out) {
     case 'f':
     case '%':
         if (y == 0) {
-            error_at(s->c, n->at, "division by zero");
+            error_at(c, at, "division by zero");
             return false;
         }
-        out->f = n->op == '/' ? x / y : n->op == 'f' ? floor(x / y) : x - floor(x / y) * y;
+        out->f = op == '/' ? x / y : op == 'f' ? floor(x / y) : x - floor(x / y) * y;
         break;
     }
     return true;
+}
+
+static bool eval_binop(sema *s, const env *e, const node *n, val *out) {
+    val a, b;
+    if (!eval(s, e, n->lhs, &a) | !eval(s, e, n->rhs, &b))
+        return false;
+    return sema_arith(s->c, n->op, &a, &b, n->at, out);
+}
+
+bool sema_eval(dpc_ctx *c, model *m, const inst *self, const node *n, val *out) {
+    sema s = {.c = c, .m = m};
+    env e = {self ? self->pnames : NULL, self ? self->pvals : NULL, self ? self->np : 0};
+    return eval(&s, &e, n, out);
 }
 
 /* --------------------------------------------------- instantiation */

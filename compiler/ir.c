@@ -1,0 +1,163 @@
+/* ir.c - IR nodes, shapes and the `dpc ir` printer. */
+#include "ir.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const OP_NAMES[] = {
+#define X(e, s) s,
+    IR_OPS(X)
+#undef X
+};
+
+const char *ir_op_name(ir_op op) { return op < OP_COUNT ? OP_NAMES[op] : "?"; }
+
+ir_node *ir_new(ir_graph *g, ir_op op, loc at) {
+    ir_node *n = arena_alloc(g->arena, sizeof *n);
+    n->id = g->nodes.len;
+    n->op = op;
+    n->at = at;
+    n->param_index = -1;
+    n->input_index = -1;
+    vec_push(g->arena, &g->nodes, n);
+    return n;
+}
+
+int ir_cat_count(const ir_node *n) { return n->nin + n->more.len; }
+int ir_cat_operand(const ir_node *n, int i) {
+    return i < n->nin ? n->in[i] : (int)(intptr_t)n->more.items[i - n->nin];
+}
+
+void shape_str(const shape *s, const char *batch, char *out, size_t n) {
+    size_t pos = 0;
+    pos += (size_t)snprintf(out + pos, n - pos, "[");
+    for (int i = 0; i < s->rank && pos < n; i++) {
+        const dim *d = &s->d[i];
+        const char *sep = i ? ", " : "";
+        if (!d->sym)
+            pos += (size_t)snprintf(out + pos, n - pos, "%s%lld", sep, (long long)d->k);
+        else if (d->k == 1)
+            pos += (size_t)snprintf(out + pos, n - pos, "%s%s", sep, batch ? batch : "N");
+        else
+            pos += (size_t)snprintf(out + pos, n - pos, "%s%lld*%s", sep, (long long)d->k, batch ? batch : "N");
+    }
+    if (pos < n)
+        snprintf(out + pos, n - pos, "]");
+}
+
+bool shape_eq(const shape *a, const shape *b) {
+    if (a->rank != b->rank)
+        return false;
+    for (int i = 0; i < a->rank; i++)
+        if (a->d[i].k != b->d[i].k || a->d[i].sym != b->d[i].sym)
+            return false;
+    return true;
+}
+
+int64_t shape_numel(const shape *s, bool *sym) {
+    int64_t k = 1;
+    *sym = false;
+    for (int i = 0; i < s->rank; i++) {
+        k *= s->d[i].k;
+        *sym |= s->d[i].sym;
+    }
+    return k;
+}
+
+static const char *dtype_name(ir_dtype t) {
+    switch (t) {
+    case IR_F32: return "f32";
+    case IR_I64: return "i64";
+    case IR_I32: return "i32";
+    case IR_BOOL: return "bool";
+    }
+    return "?";
+}
+
+static void print_attrs(const ir_node *n, dpc_buf *out) {
+    char num[64];
+    switch (n->op) {
+    case OP_CONST:
+    case OP_SCALAR:
+        dpc_format_pyfloat(n->fa, num, sizeof num);
+        dpc_buf_printf(out, " %s%s", n->op == OP_SCALAR ? "default=" : "", num);
+        break;
+    case OP_CONV2D:
+        dpc_buf_printf(out, " stride=(%lld, %lld) padding=(%lld, %lld) dilation=(%lld, %lld) groups=%lld",
+                       (long long)n->ia[0], (long long)n->ia[1], (long long)n->ia[2], (long long)n->ia[3],
+                       (long long)n->ia[4], (long long)n->ia[5], (long long)n->ia[6]);
+        break;
+    case OP_MAXPOOL2D:
+    case OP_AVGPOOL2D:
+        dpc_buf_printf(out, " kernel=(%lld, %lld) stride=(%lld, %lld) padding=(%lld, %lld)", (long long)n->ia[0],
+                       (long long)n->ia[1], (long long)n->ia[2], (long long)n->ia[3], (long long)n->ia[4],
+                       (long long)n->ia[5]);
+        if (n->op == OP_MAXPOOL2D)
+            dpc_buf_printf(out, " dilation=(%lld, %lld)", (long long)n->ia[6], (long long)n->ia[7]);
+        else if (!n->flag)
+            dpc_buf_puts(out, " count_include_pad=False");
+        if (n->op == OP_AVGPOOL2D && n->ia[6])
+            dpc_buf_printf(out, " divisor=%lld", (long long)n->ia[6]);
+        if (n->ceil)
+            dpc_buf_puts(out, " ceil_mode=True");
+        break;
+    case OP_BATCHNORM:
+    case OP_LAYERNORM:
+        dpc_format_pyfloat(n->fa, num, sizeof num);
+        dpc_buf_printf(out, " eps=%s", num);
+        if (n->op == OP_LAYERNORM)
+            dpc_buf_printf(out, " dims=%d", n->axis);
+        break;
+    case OP_SOFTMAX:
+    case OP_LOG_SOFTMAX: dpc_buf_printf(out, " dim=%d", n->axis); break;
+    case OP_SUM:
+    case OP_MEAN:
+    case OP_AMAX:
+        dpc_buf_printf(out, " dim=%d%s", n->axis, n->keepdim ? " keepdim" : "");
+        break;
+    case OP_CAT: dpc_buf_printf(out, " dim=%d", n->axis); break;
+    case OP_PERMUTE:
+        dpc_buf_puts(out, " perm=(");
+        for (int i = 0; i < n->sh.rank; i++)
+            dpc_buf_printf(out, "%s%d", i ? ", " : "", n->perm[i]);
+        dpc_buf_puts(out, ")");
+        break;
+    default: break;
+    }
+}
+
+void ir_print(const ir_graph *g, dpc_buf *out) {
+    char sh[256];
+    dpc_buf_printf(out, "graph %s(", g->model_name);
+    for (int i = 0; i < g->inputs.len; i++) {
+        const ir_node *n = g->inputs.items[i];
+        shape_str(&n->sh, g->batch_name, sh, sizeof sh);
+        dpc_buf_printf(out, "%s%%%d: %s%s", i ? ", " : "", n->id, dtype_name(n->dt), sh);
+    }
+    for (int i = 0; i < g->scalars.len; i++) {
+        const ir_node *n = g->scalars.items[i];
+        dpc_buf_printf(out, ", %s: %s", n->name, n->ia[0] == 0 ? "float" : n->ia[0] == 1 ? "int" : "bool");
+    }
+    dpc_buf_puts(out, ")\n");
+    for (int i = 0; i < g->nodes.len; i++) {
+        const ir_node *n = g->nodes.items[i];
+        dpc_buf_printf(out, "  %%%d = %s", n->id, ir_op_name(n->op));
+        if (n->op == OP_INPUT || n->op == OP_SCALAR || n->op == OP_PARAM)
+            dpc_buf_printf(out, " %s", n->name);
+        int cnt = n->op == OP_CAT ? ir_cat_count(n) : n->nin;
+        for (int k = 0; k < cnt; k++)
+            dpc_buf_printf(out, "%s%%%d", k ? ", " : " ", n->op == OP_CAT ? ir_cat_operand(n, k) : n->in[k]);
+        print_attrs(n, out);
+        shape_str(&n->sh, g->batch_name, sh, sizeof sh);
+        dpc_buf_printf(out, " : %s%s", dtype_name(n->dt), sh);
+        if (n->at.file)
+            dpc_buf_printf(out, "  # %s:%d", n->at.file->path, n->at.line);
+        if (n->scope && n->scope[0])
+            dpc_buf_printf(out, " (%s)", n->scope);
+        dpc_buf_puts(out, "\n");
+    }
+    dpc_buf_puts(out, "  return");
+    for (int i = 0; i < g->outputs.len; i++)
+        dpc_buf_printf(out, "%s%%%d", i ? ", " : " ", ((ir_node *)g->outputs.items[i])->id);
+    dpc_buf_puts(out, "\n");
+}
