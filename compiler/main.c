@@ -1,50 +1,549 @@
-/* main.c - the dpc command line (see docs/cli.md). The only place that
- * prints and chooses exit codes: 0 success, 1 user error, 2 bad usage. */
-#include "frontend.h"
+/* main.c - the dpc command line (docs/cli.md). The only place that prints
+ * and chooses exit codes: 0 success, 1 user error, 2 bad usage. */
+#include "kcache.h"
+#include "model.h"
+#include "npy.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
-static int usage(void) {
-    fprintf(stderr, "usage: dpc <compile|print|ir|graph|source|init|run|bench|inspect|cache> ...\n"
-                    "       dpc help   for details\n");
+#define MAX_IO 64
+
+static const char *USAGE =
+    "usage:\n"
+    "  dpc compile MODEL.dp [-o MODEL.dpa] [--weights W.safetensors] [--arch sm_90[,sm_80...]]\n"
+    "  dpc print   MODEL.dp                 module tree, exactly as print(model) in PyTorch\n"
+    "  dpc ir      MODEL.dp [--stage parsed|fused]\n"
+    "  dpc graph   MODEL.dp [-o FILE.dot|FILE.svg]\n"
+    "  dpc source  MODEL.dp [--target cpu|cuda]\n"
+    "  dpc init    MODEL.dp -o W.safetensors [--seed S]\n"
+    "  dpc run     MODEL.dp --weights W.safetensors --input X.npy [--input Y.npy ...]\n"
+    "              [--kw NAME=VALUE ...] [--devices LIST] [-v] -o OUT.npy [-o OUT2.npy ...]\n"
+    "  dpc cache   ls|clear\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+    fprintf(stderr, "dpc: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n%s", USAGE);
     return 2;
 }
 
-static int cmd_front(int argc, char **argv, bool ir) {
-    if (argc != 1)
-        return usage();
-    dpc_front *f;
+static int fail(dpc_status s, const dpc_err *e) {
+    fprintf(stderr, "dpc: error: %s\n", e->msg);
+    return s == DPC_EUSAGE ? 2 : 1;
+}
+
+/* Options common to the verbs: one positional model path and flags. */
+typedef struct opts {
+    const char *model;
+    const char *out[MAX_IO];
+    int nout;
+    const char *inputs[MAX_IO];
+    int ninputs;
+    const char *kw[MAX_IO];
+    int nkw;
+    const char *weights, *devices, *stage, *target, *seed, *arch, *batch;
+    bool verbose;
+} opts;
+
+static int parse_opts(int argc, char **argv, opts *o, const char *allowed) {
+    memset(o, 0, sizeof *o);
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char **slot = NULL;
+        char key = 0;
+        if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0)
+            key = 'o';
+        else if (strcmp(a, "--input") == 0 || strcmp(a, "-i") == 0)
+            key = 'i';
+        else if (strcmp(a, "--kw") == 0)
+            key = 'k';
+        else if (strcmp(a, "--weights") == 0 || strcmp(a, "-w") == 0)
+            key = 'w', slot = &o->weights;
+        else if (strcmp(a, "--devices") == 0)
+            key = 'd', slot = &o->devices;
+        else if (strcmp(a, "--stage") == 0)
+            key = 's', slot = &o->stage;
+        else if (strcmp(a, "--target") == 0)
+            key = 't', slot = &o->target;
+        else if (strcmp(a, "--seed") == 0)
+            key = 'S', slot = &o->seed;
+        else if (strcmp(a, "--arch") == 0)
+            key = 'a', slot = &o->arch;
+        else if (strcmp(a, "--batch") == 0)
+            key = 'b', slot = &o->batch;
+        else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+            o->verbose = true;
+            continue;
+        } else if (a[0] == '-' && a[1]) {
+            return usage_error("unknown option '%s'", a);
+        } else {
+            if (o->model)
+                return usage_error("unexpected argument '%s'", a);
+            o->model = a;
+            continue;
+        }
+        if (!strchr(allowed, key))
+            return usage_error("option '%s' does not apply to this command", a);
+        if (i + 1 >= argc)
+            return usage_error("option '%s' needs a value", a);
+        const char *v = argv[++i];
+        if (key == 'o' || key == 'i' || key == 'k') {
+            int *n = key == 'o' ? &o->nout : key == 'i' ? &o->ninputs : &o->nkw;
+            const char **arr = key == 'o' ? o->out : key == 'i' ? o->inputs : o->kw;
+            if (*n >= MAX_IO)
+                return usage_error("too many '%s' options", a);
+            arr[(*n)++] = v;
+        } else
+            *slot = v;
+    }
+    if (!o->model)
+        return usage_error("%s", "missing the model file");
+    return 0;
+}
+
+static int front(const char *path, front_stage st, dpc_front **f) {
     dpc_buf diags;
     dpc_err e;
     dpc_buf_init(&diags);
-    dpc_status s = front_run(argv[0], NULL, 0, ir ? FRONT_IR : FRONT_TREE, &f, &diags, &e);
+    dpc_status s = front_run(path, NULL, 0, st, f, &diags, &e);
     if (s != DPC_OK) {
         if (diags.len)
             fputs(diags.data, stderr);
         else
             fprintf(stderr, "dpc: error: %s\n", e.msg);
         dpc_buf_free(&diags);
-        return s == DPC_EUSER ? 1 : 1;
+        return s == DPC_EUSAGE ? 2 : 1;
     }
+    dpc_buf_free(&diags);
+    return 0;
+}
+
+static int compile_model(const char *path, dpc_model **m) {
+    dpc_buf diags;
+    dpc_err e;
+    dpc_buf_init(&diags);
+    dpc_status s = dpc_model_compile(path, m, &diags, &e);
+    if (s != DPC_OK) {
+        if (diags.len)
+            fputs(diags.data, stderr);
+        else
+            fprintf(stderr, "dpc: error: %s\n", e.msg);
+    }
+    dpc_buf_free(&diags);
+    return s == DPC_OK ? 0 : 1;
+}
+
+static int emit(dpc_buf *b) {
+    if (b->oom) {
+        fprintf(stderr, "dpc: error: out of memory\n");
+        return 1;
+    }
+    if (b->len && fwrite(b->data, 1, b->len, stdout) != b->len) {
+        fprintf(stderr, "dpc: error: cannot write to standard output\n");
+        return 1;
+    }
+    dpc_buf_free(b);
+    return fflush(stdout) == 0 ? 0 : 1;
+}
+
+static int cmd_print(int argc, char **argv) {
+    opts o;
+    int rc = parse_opts(argc, argv, &o, "");
+    dpc_front *f;
+    if (rc || (rc = front(o.model, FRONT_TREE, &f)))
+        return rc;
     dpc_buf out;
     dpc_buf_init(&out);
-    if (ir)
-        ir_print(&f->g, &out);
-    else
-        repr_model(&f->m, &out);
-    fputs(out.data, stdout);
-    dpc_buf_free(&out);
+    repr_model(&f->m, &out);
     front_free(f);
+    return emit(&out);
+}
+
+static int cmd_ir(int argc, char **argv) {
+    opts o;
+    int rc = parse_opts(argc, argv, &o, "s");
+    if (rc)
+        return rc;
+    bool fused = false;
+    if (o.stage && strcmp(o.stage, "fused") == 0)
+        fused = true;
+    else if (o.stage && strcmp(o.stage, "parsed") != 0)
+        return usage_error("unknown stage '%s' (parsed or fused)", o.stage);
+    dpc_buf out;
+    dpc_buf_init(&out);
+    if (!fused) {
+        dpc_front *f;
+        if ((rc = front(o.model, FRONT_IR, &f)))
+            return rc;
+        ir_print(&f->g, &out);
+        front_free(f);
+    } else {
+        dpc_model *m;
+        if ((rc = compile_model(o.model, &m)))
+            return rc;
+        fuse_print(&m->kg, &out);
+        dpc_model_free(m);
+    }
+    return emit(&out);
+}
+
+static int cmd_source(int argc, char **argv) {
+    opts o;
+    int rc = parse_opts(argc, argv, &o, "t");
+    if (rc)
+        return rc;
+    const char *t = o.target ? o.target : "cpu";
+    if (strcmp(t, "cpu") != 0 && strcmp(t, "cuda") != 0)
+        return usage_error("unknown target '%s' (cpu or cuda)", t);
+    dpc_model *m;
+    if ((rc = compile_model(o.model, &m)))
+        return rc;
+    dpc_buf out;
+    dpc_buf_init(&out);
+    if (strcmp(t, "cpu") == 0)
+        emit_c(&m->kg, &out);
+    else
+        emit_cuda(&m->kg, &out);
+    dpc_model_free(m);
+    return emit(&out);
+}
+
+static int cmd_init(int argc, char **argv) {
+    opts o;
+    int rc = parse_opts(argc, argv, &o, "oS");
+    if (rc)
+        return rc;
+    if (o.nout != 1)
+        return usage_error("%s", "init needs exactly one -o W.safetensors");
+    uint64_t seed = 0;
+    if (o.seed) {
+        char *end;
+        errno = 0;
+        seed = strtoull(o.seed, &end, 10);
+        if (errno || *end || !*o.seed)
+            return usage_error("--seed needs a non-negative integer, got '%s'", o.seed);
+    }
+    dpc_model *m;
+    if ((rc = compile_model(o.model, &m)))
+        return rc;
+    dpc_err e;
+    dpc_status s = dpc_model_init_weights(m, seed, o.out[0], &e);
+    dpc_model_free(m);
+    return s == DPC_OK ? 0 : fail(s, &e);
+}
+
+/* --kw NAME=VALUE against forward's scalar parameters */
+static int parse_kw(const dpc_model *m, const opts *o, double *scalars) {
+    const ir_graph *g = &m->front->g;
+    for (int i = 0; i < g->scalars.len; i++) {
+        const ir_node *s = g->scalars.items[i];
+        scalars[i] = s->fa;
+    }
+    bool *given = calloc((size_t)g->scalars.len + 1, 1);
+    for (int k = 0; k < o->nkw; k++) {
+        const char *eq = strchr(o->kw[k], '=');
+        if (!eq) {
+            free(given);
+            return usage_error("--kw needs NAME=VALUE, got '%s'", o->kw[k]);
+        }
+        int idx = -1;
+        for (int i = 0; i < g->scalars.len; i++) {
+            const ir_node *s = g->scalars.items[i];
+            if (strlen(s->name) == (size_t)(eq - o->kw[k]) && strncmp(s->name, o->kw[k], (size_t)(eq - o->kw[k])) == 0)
+                idx = i;
+        }
+        if (idx < 0) {
+            fprintf(stderr, "dpc: error: forward of %s has no scalar parameter '%.*s'\n", g->model_name,
+                    (int)(eq - o->kw[k]), o->kw[k]);
+            free(given);
+            return 1;
+        }
+        const ir_node *s = g->scalars.items[idx];
+        const char *v = eq + 1;
+        char *end;
+        double d;
+        if (s->ia[0] == 2) {
+            if (!strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "1"))
+                d = 1;
+            else if (!strcmp(v, "false") || !strcmp(v, "False") || !strcmp(v, "0"))
+                d = 0;
+            else {
+                fprintf(stderr, "dpc: error: '%s' is a bool, got '%s'\n", s->name, v);
+                free(given);
+                return 1;
+            }
+        } else {
+            errno = 0;
+            d = strtod(v, &end);
+            if (errno || *end || !*v || (s->ia[0] == 1 && d != (double)(long long)d)) {
+                fprintf(stderr, "dpc: error: '%s' is %s, got '%s'\n", s->name, s->ia[0] == 1 ? "an int" : "a float", v);
+                free(given);
+                return 1;
+            }
+        }
+        scalars[idx] = d;
+        given[idx] = true;
+    }
+    for (int i = 0; i < g->scalars.len; i++) {
+        const ir_node *s = g->scalars.items[i];
+        if (!given[i] && !s->flag) {
+            fprintf(stderr, "dpc: error: forward of %s needs --kw %s=VALUE\n", g->model_name, s->name);
+            free(given);
+            return 1;
+        }
+    }
+    free(given);
     return 0;
+}
+
+static int cmd_run(int argc, char **argv) {
+    opts o;
+    int rc = parse_opts(argc, argv, &o, "oiwkdb");
+    if (rc)
+        return rc;
+    if (!o.weights)
+        return usage_error("%s", "run needs --weights W.safetensors");
+    if (o.nout == 0)
+        return usage_error("%s", "run needs -o OUT.npy for each returned tensor");
+    dpc_device devs[DPC_MAX_DEVICES];
+    int ndev = 1;
+    dpc_err e;
+    devs[0] = (dpc_device){DPC_DEV_CPU, 0};
+    if (o.devices) {
+        dpc_status s = dpc_parse_devices(o.devices, devs, DPC_MAX_DEVICES, &ndev, &e);
+        if (s != DPC_OK)
+            return fail(s, &e);
+    }
+    dpc_model *m;
+    if ((rc = compile_model(o.model, &m)))
+        return rc;
+    const ir_graph *g = &m->front->g;
+    dpc_tensor *in[MAX_IO] = {0}, *out[MAX_IO] = {0};
+    dpc_safetensors *st = NULL;
+    double scalars[64];
+    dpc_status s = DPC_OK;
+    rc = 1;
+    if (o.nout != g->outputs.len) {
+        fprintf(stderr, "dpc: error: %s returns %d tensor%s but %d -o option%s given\n", g->model_name, g->outputs.len,
+                g->outputs.len == 1 ? "" : "s", o.nout, o.nout == 1 ? " was" : "s were");
+        rc = 2;
+        goto done;
+    }
+    if (o.ninputs != g->inputs.len) {
+        fprintf(stderr, "dpc: error: forward of %s takes %d tensor input%s but %d --input given\n", g->model_name,
+                g->inputs.len, g->inputs.len == 1 ? "" : "s", o.ninputs);
+        rc = 2;
+        goto done;
+    }
+    if (parse_kw(m, &o, scalars))
+        goto done;
+    if ((s = dpc_st_read(o.weights, &st, &e)) != DPC_OK)
+        goto failed;
+    dpc_buf warn;
+    dpc_buf_init(&warn);
+    s = dpc_model_bind(m, st, &warn, &e);
+    if (warn.len)
+        fprintf(stderr, "dpc: warning: %s\n", warn.data);
+    dpc_buf_free(&warn);
+    if (s != DPC_OK)
+        goto failed;
+    for (int i = 0; i < o.ninputs; i++) {
+        if ((s = dpc_npy_read(o.inputs[i], &in[i], &e)) != DPC_OK)
+            goto failed;
+        const ir_node *p = g->inputs.items[i];
+        if (p->dt == IR_I64 && in[i]->dtype == DPC_I32) {
+            dpc_tensor *c;
+            if ((s = dpc_tensor_convert(in[i], DPC_I64, &c, &e)) != DPC_OK)
+                goto failed;
+            dpc_tensor_free(in[i]);
+            in[i] = c;
+        }
+    }
+    if ((s = dpc_model_set_devices(m, devs, ndev, &e)) != DPC_OK)
+        goto failed;
+    const char *fr = getenv("DPC_FAULT_REPLICA"), *fk = getenv("DPC_FAULT_KERNEL");
+    if (fr && fk) {
+        m->fail_replica = atoi(fr);
+        m->fail_kernel = atoi(fk);
+    }
+    if ((s = dpc_model_run(m, (const dpc_tensor *const *)in, o.ninputs, scalars, out, &e)) != DPC_OK)
+        goto failed;
+    for (int w = 0; w < m->last.nwarnings && w < DPC_DP_MAX_WARNINGS; w++)
+        fprintf(stderr, "dpc: warning: %s\n", m->last.warnings[w]);
+    if (o.verbose) {
+        fprintf(stderr, "dpc: batch %lld over %d device%s, %d replica%s%s\n", (long long)m->last.batch, m->last.ndevices,
+                m->last.ndevices == 1 ? "" : "s", m->last.nreplicas, m->last.nreplicas == 1 ? "" : "s",
+                m->last.scattered ? "" : " (no scatter)");
+        for (int r = 0; r < m->last.nreplicas; r++) {
+            char nm[32];
+            dpc_device_name(&m->last.replica[r].device, nm, sizeof nm);
+            fprintf(stderr, "dpc:   replica %d on %s: rows [%lld, %lld) in %.3f ms\n", r, nm,
+                    (long long)m->last.replica[r].row_offset,
+                    (long long)(m->last.replica[r].row_offset + m->last.replica[r].rows), m->last.replica[r].seconds * 1e3);
+        }
+    }
+    /* serialise everything first, so a failure writes nothing */
+    dpc_buf bufs[MAX_IO];
+    for (int i = 0; i < o.nout; i++) {
+        dpc_buf_init(&bufs[i]);
+        if (s == DPC_OK)
+            s = dpc_npy_serialize(out[i], &bufs[i], &e);
+    }
+    int written = 0;
+    for (int i = 0; i < o.nout && s == DPC_OK; i++, written++)
+        s = dpc_write_file_atomic(o.out[i], bufs[i].data, bufs[i].len, &e);
+    if (s != DPC_OK)
+        for (int i = 0; i < written; i++)
+            unlink(o.out[i]);
+    for (int i = 0; i < o.nout; i++)
+        dpc_buf_free(&bufs[i]);
+    if (s != DPC_OK)
+        goto failed;
+    rc = 0;
+    goto done;
+failed:
+    rc = fail(s, &e);
+done:
+    for (int i = 0; i < MAX_IO; i++) {
+        dpc_tensor_free(in[i]);
+        dpc_tensor_free(out[i]);
+    }
+    if (st)
+        dpc_st_free(st);
+    dpc_model_free(m);
+    return rc;
+}
+
+static int cmd_graph(int argc, char **argv) {
+    opts o;
+    int rc = parse_opts(argc, argv, &o, "o");
+    if (rc)
+        return rc;
+    dpc_model *m;
+    if ((rc = compile_model(o.model, &m)))
+        return rc;
+    const ir_graph *g = &m->front->g;
+    const kgraph *kg = &m->kg;
+    dpc_buf b;
+    dpc_buf_init(&b);
+    char sh[128];
+    dpc_buf_printf(&b, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n",
+                   g->model_name);
+    dpc_buf_puts(&b, "  scatter [label=\"scatter on dim 0\\n(torch.chunk)\", shape=invtrapezium, style=filled, fillcolor=\"#dde8ff\"];\n");
+    dpc_buf_puts(&b, "  gather [label=\"gather on dim 0\\n(output device)\", shape=trapezium, style=filled, fillcolor=\"#dde8ff\"];\n");
+    dpc_buf_printf(&b, "  subgraph cluster_replica {\n    label=\"runs on every replica in parallel (batch %s split)\";\n"
+                       "    style=dashed; color=\"#3366cc\";\n",
+                   g->batch_name ? g->batch_name : "N");
+    for (int k = 0; k < kg->kernels.len; k++) {
+        const kernel *kr = kg->kernels.items[k];
+        dpc_buf_printf(&b, "    subgraph cluster_k%d { label=\"%s\"; style=filled; fillcolor=\"#f4f4f4\";\n", k, kr->name);
+        if (kr->root && kr->kind != KK_COPY)
+            dpc_buf_printf(&b, "      n%d;\n", kr->root->id);
+        for (int i = 0; i < kr->ops.len; i++)
+            dpc_buf_printf(&b, "      n%d;\n", ((ir_node *)kr->ops.items[i])->id);
+        if (kr->kind == KK_COPY)
+            dpc_buf_printf(&b, "      n%d;\n", kr->out->id);
+        dpc_buf_puts(&b, "    }\n");
+    }
+    for (int i = 0; i < g->nodes.len; i++) {
+        const ir_node *n = g->nodes.items[i];
+        if (n->op == OP_PARAM || n->op == OP_CONST)
+            continue;
+        shape_str(&n->sh, g->batch_name, sh, sizeof sh);
+        dpc_buf_printf(&b, "    n%d [label=\"%%%d %s%s%s\\n%s\"%s];\n", n->id, n->id, ir_op_name(n->op), n->name ? " " : "",
+                       n->name ? n->name : "", sh, n->op == OP_INPUT || n->op == OP_SCALAR ? ", shape=ellipse" : "");
+    }
+    dpc_buf_puts(&b, "  }\n");
+    for (int i = 0; i < g->nodes.len; i++) {
+        const ir_node *n = g->nodes.items[i];
+        if (n->op == OP_PARAM || n->op == OP_CONST)
+            continue;
+        if (n->op == OP_INPUT)
+            dpc_buf_printf(&b, "  scatter -> n%d;\n", n->id);
+        int cnt = n->op == OP_CAT ? ir_cat_count(n) : n->nin;
+        for (int j = 0; j < cnt; j++) {
+            const ir_node *x = g->nodes.items[n->op == OP_CAT ? ir_cat_operand(n, j) : n->in[j]];
+            if (x->op != OP_PARAM && x->op != OP_CONST)
+                dpc_buf_printf(&b, "  n%d -> n%d;\n", x->id, n->id);
+        }
+    }
+    for (int i = 0; i < g->outputs.len; i++)
+        dpc_buf_printf(&b, "  n%d -> gather;\n", ((ir_node *)g->outputs.items[i])->id);
+    dpc_buf_puts(&b, "}\n");
+    dpc_model_free(m);
+    if (o.nout == 0)
+        return emit(&b);
+    dpc_err e;
+    const char *path = o.out[0];
+    size_t len = strlen(path);
+    dpc_status s;
+    if (len > 4 && strcmp(path + len - 4, ".svg") == 0) {
+        char tmp[] = "/tmp/dpc-graph-XXXXXX";
+        int fd = mkstemp(tmp);
+        if (fd < 0 || write(fd, b.data, b.len) != (ssize_t)b.len) {
+            dpc_buf_free(&b);
+            return fail(dpc_errf(&e, DPC_EIO, "cannot write a temporary file"), &e);
+        }
+        close(fd);
+        char cmd[8192];
+        snprintf(cmd, sizeof cmd, "dot -Tsvg '%s' -o '%s.tmp' && mv '%s.tmp' '%s'", tmp, path, path, path);
+        int r = strchr(path, '\'') ? 1 : system(cmd);
+        unlink(tmp);
+        dpc_buf_free(&b);
+        if (r != 0)
+            return fail(dpc_errf(&e, DPC_EIO, "Graphviz 'dot' failed to render '%s' (is graphviz installed?)", path), &e);
+        return 0;
+    }
+    s = dpc_write_file_atomic(path, b.data, b.len, &e);
+    dpc_buf_free(&b);
+    return s == DPC_OK ? 0 : fail(s, &e);
+}
+
+static int cmd_cache(int argc, char **argv) {
+    dpc_err e;
+    if (argc != 1)
+        return usage_error("%s", "cache needs ls or clear");
+    if (strcmp(argv[0], "ls") == 0) {
+        dpc_buf b;
+        dpc_buf_init(&b);
+        dpc_status s = dpc_kcache_list(&b, &e);
+        if (s != DPC_OK)
+            return fail(s, &e);
+        return emit(&b);
+    }
+    if (strcmp(argv[0], "clear") == 0) {
+        long n = 0;
+        dpc_status s = dpc_kcache_clear(&n, &e);
+        if (s != DPC_OK)
+            return fail(s, &e);
+        printf("removed %ld cached file%s\n", n, n == 1 ? "" : "s");
+        return 0;
+    }
+    return usage_error("unknown cache command '%s' (ls or clear)", argv[0]);
 }
 
 int main(int argc, char **argv) {
     if (argc < 2)
-        return usage();
-    if (strcmp(argv[1], "print") == 0)
-        return cmd_front(argc - 2, argv + 2, false);
-    if (strcmp(argv[1], "ir") == 0)
-        return cmd_front(argc - 2, argv + 2, true);
-    return usage();
+        return usage_error("%s", "missing command");
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        fputs(USAGE, stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "--version")) {
+        printf("dpc %s\n", DPC_VERSION);
+        return 0;
+    }
+    struct { const char *name; int (*fn)(int, char **); } cmds[] = {
+        {"print", cmd_print}, {"ir", cmd_ir}, {"source", cmd_source}, {"init", cmd_init},
+        {"run", cmd_run}, {"graph", cmd_graph}, {"cache", cmd_cache},
+    };
+    for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
+        if (!strcmp(cmd, cmds[i].name))
+            return cmds[i].fn(argc - 2, argv + 2);
+    return usage_error("unknown command '%s'", cmd);
 }

@@ -1,0 +1,631 @@
+/* emit_c.c - renders the kernel IR as plain C for the CPU backend.
+ *
+ * One static function per kernel and one entry point, dpc_forward, that
+ * runs them in order. Sizes that depend on the batch are written in terms of
+ * N (ctx->N); everything else is a literal, so the host compiler can unroll
+ * and vectorise. GEMMs call back into the runtime (ctx->sgemm: OpenBLAS or
+ * oneDNN), and their epilogue is a loop over the result in the same
+ * kernel. Each op is preceded by a comment naming its .dp line. The output
+ * is deterministic: the same graph always gives the same bytes, which is
+ * what the content-addressed cache keys on. */
+#include "emit.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------- helpers */
+
+const char *emit_dim(char *b, size_t n, dim d) {
+    if (!d.sym)
+        snprintf(b, n, "%lldLL", (long long)d.k);
+    else if (d.k == 1)
+        snprintf(b, n, "N");
+    else
+        snprintf(b, n, "(%lldLL * N)", (long long)d.k);
+    return b;
+}
+
+/* Product of dims [from, to) as a C expression. */
+const char *emit_prod(char *b, size_t n, const shape *s, int from, int to) {
+    int64_t k = 1;
+    bool sym = false;
+    for (int i = from; i < to; i++) {
+        k *= s->d[i].k;
+        sym |= s->d[i].sym;
+    }
+    return emit_dim(b, n, (dim){k, sym});
+}
+
+static ir_node *nd(const kgraph *kg, int id) { return kg->g->nodes.items[id]; }
+
+void emit_comment(dpc_buf *o, const char *indent, const ir_node *n) {
+    dpc_buf_printf(o, "%s/* %%%d = %s", indent, n->id, ir_op_name(n->op));
+    if (n->at.file)
+        dpc_buf_printf(o, "  %s:%d", n->at.file->path, n->at.line);
+    if (n->scope && n->scope[0])
+        dpc_buf_printf(o, " (%s)", n->scope);
+    dpc_buf_puts(o, " */\n");
+}
+
+static bool in_chain(const kernel *k, const ir_node *x) {
+    for (int i = 0; i < k->ops.len; i++)
+        if (k->ops.items[i] == x)
+            return true;
+    return false;
+}
+
+/* The offset at which x is read for output coordinates c0..c{r-1} of shape
+ * os (x broadcasts to os, NumPy style). */
+void emit_offset(const kgraph *kg, dpc_buf *o, const ir_node *x, const shape *os, bool coords_ok) {
+    const kaccess *a = &kg->acc[x->id];
+    char t[96];
+    if (shape_eq(&x->sh, os) && a->kind == ACC_CONTIG) {
+        dpc_buf_puts(o, "i");
+        return;
+    }
+    (void)coords_ok;
+    int r = os->rank, rx = x->sh.rank;
+    /* view coordinates of x */
+    const char *vc[IR_MAX_RANK];
+    char vcb[IR_MAX_RANK][16];
+    for (int j = 0; j < rx; j++) {
+        int oc = r - rx + j;
+        bool bcast = !x->sh.d[j].sym && x->sh.d[j].k == 1 && !(os->d[oc].k == 1 && !os->d[oc].sym);
+        if (bcast)
+            vc[j] = NULL;
+        else {
+            snprintf(vcb[j], sizeof vcb[j], "c%d", oc);
+            vc[j] = vcb[j];
+        }
+    }
+    dpc_buf_puts(o, "(0");
+    if (a->kind == ACC_PERM) {
+        const ir_node *base = a->base;
+        for (int j = 0; j < rx; j++)
+            if (vc[j])
+                dpc_buf_printf(o, " + %s * %s", vc[j], emit_prod(t, sizeof t, &base->sh, a->perm[j] + 1, base->sh.rank));
+    } else {
+        for (int j = 0; j < rx; j++)
+            if (vc[j])
+                dpc_buf_printf(o, " + %s * %s", vc[j], emit_prod(t, sizeof t, &x->sh, j + 1, rx));
+    }
+    dpc_buf_puts(o, ")");
+}
+
+static bool needs_coords(const kgraph *kg, const kernel *k, const shape *os) {
+    for (int i = 0; i < k->ops.len; i++) {
+        const ir_node *n = k->ops.items[i];
+        if (n->op == OP_BATCHNORM)
+            return true;
+        for (int j = 0; j < n->nin; j++) {
+            const ir_node *x = nd(kg, n->in[j]);
+            if (in_chain(k, x) || kg->acc[x->id].kind == ACC_LEAF)
+                continue;
+            if (!shape_eq(&x->sh, os) || kg->acc[x->id].kind != ACC_CONTIG)
+                return true;
+        }
+    }
+    if (k->kind == KK_COPY && k->src.kind == ACC_PERM)
+        return true;
+    return false;
+}
+
+void emit_coords(dpc_buf *o, const char *indent, const shape *os) {
+    char t[96];
+    dpc_buf_printf(o, "%sint64_t rem = i;\n", indent);
+    for (int j = os->rank - 1; j >= 0; j--) {
+        emit_dim(t, sizeof t, os->d[j]);
+        if (j > 0)
+            dpc_buf_printf(o, "%sconst int64_t c%d = rem %% %s; rem /= %s;\n", indent, j, t, t);
+        else
+            dpc_buf_printf(o, "%sconst int64_t c%d = rem;\n", indent, j);
+    }
+    dpc_buf_printf(o, "%s(void)rem;\n", indent);
+}
+
+/* A C expression for operand x of an elementwise op. */
+static void operand(const kgraph *kg, const kernel *k, dpc_buf *o, const ir_node *x, const shape *os,
+                    const char *pre) {
+    const kaccess *a = &kg->acc[x->id];
+    char num[64];
+    if (in_chain(k, x) || (k->root == x && k->kind != KK_COPY)) {
+        dpc_buf_printf(o, "v%d", x->id);
+        return;
+    }
+    if (a->kind == ACC_LEAF) {
+        if (x->op == OP_SCALAR)
+            dpc_buf_printf(o, "ctx->scalars[%d]", x->input_index);
+        else {
+            dpc_format_pyfloat(x->fa, num, sizeof num);
+            if (strchr(num, 'n') || strchr(num, 'i'))
+                dpc_buf_printf(o, "((float)(%s))", strcmp(num, "nan") == 0 ? "NAN" : num[0] == '-' ? "-INFINITY" : "INFINITY");
+            else
+                dpc_buf_printf(o, "%sf", num);
+        }
+        return;
+    }
+    dpc_buf_printf(o, "%sb%d[", pre, kg->buf_of[x->id]);
+    emit_offset(kg, o, x, os, true);
+    dpc_buf_puts(o, "]");
+}
+
+static const char *binop_sym(ir_op op) {
+    return op == OP_ADD ? "+" : op == OP_SUB ? "-" : op == OP_MUL ? "*" : "/";
+}
+
+/* One elementwise op as a statement `const float vID = ...;`. */
+void emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir_node *n, const shape *os,
+                         const char *indent, const char *pre, bool cuda) {
+    emit_comment(o, indent, n);
+    dpc_buf_printf(o, "%sconst float v%d = ", indent, n->id);
+    dpc_buf a, b;
+    dpc_buf_init(&a);
+    dpc_buf_init(&b);
+    operand(kg, k, &a, nd(kg, n->in[0]), os, pre);
+    if (n->nin > 1 && n->op != OP_BATCHNORM)
+        operand(kg, k, &b, nd(kg, n->in[1]), os, pre);
+    const char *x = a.data, *y = b.data;
+    const char *E = cuda ? "expf" : "expf";
+    switch (n->op) {
+    case OP_NEG: dpc_buf_printf(o, "-%s", x); break;
+    case OP_RELU: dpc_buf_printf(o, "fmaxf(%s, 0.0f)", x); break;
+    case OP_GELU: dpc_buf_printf(o, "0.5f * %s * (1.0f + erff(%s * 0.70710678118654752f))", x, x); break;
+    case OP_GELU_TANH:
+        dpc_buf_printf(o, "0.5f * %s * (1.0f + tanhf(0.79788456080286536f * (%s + 0.044715f * %s * %s * %s)))", x, x, x,
+                       x, x);
+        break;
+    case OP_SILU: dpc_buf_printf(o, "%s / (1.0f + %s(-%s))", x, E, x); break;
+    case OP_SIGMOID: dpc_buf_printf(o, "1.0f / (1.0f + %s(-%s))", E, x); break;
+    case OP_TANH: dpc_buf_printf(o, "tanhf(%s)", x); break;
+    case OP_EXP: dpc_buf_printf(o, "%s(%s)", E, x); break;
+    case OP_LOG: dpc_buf_printf(o, "logf(%s)", x); break;
+    case OP_SQRT: dpc_buf_printf(o, "sqrtf(%s)", x); break;
+    case OP_ABS: dpc_buf_printf(o, "fabsf(%s)", x); break;
+    case OP_ADD:
+    case OP_SUB:
+    case OP_MUL:
+    case OP_DIV: dpc_buf_printf(o, "%s %s %s", x, binop_sym(n->op), y); break;
+    case OP_BATCHNORM: {
+        /* eval batch norm: per-channel affine over dim 1 */
+        int bm = kg->buf_of[n->in[1]], bv = kg->buf_of[n->in[2]];
+        char eps[64];
+        dpc_format_pyfloat(n->fa, eps, sizeof eps);
+        dpc_buf_printf(o, "(%s - %sb%d[c1]) / sqrtf(%sb%d[c1] + %sf)", x, pre, bm, pre, bv, eps);
+        if (n->nin > 3)
+            dpc_buf_printf(o, " * %sb%d[c1] + %sb%d[c1]", pre, kg->buf_of[n->in[3]], pre, kg->buf_of[n->in[4]]);
+        break;
+    }
+    default: dpc_buf_puts(o, "0.0f /* unsupported */"); break;
+    }
+    dpc_buf_puts(o, ";\n");
+    dpc_buf_free(&a);
+    dpc_buf_free(&b);
+}
+
+/* Declares a pointer per buffer the kernel touches. */
+static void declare_buffers(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    bool *seen = calloc((size_t)kg->bufs.len + 1, 1);
+    if (!seen)
+        return;
+    int outb = kg->buf_of[k->out->id];
+    dpc_buf_printf(o, "    float *const b%d = (float *)ctx->buf[%d];\n", outb, outb);
+    seen[outb] = true;
+    const ir_node *ops[70];
+    int nops = 0;
+    if (k->root && k->kind != KK_COPY)
+        ops[nops++] = k->root;
+    for (int i = 0; i < k->ops.len && nops < 64; i++)
+        ops[nops++] = k->ops.items[i];
+    for (int i = 0; i < nops; i++) {
+        const ir_node *x = ops[i];
+        int cnt = x->op == OP_CAT ? ir_cat_count(x) : x->nin;
+        for (int j = 0; j < cnt; j++) {
+            int id = x->op == OP_CAT ? ir_cat_operand(x, j) : x->in[j];
+            int b = kg->buf_of[id];
+            if (b < 0 || seen[b])
+                continue;
+            seen[b] = true;
+            const ir_node *src = nd(kg, id);
+            dpc_buf_printf(o, "    const %s *const b%d = (const %s *)ctx->buf[%d];\n",
+                           src->dt == IR_I64 ? "int64_t" : "float", b, src->dt == IR_I64 ? "int64_t" : "float", b);
+        }
+    }
+    if (k->kind == KK_COPY && k->src.kind != ACC_LEAF) {
+        int b = kg->buf_of[k->src.base->id];
+        if (!seen[b])
+            dpc_buf_printf(o, "    const float *const b%d = (const float *)ctx->buf[%d];\n", b, b);
+    }
+    free(seen);
+}
+
+/* The loop that applies a kernel's elementwise chain over its output. The
+ * first op reads `first_value` instead of a buffer when the chain follows a
+ * GEMM (the epilogue). */
+static void emit_chain_loop(const kgraph *kg, const kernel *k, dpc_buf *o, const char *seed) {
+    const shape *os = &k->out->sh;
+    char t[96];
+    int outb = kg->buf_of[k->out->id];
+    dpc_buf_printf(o, "    const int64_t total = %s;\n", emit_prod(t, sizeof t, os, 0, os->rank));
+    dpc_buf_puts(o, "    for (int64_t i = 0; i < total; i++) {\n");
+    if (needs_coords(kg, k, os) || (seed && strstr(seed, "c1")))
+        emit_coords(o, "        ", os);
+    if (seed)
+        dpc_buf_printf(o, "        const float v%d = %s;\n", k->root->id, seed);
+    for (int i = 0; i < k->ops.len; i++)
+        emit_elementwise_op(kg, k, o, k->ops.items[i], os, "        ", "", false);
+    dpc_buf_printf(o, "        b%d[i] = v%d;\n", outb, k->out->id);
+    dpc_buf_puts(o, "    }\n");
+}
+
+/* ---------------------------------------------------------- kernels */
+
+static void emit_gemm(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]), *w = nd(kg, n->in[1]);
+    int outb = kg->buf_of[k->out->id];
+    char t1[96], t2[96];
+    emit_comment(o, "    ", n);
+    if (n->op == OP_LINEAR) {
+        int64_t K = w->sh.d[1].k, No = w->sh.d[0].k;
+        dpc_buf_printf(o, "    const int64_t M = %s;\n", emit_prod(t1, sizeof t1, &x->sh, 0, x->sh.rank - 1));
+        dpc_buf_printf(o, "    ctx->sgemm(0, 1, M, %lld, %lld, b%d, %lld, b%d, %lld, b%d, %lld);\n", (long long)No,
+                       (long long)K, kg->buf_of[x->id], (long long)K, kg->buf_of[w->id], (long long)K, outb, (long long)No);
+        char seed[128];
+        if (n->nin > 2)
+            snprintf(seed, sizeof seed, "b%d[i] + b%d[i %% %lldLL]", outb, kg->buf_of[n->in[2]], (long long)No);
+        else
+            snprintf(seed, sizeof seed, "b%d[i]", outb);
+        if (n->nin > 2 || k->ops.len)
+            emit_chain_loop(kg, k, o, seed);
+        return;
+    }
+    /* matmul with torch.matmul's broadcasting; 1-D operands promoted */
+    const ir_node *y = w;
+    shape xs = x->sh, ys = y->sh;
+    if (xs.rank == 1) {
+        xs.rank = 2;
+        xs.d[1] = xs.d[0];
+        xs.d[0] = (dim){1, false};
+    }
+    if (ys.rank == 1) {
+        ys.rank = 2;
+        ys.d[1] = (dim){1, false};
+    }
+    int64_t M = xs.d[xs.rank - 2].k, K = xs.d[xs.rank - 1].k, Nn = ys.d[ys.rank - 1].k;
+    bool msym = xs.d[xs.rank - 2].sym;
+    shape bs = {0};
+    int rb = xs.rank - 2 > ys.rank - 2 ? xs.rank - 2 : ys.rank - 2;
+    bs.rank = rb;
+    for (int i = 0; i < rb; i++) {
+        int ix = xs.rank - 2 - rb + i, iy = ys.rank - 2 - rb + i;
+        dim dx = ix >= 0 ? xs.d[ix] : (dim){1, false}, dy = iy >= 0 ? ys.d[iy] : (dim){1, false};
+        bs.d[i] = (dx.k == 1 && !dx.sym) ? dy : dx;
+    }
+    char Ms[96];
+    emit_dim(Ms, sizeof Ms, (dim){M, msym});
+    if (ys.rank == 2) {
+        /* the right operand is one matrix: fold all batches into M */
+        dpc_buf_printf(o, "    ctx->sgemm(0, 0, %s * %s, %lld, %lld, b%d, %lld, b%d, %lld, b%d, %lld);\n",
+                       emit_prod(t1, sizeof t1, &bs, 0, bs.rank), Ms, (long long)Nn, (long long)K, kg->buf_of[x->id],
+                       (long long)K, kg->buf_of[y->id], (long long)Nn, outb, (long long)Nn);
+    } else {
+        dpc_buf_printf(o, "    const int64_t nb = %s;\n", emit_prod(t1, sizeof t1, &bs, 0, bs.rank));
+        dpc_buf_puts(o, "    for (int64_t bi = 0; bi < nb; bi++) {\n        int64_t rem = bi, ox = 0, oy = 0;\n");
+        for (int i = rb - 1; i >= 0; i--) {
+            int ix = xs.rank - 2 - rb + i, iy = ys.rank - 2 - rb + i;
+            dpc_buf_printf(o, "        { const int64_t c = rem %% %s; rem /= %s;\n", emit_dim(t1, sizeof t1, bs.d[i]),
+                           emit_dim(t2, sizeof t2, bs.d[i]));
+            if (ix >= 0 && !(xs.d[ix].k == 1 && !xs.d[ix].sym))
+                dpc_buf_printf(o, "          ox += c * %s * %lldLL;\n", emit_prod(t1, sizeof t1, &xs, ix + 1, xs.rank - 2),
+                               (long long)(M * K));
+            if (iy >= 0 && !(ys.d[iy].k == 1 && !ys.d[iy].sym))
+                dpc_buf_printf(o, "          oy += c * %s * %lldLL;\n", emit_prod(t1, sizeof t1, &ys, iy + 1, ys.rank - 2),
+                               (long long)(K * Nn));
+            dpc_buf_puts(o, "        }\n");
+        }
+        dpc_buf_printf(o,
+                       "        ctx->sgemm(0, 0, %s, %lld, %lld, b%d + ox, %lld, b%d + oy, %lld, b%d + bi * %s * %lldLL, "
+                       "%lld);\n    }\n",
+                       Ms, (long long)Nn, (long long)K, kg->buf_of[x->id], (long long)K, kg->buf_of[y->id], (long long)Nn,
+                       outb, Ms, (long long)Nn, (long long)Nn);
+    }
+    if (k->ops.len) {
+        char seed[64];
+        snprintf(seed, sizeof seed, "b%d[i]", outb);
+        emit_chain_loop(kg, k, o, seed);
+    }
+}
+
+static void emit_conv(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]), *w = nd(kg, n->in[1]);
+    long long C = x->sh.d[1].k, H = x->sh.d[2].k, W = x->sh.d[3].k;
+    long long Co = n->sh.d[1].k, Ho = n->sh.d[2].k, Wo = n->sh.d[3].k;
+    long long kh = w->sh.d[2].k, kw = w->sh.d[3].k, G = n->ia[6], Cg = C / G, Cog = Co / G;
+    long long sh = n->ia[0], sw = n->ia[1], ph = n->ia[2], pw = n->ia[3], dh = n->ia[4], dw = n->ia[5];
+    long long Kd = Cg * kh * kw, HW = Ho * Wo;
+    int xb = kg->buf_of[x->id], wb = kg->buf_of[w->id], cb = k->scratch, rb = k->scratch2, outb = kg->buf_of[k->out->id];
+    emit_comment(o, "    ", n);
+    dpc_buf_printf(o, "    float *const col = (float *)ctx->buf[%d];\n    float *const res = (float *)ctx->buf[%d];\n", cb, rb);
+    dpc_buf_printf(o, "    const int64_t cols = N * %lldLL; /* all images side by side */\n", HW);
+    dpc_buf_printf(o, "    for (int64_t g = 0; g < %lldLL; g++) {\n", G);
+    /* im2col: col[(c*kh + ki)*kw + kj][n*HW + oh*Wo + ow] */
+    dpc_buf_printf(o,
+                   "        for (int64_t r = 0; r < %lldLL; r++) {\n"
+                   "            const int64_t c = r / %lldLL, ki = (r / %lldLL) %% %lldLL, kj = r %% %lldLL;\n"
+                   "            float *dst = col + r * cols;\n"
+                   "            for (int64_t img = 0; img < N; img++) {\n"
+                   "                const float *src = b%d + (img * %lldLL + g * %lldLL + c) * %lldLL;\n"
+                   "                for (int64_t oh = 0; oh < %lldLL; oh++) {\n"
+                   "                    const int64_t ih = oh * %lldLL - %lldLL + ki * %lldLL;\n"
+                   "                    for (int64_t ow = 0; ow < %lldLL; ow++) {\n"
+                   "                        const int64_t iw = ow * %lldLL - %lldLL + kj * %lldLL;\n"
+                   "                        *dst++ = (ih >= 0 && ih < %lldLL && iw >= 0 && iw < %lldLL) ? src[ih * %lldLL + iw] : 0.0f;\n"
+                   "                    }\n                }\n            }\n        }\n",
+                   Kd, kh * kw, kw, kh, kw, xb, C, Cg, H * W, Ho, sh, ph, dh, Wo, sw, pw, dw, H, W, W);
+    dpc_buf_printf(o, "        ctx->sgemm(0, 0, %lld, cols, %lld, b%d + g * %lldLL, %lld, col, cols, res + g * %lldLL * cols, cols);\n",
+                   Cog, Kd, wb, Cog * Kd, Kd, Cog);
+    dpc_buf_puts(o, "    }\n");
+    /* epilogue: back to NCHW, bias, fused chain */
+    char seed[192];
+    if (n->nin > 2)
+        snprintf(seed, sizeof seed, "res[c1 * cols + c0 * %lldLL + c2 * %lldLL + c3] + b%d[c1]", HW, Wo, kg->buf_of[n->in[2]]);
+    else
+        snprintf(seed, sizeof seed, "res[c1 * cols + c0 * %lldLL + c2 * %lldLL + c3]", HW, Wo);
+    (void)outb;
+    emit_chain_loop(kg, k, o, seed);
+}
+
+static void emit_pool(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]);
+    long long C = x->sh.d[1].k, H = x->sh.d[2].k, W = x->sh.d[3].k, Ho = n->sh.d[2].k, Wo = n->sh.d[3].k;
+    int xb = kg->buf_of[x->id], ob = kg->buf_of[n->id];
+    emit_comment(o, "    ", n);
+    dpc_buf_printf(o, "    for (int64_t p = 0; p < N * %lldLL; p++) {\n        const float *src = b%d + p * %lldLL;\n"
+                      "        float *dst = b%d + p * %lldLL;\n",
+                   C, xb, H * W, ob, Ho * Wo);
+    dpc_buf_printf(o, "        for (int64_t oh = 0; oh < %lldLL; oh++)\n        for (int64_t ow = 0; ow < %lldLL; ow++) {\n", Ho, Wo);
+    if (n->op == OP_ADAPTIVE_AVGPOOL2D) {
+        dpc_buf_printf(o,
+                       "            const int64_t h0 = oh * %lldLL / %lldLL, h1 = ((oh + 1) * %lldLL + %lldLL - 1) / %lldLL;\n"
+                       "            const int64_t w0 = ow * %lldLL / %lldLL, w1 = ((ow + 1) * %lldLL + %lldLL - 1) / %lldLL;\n"
+                       "            float s = 0.0f;\n"
+                       "            for (int64_t ih = h0; ih < h1; ih++)\n"
+                       "                for (int64_t iw = w0; iw < w1; iw++)\n"
+                       "                    s += src[ih * %lldLL + iw];\n"
+                       "            dst[oh * %lldLL + ow] = s / (float)((h1 - h0) * (w1 - w0));\n",
+                       H, Ho, H, Ho, Ho, W, Wo, W, Wo, Wo, W, Wo);
+    } else {
+        long long kh = n->ia[0], kw = n->ia[1], sh = n->ia[2], sw = n->ia[3], ph = n->ia[4], pw = n->ia[5];
+        if (n->op == OP_MAXPOOL2D) {
+            long long dh = n->ia[6], dw = n->ia[7];
+            dpc_buf_printf(o,
+                           "            float m = -INFINITY;\n"
+                           "            for (int64_t ki = 0; ki < %lldLL; ki++) {\n"
+                           "                const int64_t ih = oh * %lldLL - %lldLL + ki * %lldLL;\n"
+                           "                if (ih < 0 || ih >= %lldLL) continue;\n"
+                           "                for (int64_t kj = 0; kj < %lldLL; kj++) {\n"
+                           "                    const int64_t iw = ow * %lldLL - %lldLL + kj * %lldLL;\n"
+                           "                    if (iw < 0 || iw >= %lldLL) continue;\n"
+                           "                    const float v = src[ih * %lldLL + iw];\n"
+                           "                    if (v > m || v != v) m = v;\n"
+                           "                }\n            }\n"
+                           "            dst[oh * %lldLL + ow] = m;\n",
+                           kh, sh, ph, dh, H, kw, sw, pw, dw, W, W, Wo);
+        } else {
+            long long div = n->ia[6];
+            dpc_buf_printf(o,
+                           "            int64_t h0 = oh * %lldLL - %lldLL, w0 = ow * %lldLL - %lldLL;\n"
+                           "            int64_t h1 = h0 + %lldLL < %lldLL ? h0 + %lldLL : %lldLL;\n"
+                           "            int64_t w1 = w0 + %lldLL < %lldLL ? w0 + %lldLL : %lldLL;\n"
+                           "            const int64_t padded = (h1 - h0) * (w1 - w0);\n"
+                           "            h0 = h0 < 0 ? 0 : h0; w0 = w0 < 0 ? 0 : w0;\n"
+                           "            h1 = h1 < %lldLL ? h1 : %lldLL; w1 = w1 < %lldLL ? w1 : %lldLL;\n"
+                           "            float s = 0.0f;\n"
+                           "            for (int64_t ih = h0; ih < h1; ih++)\n"
+                           "                for (int64_t iw = w0; iw < w1; iw++)\n"
+                           "                    s += src[ih * %lldLL + iw];\n",
+                           sh, ph, sw, pw, kh, H + ph, kh, H + ph, kw, W + pw, kw, W + pw, H, H, W, W, W);
+            if (div)
+                dpc_buf_printf(o, "            (void)padded;\n            dst[oh * %lldLL + ow] = s / %lld.0f;\n", Wo, div);
+            else if (n->flag)
+                dpc_buf_printf(o, "            dst[oh * %lldLL + ow] = s / (float)padded;\n", Wo);
+            else
+                dpc_buf_printf(o, "            (void)padded;\n            dst[oh * %lldLL + ow] = s / (float)((h1 - h0) * (w1 - w0));\n", Wo);
+        }
+    }
+    dpc_buf_puts(o, "        }\n    }\n");
+}
+
+static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]);
+    int xb = kg->buf_of[x->id], ob = kg->buf_of[n->id];
+    char t1[96], t2[96];
+    emit_comment(o, "    ", n);
+    if (n->op == OP_LAYERNORM) {
+        long long L = 1;
+        for (int i = x->sh.rank - n->axis; i < x->sh.rank; i++)
+            L *= x->sh.d[i].k;
+        char eps[64];
+        dpc_format_pyfloat(n->fa, eps, sizeof eps);
+        dpc_buf_printf(o,
+                       "    const int64_t rows = %s;\n"
+                       "    for (int64_t r = 0; r < rows; r++) {\n"
+                       "        const float *src = b%d + r * %lldLL;\n        float *dst = b%d + r * %lldLL;\n"
+                       "        double mean = 0.0, var = 0.0;\n"
+                       "        for (int64_t j = 0; j < %lldLL; j++) mean += src[j];\n"
+                       "        mean /= %lld.0;\n"
+                       "        for (int64_t j = 0; j < %lldLL; j++) { const double d = src[j] - mean; var += d * d; }\n"
+                       "        var /= %lld.0;\n"
+                       "        const float rstd = (float)(1.0 / sqrt(var + %s));\n"
+                       "        for (int64_t j = 0; j < %lldLL; j++) {\n"
+                       "            float v = (src[j] - (float)mean) * rstd;\n",
+                       emit_prod(t1, sizeof t1, &x->sh, 0, x->sh.rank - n->axis), xb, L, ob, L, L, L, L, L, eps, L);
+        int idx = 1;
+        if (n->flag)
+            dpc_buf_printf(o, "            v *= b%d[j];\n", kg->buf_of[n->in[idx++]]);
+        if (n->keepdim)
+            dpc_buf_printf(o, "            v += b%d[j];\n", kg->buf_of[n->in[idx++]]);
+        dpc_buf_puts(o, "            dst[j] = v;\n        }\n    }\n");
+        return;
+    }
+    /* softmax / log_softmax over axis: [outer, L, inner] */
+    long long L = x->sh.d[n->axis].k;
+    emit_prod(t1, sizeof t1, &x->sh, 0, n->axis);
+    emit_prod(t2, sizeof t2, &x->sh, n->axis + 1, x->sh.rank);
+    bool logsm = n->op == OP_LOG_SOFTMAX;
+    dpc_buf_printf(o,
+                   "    const int64_t outer = %s, inner = %s;\n"
+                   "    for (int64_t p = 0; p < outer; p++)\n"
+                   "    for (int64_t q = 0; q < inner; q++) {\n"
+                   "        const float *src = b%d + p * %lldLL * inner + q;\n        float *dst = b%d + p * %lldLL * inner + q;\n"
+                   "        float m = -INFINITY;\n"
+                   "        for (int64_t j = 0; j < %lldLL; j++) m = src[j * inner] > m ? src[j * inner] : m;\n"
+                   "        double s = 0.0;\n"
+                   "        for (int64_t j = 0; j < %lldLL; j++) s += expf(src[j * inner] - m);\n",
+                   t1, t2, xb, L, ob, L, L, L);
+    if (logsm)
+        dpc_buf_printf(o, "        const float ls = (float)log(s);\n"
+                          "        for (int64_t j = 0; j < %lldLL; j++) dst[j * inner] = src[j * inner] - m - ls;\n    }\n",
+                       L);
+    else
+        dpc_buf_printf(o, "        const float inv = (float)(1.0 / s);\n"
+                          "        for (int64_t j = 0; j < %lldLL; j++) dst[j * inner] = expf(src[j * inner] - m) * inv;\n    }\n",
+                       L);
+}
+
+static void emit_reduce(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]);
+    int xb = kg->buf_of[x->id], ob = kg->buf_of[n->id];
+    char t1[96], t2[96];
+    emit_comment(o, "    ", n);
+    if (x->sh.rank == 0) {
+        dpc_buf_printf(o, "    b%d[0] = b%d[0];\n", ob, xb);
+        return;
+    }
+    long long L = x->sh.d[n->axis].k;
+    bool Lsym = x->sh.d[n->axis].sym;
+    char Ls[96];
+    emit_dim(Ls, sizeof Ls, (dim){L, Lsym});
+    emit_prod(t1, sizeof t1, &x->sh, 0, n->axis);
+    emit_prod(t2, sizeof t2, &x->sh, n->axis + 1, x->sh.rank);
+    dpc_buf_printf(o,
+                   "    const int64_t outer = %s, inner = %s, len = %s;\n"
+                   "    for (int64_t p = 0; p < outer; p++)\n"
+                   "    for (int64_t q = 0; q < inner; q++) {\n"
+                   "        const float *src = b%d + p * len * inner + q;\n",
+                   t1, t2, Ls, xb);
+    if (n->op == OP_AMAX)
+        dpc_buf_puts(o, "        float acc = -INFINITY;\n"
+                        "        for (int64_t j = 0; j < len; j++) { const float v = src[j * inner]; acc = (v > acc || v != v) ? v : acc; }\n");
+    else
+        dpc_buf_printf(o, "        double acc = 0.0;\n        for (int64_t j = 0; j < len; j++) acc += src[j * inner];\n%s",
+                       n->op == OP_MEAN ? "        acc /= (double)len;\n" : "");
+    dpc_buf_printf(o, "        b%d[p * inner + q] = (float)acc;\n    }\n", ob);
+}
+
+static void emit_embed(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    const ir_node *n = k->root, *ids = nd(kg, n->in[0]), *w = nd(kg, n->in[1]);
+    long long V = w->sh.d[0].k, D = w->sh.d[1].k;
+    char t[96];
+    emit_comment(o, "    ", n);
+    dpc_buf_printf(o,
+                   "    const int64_t rows = %s;\n"
+                   "    for (int64_t r = 0; r < rows; r++) {\n"
+                   "        const int64_t id = b%d[r];\n"
+                   "        if (id < 0 || id >= %lldLL) { ctx->bad_index = id; ctx->bad_limit = %lldLL; return KERNEL_ID + 1; }\n"
+                   "        memcpy(b%d + r * %lldLL, b%d + id * %lldLL, sizeof(float) * %lldLL);\n    }\n",
+                   emit_prod(t, sizeof t, &ids->sh, 0, ids->sh.rank), kg->buf_of[ids->id], V, V, kg->buf_of[n->id], D,
+                   kg->buf_of[w->id], D, D);
+}
+
+static void emit_cat(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    const ir_node *n = k->root;
+    char t1[96], t2[96];
+    emit_comment(o, "    ", n);
+    int ob = kg->buf_of[n->id];
+    dpc_buf_printf(o, "    const int64_t outer = %s, inner = %s;\n    int64_t at = 0;\n",
+                   emit_prod(t1, sizeof t1, &n->sh, 0, n->axis), emit_prod(t2, sizeof t2, &n->sh, n->axis + 1, n->sh.rank));
+    char tot[96];
+    emit_dim(tot, sizeof tot, n->sh.d[n->axis]);
+    for (int i = 0; i < ir_cat_count(n); i++) {
+        const ir_node *x = nd(kg, ir_cat_operand(n, i));
+        char len[96];
+        emit_dim(len, sizeof len, x->sh.d[n->axis]);
+        dpc_buf_printf(o,
+                       "    for (int64_t p = 0; p < outer; p++)\n"
+                       "        memcpy(b%d + (p * %s + at) * inner, b%d + p * %s * inner, sizeof(float) * %s * inner);\n"
+                       "    at += %s;\n",
+                       ob, tot, kg->buf_of[x->id], len, len, len);
+    }
+    dpc_buf_puts(o, "    (void)at;\n");
+}
+
+static void emit_copy(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    const ir_node *c = k->out;
+    const shape *os = &c->sh;
+    char t[96];
+    int ob = kg->buf_of[c->id];
+    dpc_buf_printf(o, "    /* materialise %%%d */\n", c->id);
+    dpc_buf_printf(o, "    const int64_t total = %s;\n    for (int64_t i = 0; i < total; i++) {\n",
+                   emit_prod(t, sizeof t, os, 0, os->rank));
+    if (k->src.kind == ACC_LEAF) {
+        const ir_node *leaf = k->src.base;
+        if (leaf->op == OP_SCALAR)
+            dpc_buf_printf(o, "        b%d[i] = ctx->scalars[%d];\n    }\n", ob, leaf->input_index);
+        else {
+            char num[64];
+            dpc_format_pyfloat(leaf->fa, num, sizeof num);
+            dpc_buf_printf(o, "        b%d[i] = (float)%s;\n    }\n", ob, num);
+        }
+        return;
+    }
+    int sb = kg->buf_of[k->src.base->id];
+    if (k->src.kind == ACC_CONTIG) {
+        dpc_buf_printf(o, "        b%d[i] = b%d[i];\n    }\n", ob, sb);
+        return;
+    }
+    emit_coords(o, "        ", os);
+    const ir_node *base = k->src.base;
+    dpc_buf_printf(o, "        b%d[i] = b%d[0", ob, sb);
+    for (int j = 0; j < os->rank; j++)
+        dpc_buf_printf(o, " + c%d * %s", j, emit_prod(t, sizeof t, &base->sh, k->src.perm[j] + 1, base->sh.rank));
+    dpc_buf_puts(o, "];\n    }\n");
+}
+
+static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    dpc_buf_printf(o, "\n#undef KERNEL_ID\n#define KERNEL_ID %d\nstatic int %s(dpc_kctx *ctx) {\n    const int64_t N = ctx->N;\n    (void)N;\n",
+                   k->id, k->name);
+    declare_buffers(kg, k, o);
+    switch (k->kind) {
+    case KK_ELEMWISE: emit_chain_loop(kg, k, o, NULL); break;
+    case KK_GEMM: emit_gemm(kg, k, o); break;
+    case KK_CONV: emit_conv(kg, k, o); break;
+    case KK_POOL: emit_pool(kg, k, o); break;
+    case KK_ROW: emit_row(kg, k, o); break;
+    case KK_REDUCE: emit_reduce(kg, k, o); break;
+    case KK_EMBED: emit_embed(kg, k, o); break;
+    case KK_CAT: emit_cat(kg, k, o); break;
+    case KK_COPY: emit_copy(kg, k, o); break;
+    }
+    dpc_buf_puts(o, "    return 0;\n}\n");
+}
+
+void emit_c(const kgraph *kg, dpc_buf *o) {
+    const ir_graph *g = kg->g;
+    dpc_buf_printf(o, "/* dpc %s: CPU kernels for %s (%s). Generated; do not edit. */\n", DPC_VERSION, g->model_name, g->file);
+    dpc_buf_puts(o, "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
+                    "/* The runtime's view of one forward; layout shared with runtime/backend_cpu.c. */\n"
+                    "typedef struct dpc_kctx {\n"
+                    "    void **buf;\n    int64_t N;\n    const float *scalars;\n"
+                    "    void (*sgemm)(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,\n"
+                    "                  const float *b, int64_t ldb, float *c, int64_t ldc);\n"
+                    "    int fail_at;\n    int64_t bad_index, bad_limit;\n} dpc_kctx;\n");
+    for (int i = 0; i < kg->kernels.len; i++)
+        emit_kernel(kg, kg->kernels.items[i], o);
+    dpc_buf_printf(o, "\nint dpc_forward(dpc_kctx *ctx);\nint dpc_forward(dpc_kctx *ctx) {\n    int r;\n");
+    for (int i = 0; i < kg->kernels.len; i++) {
+        const kernel *k = kg->kernels.items[i];
+        dpc_buf_printf(o, "    if (ctx->fail_at == %d) return -%d;\n    if ((r = %s(ctx))) return r;\n", i, i + 1, k->name);
+    }
+    dpc_buf_puts(o, "    return 0;\n}\n");
+}

@@ -1,0 +1,400 @@
+/* fuse.c - lowers the graph IR to kernels.
+ *
+ * Ops are classified by pattern: leaves (inputs, parameters, constants,
+ * scalars), views (reshape of contiguous data, permute read through
+ * strides), elementwise (arithmetic, activations, eval-mode batch norm),
+ * and roots (GEMM, convolution, pooling, row reductions, gathers). One
+ * greedy pass in topological order then grows chains: an elementwise op
+ * joins the kernel of an operand when that operand is the kernel's current
+ * tail, has no other use, is not a graph output and has the same shape. So
+ * bias/activation/residual epilogues land in the kernel after a GEMM or
+ * convolution, and elementwise chains become one loop. Every pair left
+ * unfused is recorded with the reason, for `dpc ir --stage fused`. */
+#include "kernel.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct fuser {
+    dpc_ctx *c;
+    ir_graph *g;
+    kgraph *kg;
+    bool *is_output;
+} fuser;
+
+bool kernel_is_elementwise_op(ir_op op) {
+    return (op >= OP_NEG && op <= OP_DIV) || op == OP_BATCHNORM;
+}
+
+
+static void note_unfused(fuser *f, ir_node *p, ir_node *n, const char *why) {
+    unfused *u = arena_alloc(&f->c->arena, sizeof *u);
+    u->producer = p;
+    u->consumer = n;
+    u->why = why;
+    vec_push(&f->c->arena, &f->kg->unfused, u);
+}
+
+static kernel *new_kernel(fuser *f, kkind kind, ir_node *root, ir_node *out) {
+    kernel *k = arena_alloc(&f->c->arena, sizeof *k);
+    k->kind = kind;
+    k->root = root;
+    k->out = out;
+    k->scratch = -1;
+    k->scratch2 = -1;
+    vec_push(&f->c->arena, &f->kg->kernels, k);
+    f->kg->kern_of[out->id] = f->kg->kernels.len - 1;
+    f->kg->acc[out->id] = (kaccess){.kind = ACC_CONTIG, .base = out};
+    return k;
+}
+
+static kernel *kernel_of(fuser *f, const ir_node *n) {
+    int k = f->kg->kern_of[n->id];
+    return k >= 0 ? f->kg->kernels.items[k] : NULL;
+}
+
+static ir_node *nd(fuser *f, int id) { return f->g->nodes.items[id]; }
+
+/* A copy node, appended to the graph, that materialises what `src` reads. */
+static ir_node *copy_of(fuser *f, ir_node *x) {
+    ir_node *c = ir_new(f->g, OP_RESHAPE, x->at);
+    c->sh = x->sh;
+    c->dt = x->dt;
+    c->scope = x->scope;
+    c->in[c->nin++] = x->id;
+    /* grow the per-node tables */
+    int n = f->g->nodes.len;
+    int *ko = arena_alloc(&f->c->arena, sizeof(int) * (size_t)n);
+    kaccess *acc = arena_alloc(&f->c->arena, sizeof(kaccess) * (size_t)n);
+    memcpy(ko, f->kg->kern_of, sizeof(int) * (size_t)(n - 1));
+    memcpy(acc, f->kg->acc, sizeof(kaccess) * (size_t)(n - 1));
+    f->kg->kern_of = ko;
+    f->kg->acc = acc;
+    bool *io = arena_alloc(&f->c->arena, (size_t)n);
+    memcpy(io, f->is_output, (size_t)(n - 1));
+    f->is_output = io;
+    kernel *k = new_kernel(f, KK_COPY, c, c);
+    k->src = f->kg->acc[x->id];
+    return c;
+}
+
+/* Ops that read their input as plain contiguous memory call this: a
+ * permuted view is materialised (once) first. */
+static void need_contig(fuser *f, ir_node *x, ir_node *consumer) {
+    kaccess a = f->kg->acc[x->id];
+    if (a.kind != ACC_PERM)
+        return;
+    kernel *k = new_kernel(f, KK_COPY, x, x);
+    k->src = a;
+    /* new_kernel made x contiguous in its own buffer */
+    note_unfused(f, x, consumer, "a permuted view feeding an op that needs contiguous memory is materialised");
+}
+
+static void visit_view(fuser *f, ir_node *n) {
+    ir_node *x = nd(f, n->in[0]);
+    kaccess *ax = &f->kg->acc[x->id];
+    if (n->op == OP_RESHAPE) {
+        if (ax->kind == ACC_PERM)
+            need_contig(f, x, n);
+        if (ax->kind == ACC_LEAF) {
+            f->kg->acc[n->id] = *ax;
+            return;
+        }
+        f->kg->acc[n->id] = (kaccess){.kind = ACC_CONTIG, .base = ax->base};
+        return;
+    }
+    /* permute */
+    if (ax->kind == ACC_PERM)
+        need_contig(f, x, n);
+    if (ax->kind == ACC_LEAF) {
+        f->kg->acc[n->id] = *ax;
+        return;
+    }
+    kaccess a = {.kind = ACC_PERM, .base = ax->base};
+    /* the base may be a reshape of x's data: perm is relative to x's own
+     * shape, which is contiguous over the base buffer */
+    a.base = x;
+    for (int i = 0; i < n->sh.rank; i++)
+        a.perm[i] = n->perm[i];
+    f->kg->acc[n->id] = a;
+}
+
+static const char *kind_label(kkind k) {
+    static const char *const names[] = {"elementwise", "gemm", "conv", "pool", "row", "reduce", "embedding", "cat", "copy"};
+    return names[k];
+}
+
+static void visit_elementwise(fuser *f, ir_node *n) {
+    ir_node *join = NULL;
+    int nops = n->op == OP_BATCHNORM ? 1 : n->nin;
+    for (int i = 0; i < nops; i++) {
+        ir_node *p = nd(f, n->in[i]);
+        kernel *k = kernel_of(f, p);
+        if (!k)
+            continue;
+        const char *why = NULL;
+        char buf[160];
+        if (join)
+            why = "the consumer already joined the kernel of another operand";
+        else if (k->out != p)
+            why = "the producer is not its kernel's last op";
+        else if (f->is_output[p->id])
+            why = "the producer is a graph output and must be materialised";
+        else if (p->uses != 1) {
+            snprintf(buf, sizeof buf, "the producer has %d uses; fusing would recompute it", p->uses);
+            why = arena_strdup(&f->c->arena, buf);
+        } else if (!shape_eq(&p->sh, &n->sh))
+            why = "shapes differ (broadcast): the smaller operand is kept materialised";
+        else if (k->kind != KK_ELEMWISE && k->kind != KK_GEMM && k->kind != KK_CONV) {
+            snprintf(buf, sizeof buf, "the producer is a %s kernel, which takes no epilogue", kind_label(k->kind));
+            why = arena_strdup(&f->c->arena, buf);
+        }
+        if (why) {
+            note_unfused(f, p, n, why);
+            continue;
+        }
+        join = p;
+    }
+    if (join) {
+        kernel *k = kernel_of(f, join);
+        vec_push(&f->c->arena, &k->ops, n);
+        k->out = n;
+        f->kg->kern_of[n->id] = f->kg->kern_of[join->id];
+        f->kg->acc[n->id] = (kaccess){.kind = ACC_CONTIG, .base = n};
+        return;
+    }
+    kernel *k = new_kernel(f, KK_ELEMWISE, NULL, n);
+    vec_push(&f->c->arena, &k->ops, n);
+}
+
+static void visit_root(fuser *f, ir_node *n) {
+    kkind kind;
+    switch (n->op) {
+    case OP_LINEAR:
+    case OP_MATMUL: kind = KK_GEMM; break;
+    case OP_CONV2D: kind = KK_CONV; break;
+    case OP_MAXPOOL2D:
+    case OP_AVGPOOL2D:
+    case OP_ADAPTIVE_AVGPOOL2D: kind = KK_POOL; break;
+    case OP_SOFTMAX:
+    case OP_LOG_SOFTMAX:
+    case OP_LAYERNORM: kind = KK_ROW; break;
+    case OP_SUM:
+    case OP_MEAN:
+    case OP_AMAX: kind = KK_REDUCE; break;
+    case OP_EMBEDDING: kind = KK_EMBED; break;
+    case OP_CAT: kind = KK_CAT; break;
+    default: kind = KK_COPY; break;
+    }
+    int cnt = n->op == OP_CAT ? ir_cat_count(n) : n->nin;
+    for (int i = 0; i < cnt; i++) {
+        ir_node *x = nd(f, n->op == OP_CAT ? ir_cat_operand(n, i) : n->in[i]);
+        need_contig(f, x, n); /* a root always reads materialised inputs */
+    }
+    new_kernel(f, kind, n, n);
+}
+
+static int add_buf(fuser *f, buf_kind kind, const shape *s, int esize, int index, const char *what) {
+    kbuf *b = arena_alloc(&f->c->arena, sizeof *b);
+    b->id = f->kg->bufs.len;
+    b->kind = kind;
+    b->elems = s ? shape_numel(s, &b->sym) : 0;
+    b->esize = esize;
+    b->index = index;
+    b->first = b->last = -1;
+    b->what = what;
+    vec_push(&f->c->arena, &f->kg->bufs, b);
+    return b->id;
+}
+
+static int cmp_kernel(const void *a, const void *b) {
+    const kernel *x = *(kernel *const *)a, *y = *(kernel *const *)b;
+    return x->out->id - y->out->id;
+}
+
+static void touch(kgraph *kg, int buf, int k) {
+    if (buf < 0)
+        return;
+    kbuf *b = kg->bufs.items[buf];
+    if (b->first < 0 || k < b->first)
+        b->first = k;
+    if (k > b->last)
+        b->last = k;
+}
+
+static int buf_of_access(const kgraph *kg, const kaccess *a) {
+    return a->kind == ACC_LEAF ? -1 : kg->buf_of[a->base->id];
+}
+
+static void plan_buffers(fuser *f) {
+    kgraph *kg = f->kg;
+    ir_graph *g = f->g;
+    int n = g->nodes.len;
+    kg->buf_of = arena_alloc(&f->c->arena, sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++)
+        kg->buf_of[i] = -1;
+    for (int i = 0; i < n; i++) {
+        ir_node *x = nd(f, i);
+        if (x->op == OP_INPUT)
+            kg->buf_of[i] = add_buf(f, BUF_INPUT, &x->sh, x->dt == IR_I64 ? 8 : 4, x->input_index, x->name);
+        else if (x->op == OP_PARAM)
+            kg->buf_of[i] = add_buf(f, BUF_PARAM, &x->sh, 4, x->param_index, x->name);
+    }
+    for (int k = 0; k < kg->kernels.len; k++) {
+        kernel *kr = kg->kernels.items[k];
+        kr->id = k;
+        ir_node *o = kr->out;
+        int oi = -1;
+        for (int j = 0; j < g->outputs.len; j++)
+            if (g->outputs.items[j] == o)
+                oi = j;
+        kg->buf_of[o->id] = add_buf(f, oi >= 0 ? BUF_OUTPUT : BUF_TEMP, &o->sh, 4, oi, o->scope);
+        if (kr->kind == KK_CONV) {
+            /* im2col of one image: [Cin/g * kh * kw, Ho * Wo] */
+            /* all images at once, so the GEMM is wide even when Ho*Wo is small */
+            ir_node *w = nd(f, kr->root->in[1]);
+            int64_t hw = o->sh.d[2].k * o->sh.d[3].k;
+            shape cols = {2, {{w->sh.d[1].k * w->sh.d[2].k * w->sh.d[3].k, false}, {hw, true}}};
+            shape res = {2, {{o->sh.d[1].k, false}, {hw, true}}};
+            kr->scratch = add_buf(f, BUF_SCRATCH, &cols, 4, -1, "im2col");
+            kr->scratch2 = add_buf(f, BUF_SCRATCH, &res, 4, -1, "conv gemm result");
+        }
+    }
+    /* views share their base's buffer */
+    for (int i = 0; i < g->nodes.len; i++)
+        if (kg->buf_of[i] < 0 && kg->acc[i].kind != ACC_LEAF && kg->acc[i].base)
+            kg->buf_of[i] = kg->buf_of[kg->acc[i].base->id];
+    for (int j = 0; j < g->outputs.len; j++)
+        vec_push(&f->c->arena, &kg->out_bufs, (void *)(intptr_t)kg->buf_of[((ir_node *)g->outputs.items[j])->id]);
+    /* liveness: the first kernel that writes a buffer, the last that reads it */
+    for (int k = 0; k < kg->kernels.len; k++) {
+        kernel *kr = kg->kernels.items[k];
+        touch(kg, kg->buf_of[kr->out->id], k);
+        touch(kg, kr->scratch, k);
+        touch(kg, kr->scratch2, k);
+        if (kr->kind == KK_COPY)
+            touch(kg, buf_of_access(kg, &kr->src), k);
+        ir_node *ops[64];
+        int nops = 0;
+        if (kr->root && kr->kind != KK_COPY)
+            ops[nops++] = kr->root;
+        for (int i = 0; i < kr->ops.len && nops < 64; i++)
+            ops[nops++] = kr->ops.items[i];
+        for (int i = 0; i < nops; i++) {
+            ir_node *x = ops[i];
+            int cnt = x->op == OP_CAT ? ir_cat_count(x) : x->nin;
+            for (int j = 0; j < cnt; j++) {
+                int id = x->op == OP_CAT ? ir_cat_operand(x, j) : x->in[j];
+                touch(kg, kg->buf_of[id], k);
+            }
+        }
+    }
+}
+
+bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
+    fuser f = {.c = c, .g = g, .kg = kg};
+    memset(kg, 0, sizeof *kg);
+    kg->g = g;
+    int n = g->nodes.len;
+    kg->kern_of = arena_alloc(&c->arena, sizeof(int) * (size_t)n);
+    kg->acc = arena_alloc(&c->arena, sizeof(kaccess) * (size_t)n);
+    f.is_output = arena_alloc(&c->arena, (size_t)n);
+    for (int i = 0; i < n; i++)
+        kg->kern_of[i] = -1;
+    for (int i = 0; i < g->outputs.len; i++)
+        f.is_output[((ir_node *)g->outputs.items[i])->id] = true;
+    for (int i = 0; i < n; i++) {
+        ir_node *x = nd(&f, i);
+        if (x->op == OP_CONST || x->op == OP_SCALAR)
+            kg->acc[i] = (kaccess){.kind = ACC_LEAF, .base = x};
+        else if (x->op == OP_INPUT || x->op == OP_PARAM)
+            kg->acc[i] = (kaccess){.kind = ACC_CONTIG, .base = x};
+        else if (x->op == OP_RESHAPE || x->op == OP_PERMUTE)
+            visit_view(&f, x);
+        else if (kernel_is_elementwise_op(x->op))
+            visit_elementwise(&f, x);
+        else
+            visit_root(&f, x);
+    }
+    /* graph outputs that are not the last op of their own kernel (inputs,
+     * parameters, views, constants, or the same value returned twice) are
+     * copied into a buffer of their own */
+    for (int i = 0; i < g->outputs.len; i++) {
+        ir_node *o = g->outputs.items[i];
+        kernel *k = kernel_of(&f, o);
+        bool dup = false;
+        for (int j = 0; j < i; j++)
+            dup |= g->outputs.items[j] == o;
+        if (!k || k->out != o || dup)
+            g->outputs.items[i] = copy_of(&f, o);
+    }
+    qsort(kg->kernels.items, (size_t)kg->kernels.len, sizeof(void *), cmp_kernel);
+    for (int k = 0; k < kg->kernels.len; k++) {
+        kernel *kr = kg->kernels.items[k];
+        kg->kern_of[kr->out->id] = k;
+        for (int i = 0; i < kr->ops.len; i++)
+            kg->kern_of[((ir_node *)kr->ops.items[i])->id] = k;
+        if (kr->root)
+            kg->kern_of[kr->root->id] = k;
+    }
+    plan_buffers(&f);
+    for (int k = 0; k < kg->kernels.len; k++) {
+        kernel *kr = kg->kernels.items[k];
+        const ir_node *named = kr->root ? kr->root : kr->ops.len ? kr->ops.items[0] : kr->out;
+        dpc_buf nm;
+        dpc_buf_init(&nm);
+        dpc_buf_printf(&nm, "k%d", k);
+        const char *scope = named->scope && named->scope[0] ? named->scope : NULL;
+        if (scope) {
+            dpc_buf_puts(&nm, "_");
+            for (const char *p = scope; *p; p++)
+                dpc_buf_put(&nm, *p == '.' ? "_" : p, 1);
+        }
+        dpc_buf_printf(&nm, "_%s", kr->kind == KK_COPY ? "copy" : ir_op_name(named->op));
+        for (int i = kr->root ? 0 : 1; i < kr->ops.len && i < 4; i++)
+            dpc_buf_printf(&nm, "_%s", ir_op_name(((ir_node *)kr->ops.items[i])->op));
+        kr->name = arena_strdup(&c->arena, nm.data ? nm.data : "k");
+        dpc_buf_free(&nm);
+    }
+    return true;
+}
+
+void fuse_print(const kgraph *kg, dpc_buf *out) {
+    char sh[256];
+    const ir_graph *g = kg->g;
+    dpc_buf_printf(out, "kernels of %s: %d kernels for %d ops\n", g->model_name, kg->kernels.len, g->nodes.len);
+    for (int k = 0; k < kg->kernels.len; k++) {
+        const kernel *kr = kg->kernels.items[k];
+        shape_str(&kr->out->sh, g->batch_name, sh, sizeof sh);
+        dpc_buf_printf(out, "  %s [%s] -> %%%d %s buf%d\n", kr->name, kind_label(kr->kind), kr->out->id, sh,
+                       kg->buf_of[kr->out->id]);
+        if (kr->root && kr->kind != KK_COPY)
+            dpc_buf_printf(out, "      %%%d = %s  # %s:%d\n", kr->root->id, ir_op_name(kr->root->op),
+                           kr->root->at.file ? kr->root->at.file->path : "", kr->root->at.line);
+        if (kr->kind == KK_COPY)
+            dpc_buf_printf(out, "      copy of %%%d (%s)\n", kr->src.base->id,
+                           kr->src.kind == ACC_PERM ? "permuted view" : "contiguous");
+        for (int i = 0; i < kr->ops.len; i++) {
+            const ir_node *o = kr->ops.items[i];
+            dpc_buf_printf(out, "      %%%d = %s  # %s:%d\n", o->id, ir_op_name(o->op), o->at.file ? o->at.file->path : "",
+                           o->at.line);
+        }
+    }
+    if (kg->unfused.len)
+        dpc_buf_puts(out, "unfused adjacent ops:\n");
+    for (int i = 0; i < kg->unfused.len; i++) {
+        const unfused *u = kg->unfused.items[i];
+        dpc_buf_printf(out, "  %%%d %s -> %%%d %s: %s\n", u->producer->id, ir_op_name(u->producer->op), u->consumer->id,
+                       ir_op_name(u->consumer->op), u->why);
+    }
+    dpc_buf_puts(out, "buffers:\n");
+    static const char *const bk[] = {"input", "param", "temp", "output", "scratch"};
+    for (int i = 0; i < kg->bufs.len; i++) {
+        const kbuf *b = kg->bufs.items[i];
+        if (b->kind == BUF_PARAM)
+            continue;
+        dpc_buf_printf(out, "  buf%d %s %lld%s x %dB live [%d, %d]%s%s\n", b->id, bk[b->kind], (long long)b->elems,
+                       b->sym ? "*N" : "", b->esize, b->first, b->last, b->what ? " " : "", b->what ? b->what : "");
+    }
+}

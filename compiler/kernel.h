@@ -1,0 +1,88 @@
+/* kernel.h - the kernel IR that fuse.c lowers the graph IR into, and that
+ * the emitters (emit_c.c, emit_cuda.c) render as source.
+ *
+ * A kernel computes one materialised value (its `out`, the tail of a fused
+ * chain). Kernels run in the order of their tails' ids, which is a
+ * topological order because every materialised operand is itself a tail
+ * with a smaller id. Values that are not materialised are either inside a
+ * fused chain (registers), views of a buffer (reshape of a contiguous value,
+ * permute read through strides), or leaves (constants and scalars). */
+#ifndef DPC_KERNEL_H
+#define DPC_KERNEL_H
+
+#include "ir.h"
+
+typedef enum kkind {
+    KK_ELEMWISE, /* a chain of elementwise ops (and batch norm) */
+    KK_GEMM,     /* linear / matmul through the GEMM library, then an epilogue chain */
+    KK_CONV,     /* conv2d: im2col + GEMM, then an epilogue chain */
+    KK_POOL,     /* max/avg/adaptive pooling */
+    KK_ROW,      /* softmax, log_softmax, layer_norm: one pass per row */
+    KK_REDUCE,   /* sum, mean, amax over one axis */
+    KK_EMBED,    /* embedding gather */
+    KK_CAT,      /* concatenation */
+    KK_COPY,     /* materialise a view (permute) as a contiguous tensor */
+} kkind;
+
+/* How a value is read: from the buffer of `base` (a materialised value,
+ * input or parameter) in its contiguous layout, through a permutation of the
+ * base's dims, or as a leaf (constant / scalar, base == the leaf). */
+typedef enum acc_kind { ACC_CONTIG, ACC_PERM, ACC_LEAF } acc_kind;
+typedef struct kaccess {
+    acc_kind kind;
+    ir_node *base;
+    int perm[IR_MAX_RANK]; /* ACC_PERM: view dim i is base dim perm[i] */
+} kaccess;
+
+typedef struct kernel {
+    int id;
+    kaccess src;     /* KK_COPY: what it copies */
+    kkind kind;
+    ir_node *root;  /* the op that is not elementwise (gemm, conv, row...) or NULL */
+    vec ops;        /* ir_node*: elementwise ops in order (the body, or the epilogue) */
+    ir_node *out;   /* the tail: the value written */
+    const char *name;
+    int scratch;    /* KK_CONV: buffer id of the im2col columns [K, N*Ho*Wo], else -1 */
+    int scratch2;   /* KK_CONV: buffer id of the GEMM result [Cout, N*Ho*Wo], else -1 */
+} kernel;
+
+typedef enum buf_kind { BUF_INPUT, BUF_PARAM, BUF_TEMP, BUF_OUTPUT, BUF_SCRATCH } buf_kind;
+
+typedef struct kbuf {
+    int id;
+    buf_kind kind;
+    int64_t elems;  /* elements per ... */
+    bool sym;       /* ... times N when true */
+    int esize;      /* bytes per element */
+    int index;      /* BUF_INPUT/OUTPUT: position; BUF_PARAM: model param index */
+    int first, last;/* kernels that write first and read last (liveness) */
+    const char *what;
+} kbuf;
+
+typedef struct unfused {
+    ir_node *producer, *consumer;
+    const char *why;
+} unfused;
+
+typedef struct kgraph {
+    ir_graph *g;
+    vec kernels;  /* kernel*, in execution order */
+    vec bufs;     /* kbuf* */
+    int *buf_of;  /* per IR node id: buffer id holding its data (views share), -1 if none */
+    int *kern_of; /* per IR node id: kernel computing it, -1 for leaves and views */
+    kaccess *acc;  /* per IR node id: how it is read */
+    vec unfused;  /* unfused* */
+    vec out_bufs; /* per graph output, its buffer id */
+} kgraph;
+
+/* fuse.c */
+bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg);
+void fuse_print(const kgraph *kg, dpc_buf *out);
+bool kernel_is_elementwise_op(ir_op op);
+
+/* emit_c.c / emit_cuda.c: deterministic source, one function per kernel,
+ * each op commented with its .dp line. */
+void emit_c(const kgraph *kg, dpc_buf *out);
+void emit_cuda(const kgraph *kg, dpc_buf *out);
+
+#endif

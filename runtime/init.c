@@ -1,0 +1,88 @@
+/* init.c - `dpc init`: PyTorch's default parameter initialisation (Linear
+ * and Conv2d: kaiming_uniform_(a=sqrt(5)), so U(-1/sqrt(fan_in),
+ * 1/sqrt(fan_in)) for weight and bias; BatchNorm and LayerNorm: ones and
+ * zeros; Embedding: N(0, 1) with the padding row zeroed), seeded and
+ * reproducible. The random stream is dpc's own (xoshiro256**), not
+ * PyTorch's MT19937: the distributions match, the values do not. */
+#include "init.h"
+#include "model.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct rng {
+    uint64_t s[4];
+} rng;
+
+static uint64_t splitmix(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t next(rng *r) {
+    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0], s[3] ^= s[1], s[1] ^= s[2], s[0] ^= s[3], s[2] ^= t, s[3] = rotl(s[3], 45);
+    return res;
+}
+
+static double uniform01(rng *r) { return (double)(next(r) >> 11) * 0x1.0p-53; }
+
+dpc_status dpc_model_init_weights(const dpc_model *m, uint64_t seed, const char *path, dpc_err *e) {
+    const vec *ps = &m->front->m.params;
+    rng r;
+    uint64_t x = seed;
+    for (int i = 0; i < 4; i++)
+        r.s[i] = splitmix(&x);
+    dpc_st_tensor *ts = dpc_calloc((size_t)ps->len + 1, sizeof *ts);
+    if (!ts)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    dpc_status s = DPC_OK;
+    int n = 0;
+    for (int i = 0; i < ps->len && s == DPC_OK; i++) {
+        const param_entry *p = ps->items[i];
+        dpc_st_tensor *t = &ts[n++];
+        t->name = (char *)p->key;
+        t->rank = p->rank;
+        memcpy(t->shape, p->shape, sizeof(int64_t) * (size_t)p->rank);
+        size_t count = 1;
+        for (int k = 0; k < p->rank; k++)
+            count *= (size_t)p->shape[k];
+        t->dtype = p->is_int ? DPC_I64 : DPC_F32;
+        t->nbytes = count * (p->is_int ? 8 : 4);
+        t->data = dpc_calloc(count + 1, p->is_int ? 8 : 4);
+        if (!t->data) {
+            s = dpc_errf(e, DPC_ENOMEM, "out of memory");
+            break;
+        }
+        float *f = t->data;
+        double bound = p->fan_in > 0 ? 1.0 / sqrt(p->fan_in) : 0.0;
+        for (size_t k = 0; k < count && !p->is_int; k++) {
+            switch (p->init) {
+            case INIT_KAIMING:
+            case INIT_BIAS: f[k] = (float)((2.0 * uniform01(&r) - 1.0) * bound); break;
+            case INIT_ONES: f[k] = 1.0f; break;
+            case INIT_ZEROS: f[k] = 0.0f; break;
+            case INIT_NORMAL: {
+                double u1 = uniform01(&r), u2 = uniform01(&r);
+                f[k] = (float)(sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(6.283185307179586 * u2));
+                break;
+            }
+            }
+        }
+        if (p->init == INIT_NORMAL && p->owner && p->owner->args && p->owner->args[2].kind == V_INT) {
+            int64_t row = p->owner->args[2].i, dim = p->shape[1];
+            memset(f + row * dim, 0, sizeof(float) * (size_t)dim);
+        }
+    }
+    if (s == DPC_OK)
+        s = dpc_st_write(path, ts, (size_t)n, NULL, NULL, 0, e);
+    for (int i = 0; i < n; i++)
+        free(ts[i].data);
+    free(ts);
+    return s;
+}

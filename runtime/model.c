@@ -1,0 +1,241 @@
+/* model.c - a model from source to outputs: compile, bind weights, choose
+ * devices, validate inputs, run data-parallel. */
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+dpc_status dpc_model_compile(const char *path, dpc_model **out, dpc_buf *diags, dpc_err *e) {
+    *out = NULL;
+    dpc_model *m = dpc_calloc(1, sizeof *m);
+    if (!m)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    m->fail_replica = m->fail_kernel = -1;
+    dpc_status s = front_run(path, NULL, 0, FRONT_IR, &m->front, diags, e);
+    if (s != DPC_OK) {
+        free(m);
+        return s;
+    }
+    dpc_front *f = m->front;
+    if (setjmp(f->oom)) {
+        dpc_model_free(m);
+        return dpc_errf(e, DPC_ENOMEM, "out of memory while lowering '%s'", path);
+    }
+    fuse_graph(&f->ctx, &f->g, &m->kg);
+    *out = m;
+    return DPC_OK;
+}
+
+static param_entry *param_at(const dpc_model *m, int i) { return m->front->m.params.items[i]; }
+
+static bool shape_matches(const param_entry *p, const dpc_st_tensor *t) {
+    if (p->rank != t->rank)
+        return false;
+    for (int i = 0; i < p->rank; i++)
+        if (p->shape[i] != t->shape[i])
+            return false;
+    return true;
+}
+
+dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warnings, dpc_err *e) {
+    const vec *params = &m->front->m.params;
+    dpc_buf missing, shapes, extra;
+    dpc_buf_init(&missing);
+    dpc_buf_init(&shapes);
+    dpc_buf_init(&extra);
+    if (!m->params)
+        m->params = dpc_calloc((size_t)params->len + 1, sizeof(float *));
+    if (!m->params)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    bool *used = dpc_calloc(st->n + 1, 1);
+    if (!used)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    int nmiss = 0, nshape = 0, nextra = 0;
+    for (int i = 0; i < params->len; i++) {
+        param_entry *p = param_at(m, i);
+        const dpc_st_tensor *t = dpc_st_find(st, p->key);
+        if (!t) {
+            char pre[1024];
+            snprintf(pre, sizeof pre, "module.%s", p->key);
+            t = dpc_st_find(st, pre);
+        }
+        if (!t) {
+            if (!p->ignored)
+                dpc_buf_printf(&missing, "%s%s", nmiss++ ? ", " : "", p->key);
+            continue;
+        }
+        used[t - st->t] = true;
+        if (p->ignored)
+            continue;
+        char want[128], got[128];
+        if (!shape_matches(p, t)) {
+            dpc_shape_str(p->rank, p->shape, want, sizeof want);
+            dpc_shape_str(t->rank, t->shape, got, sizeof got);
+            dpc_buf_printf(&shapes, "%s%s is %s, the model needs %s", nshape++ ? "; " : "", p->key, got, want);
+            continue;
+        }
+        if (t->dtype != DPC_F32 && t->dtype != DPC_F64 && t->dtype != DPC_F16 && t->dtype != DPC_BF16) {
+            dpc_buf_printf(&shapes, "%s%s has dtype %s, the model needs a float", nshape++ ? "; " : "", p->key,
+                           dpc_dtype_name(t->dtype));
+            continue;
+        }
+        dpc_tensor src = {.dtype = t->dtype, .rank = t->rank, .data = t->data, .nbytes = t->nbytes};
+        memcpy(src.shape, t->shape, sizeof src.shape);
+        dpc_tensor *f32;
+        dpc_status s = dpc_tensor_convert(&src, DPC_F32, &f32, e);
+        if (s != DPC_OK) {
+            free(used);
+            return s;
+        }
+        free(m->params[i]);
+        m->params[i] = f32->data;
+        f32->data = NULL;
+        dpc_tensor_free(f32);
+    }
+    for (size_t j = 0; j < st->n; j++) {
+        if (used[j])
+            continue;
+        const char *k = st->t[j].name;
+        dpc_buf_printf(&extra, "%s%s", nextra++ ? ", " : "", k);
+    }
+    free(used);
+    dpc_status s = DPC_OK;
+    if (nmiss || nshape) {
+        s = dpc_errf(e, DPC_EUSER, "weights do not match the model%s%s%s%s%s", nmiss ? ": missing " : "",
+                     nmiss ? missing.data : "", nshape ? (nmiss ? "; wrong: " : ": wrong: ") : "",
+                     nshape ? shapes.data : "", nextra ? "; unexpected keys are present too" : "");
+    } else if (nextra && warnings)
+        dpc_buf_printf(warnings, "unexpected keys in the weights, ignored: %s", extra.data);
+    dpc_buf_free(&missing);
+    dpc_buf_free(&shapes);
+    dpc_buf_free(&extra);
+    if (s != DPC_OK)
+        return s;
+    if (!m->be) {
+        s = dpc_backend_cpu_new(&m->kg, m->params, &m->be, e);
+        if (s == DPC_OK)
+            s = m->be->prepare(m->be, &m->kg, e);
+    }
+    return s;
+}
+
+dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e) {
+    for (int i = 0; i < n; i++)
+        if (devs[i].kind != DPC_DEV_CPU) {
+            char nm[32];
+            dpc_device_name(&devs[i], nm, sizeof nm);
+            return dpc_errf(e, DPC_EUSER, "device %s: the CUDA backend is not available in this build yet; use cpu",
+                            nm);
+        }
+    for (int i = 0; i < m->ndev; i++)
+        m->be->replica_free(m->be, m->rep[i]);
+    m->ndev = 0;
+    for (int i = 0; i < n; i++) {
+        dpc_status s = m->be->replica_new(m->be, devs[i].index, &m->rep[i], e);
+        if (s != DPC_OK)
+            return s;
+        m->devs[i] = devs[i];
+        m->ndev = i + 1;
+    }
+    if (!m->pool && n > 1) {
+        dpc_status s = dpc_pool_create(n, &m->pool, e);
+        if (s != DPC_OK)
+            return s;
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    dpc_cpu_set_gemm_threads(dpc_dp_threads_per_replica((int)cores, n));
+    return DPC_OK;
+}
+
+typedef struct run_ctx {
+    dpc_model *m;
+    float scalars[64];
+} run_ctx;
+
+static dpc_status out_shape(void *ctx, int output, int64_t rows, dpc_tensor *spec, dpc_err *e) {
+    run_ctx *rc = ctx;
+    const ir_node *o = rc->m->front->g.outputs.items[output];
+    spec->dtype = DPC_F32;
+    spec->rank = o->sh.rank;
+    for (int i = 0; i < o->sh.rank; i++)
+        spec->shape[i] = o->sh.d[i].sym ? o->sh.d[i].k * (rows < 0 ? 0 : rows) : o->sh.d[i].k;
+    (void)e;
+    return DPC_OK;
+}
+
+static dpc_status replica(void *ctx, int r, const dpc_device *dev, dpc_replica_io *io, dpc_err *e) {
+    run_ctx *rc = ctx;
+    dpc_model *m = rc->m;
+    (void)dev;
+    dpc_run_args a = {.N = io->rows < 0 ? 0 : io->rows, .inputs = io->inputs, .scalars = rc->scalars,
+                      .outputs = io->outputs, .fail_at = r == m->fail_replica ? m->fail_kernel : -1};
+    return m->be->run(m->be, m->rep[r], &a, e);
+}
+
+static dpc_status check_inputs(const dpc_model *m, const dpc_tensor *const *in, int n, dpc_err *e) {
+    const ir_graph *g = &m->front->g;
+    if (n != g->inputs.len)
+        return dpc_errf(e, DPC_EUSER, "%s takes %d tensor input%s, got %d", g->model_name, g->inputs.len,
+                        g->inputs.len == 1 ? "" : "s", n);
+    for (int i = 0; i < n; i++) {
+        const ir_node *p = g->inputs.items[i];
+        const dpc_tensor *t = in[i];
+        dpc_dtype want = p->dt == IR_I64 ? DPC_I64 : DPC_F32;
+        if (t->dtype != want)
+            return dpc_errf(e, DPC_EUSER, "input '%s' must be %s, got %s", p->name, dpc_dtype_name(want),
+                            dpc_dtype_name(t->dtype));
+        bool ok = t->rank == p->sh.rank;
+        for (int k = 1; ok && k < t->rank; k++)
+            ok = t->shape[k] == p->sh.d[k].k;
+        if (!ok) {
+            char want_s[256], got[256];
+            shape_str(&p->sh, g->batch_name, want_s, sizeof want_s);
+            dpc_shape_str(t->rank, t->shape, got, sizeof got);
+            return dpc_errf(e, DPC_EUSER, "input '%s' must have shape %s, got %s", p->name, want_s, got);
+        }
+    }
+    return DPC_OK;
+}
+
+dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninputs, const double *scalars,
+                         dpc_tensor **outputs, dpc_err *e) {
+    dpc_status s = check_inputs(m, inputs, ninputs, e);
+    if (s != DPC_OK)
+        return s;
+    if (m->ndev == 0) {
+        dpc_device cpu = {DPC_DEV_CPU, 0};
+        if ((s = dpc_model_set_devices(m, &cpu, 1, e)) != DPC_OK)
+            return s;
+    }
+    const ir_graph *g = &m->front->g;
+    run_ctx rc = {.m = m};
+    for (int i = 0; i < g->scalars.len && i < 64; i++)
+        rc.scalars[i] = (float)scalars[i];
+    const char *names[64];
+    for (int i = 0; i < g->inputs.len && i < 64; i++)
+        names[i] = ((ir_node *)g->inputs.items[i])->name;
+    dpc_dp_opts opts = {.input_names = names, .out_shape = out_shape};
+    return dpc_dp_forward_ex(m->pool, m->devs, m->ndev, replica, &rc, inputs, ninputs, scalars, g->scalars.len,
+                             g->outputs.len, outputs, &opts, &m->last, e);
+}
+
+void dpc_model_free(dpc_model *m) {
+    if (!m)
+        return;
+    if (m->be) {
+        for (int i = 0; i < m->ndev; i++)
+            m->be->replica_free(m->be, m->rep[i]);
+        m->be->destroy(m->be);
+    }
+    if (m->pool)
+        dpc_pool_destroy(m->pool);
+    if (m->params && m->front)
+        for (int i = 0; i < m->front->m.params.len; i++)
+            free(m->params[i]);
+    free(m->params);
+    front_free(m->front);
+    free(m);
+}

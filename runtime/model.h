@@ -1,0 +1,39 @@
+/* model.h - a compiled model ready to run: front end + kernels + weights +
+ * backend + device list. The CLI and libdpc both sit on this. */
+#ifndef DPC_MODEL_H
+#define DPC_MODEL_H
+
+#include "backend.h"
+#include "dataparallel.h"
+#include "frontend.h"
+#include "safetensors.h"
+
+typedef struct dpc_model {
+    dpc_front *front;
+    kgraph kg;
+    float **params;        /* per model.params index (f32), owned */
+    dpc_backend *be;
+    dpc_device devs[DPC_MAX_DEVICES];
+    int ndev;
+    dpc_replica *rep[DPC_MAX_DEVICES];
+    dpc_pool *pool;
+    int fail_replica, fail_kernel; /* fault injection, -1 none */
+    dpc_dp_report last;
+} dpc_model;
+
+/* Compiles path up to kernels; diagnostics rendered into diags. */
+dpc_status dpc_model_compile(const char *path, dpc_model **out, dpc_buf *diags, dpc_err *e);
+/* Checks the weights against the parameter table (all problems in one
+ * message) and keeps f32 copies. Extra keys are reported in warnings. */
+dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warnings, dpc_err *e);
+dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e);
+/* Checks the inputs against forward's declaration and runs. scalars are in
+ * forward order (defaults filled by dpc_model_scalar_defaults). */
+dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninputs, const double *scalars,
+                         dpc_tensor **outputs, dpc_err *e);
+void dpc_model_free(dpc_model *m);
+
+/* dpc init: PyTorch's default initialisation, seeded, as safetensors. */
+dpc_status dpc_model_init_weights(const dpc_model *m, uint64_t seed, const char *path, dpc_err *e);
+
+#endif
