@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds dpc and runs the whole test suite: the release build through CTest,
+# then an ASan+UBSan build over the parsers and bad-input tests, and a
+# ThreadSanitizer build over the data-parallel tests.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH=/usr/local/cuda/bin:$PATH
+jobs=$(nproc)
+
+bash .ci/setup.sh >/dev/null
+
+echo "== release build: ctest"
+ctest --test-dir build -j"$jobs" --output-on-failure
+
+echo "== ASan+UBSan build: parsers, bad input, fuzz corpus replay"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDPC_SANITIZE=address >/dev/null
+cmake --build build-asan -j"$jobs" >/dev/null
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:protect_shadow_gap=0 \
+  ctest --test-dir build-asan -j"$jobs" --output-on-failure -R 'replay_|io|run_bad_input|bad|diag'
+
+echo "== TSan build: data-parallel runtime"
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDPC_SANITIZE=thread >/dev/null
+cmake --build build-tsan -j"$jobs" >/dev/null
+TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -j"$jobs" --output-on-failure -R '^dp'
