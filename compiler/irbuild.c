@@ -1380,7 +1380,8 @@ static bool eval_call(builder *b, frame *f, const node *n, sv *out) {
 
 static bool eval_binop(builder *b, frame *f, const node *n, sv *out) {
     sv l, r;
-    if (!eval(b, f, n->lhs, &l) | !eval(b, f, n->rhs, &r))
+    bool ok_l = eval(b, f, n->lhs, &l), ok_r = eval(b, f, n->rhs, &r); /* both, for their errors */
+    if (!ok_l || !ok_r)
         return false;
     if (l.k == SV_NUM && r.k == SV_NUM) {
         out->k = SV_NUM;

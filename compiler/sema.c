@@ -144,7 +144,8 @@ bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out
 
 static bool eval_binop(sema *s, const env *e, const node *n, val *out) {
     val a, b;
-    if (!eval(s, e, n->lhs, &a) | !eval(s, e, n->rhs, &b))
+    bool ok_l = eval(s, e, n->lhs, &a), ok_r = eval(s, e, n->rhs, &b); /* both, for their errors */
+    if (!ok_l || !ok_r)
         return false;
     return sema_arith(s->c, n->op, &a, &b, n->at, out);
 }

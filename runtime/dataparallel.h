@@ -189,7 +189,8 @@ typedef struct dpc_dp_opts {
  * may have fewer threads than replicas (they then share threads). ninputs
  * tensor inputs, nscalars scalars; outputs[0..noutputs-1] receive the
  * gathered outputs, owned by the caller (dpc_tensor_free), or all NULL on
- * failure. input_names may be NULL. report may be NULL. */
+ * failure. input_names may be NULL. report may be NULL. Several threads
+ * may run forwards at once (forwards sharing a pool take turns on it). */
 dpc_status dpc_dp_forward(dpc_pool *pool, const dpc_device *devs, int ndev, dpc_replica_fn fn, void *ctx,
                           const dpc_tensor *const *inputs, int ninputs, const char *const *input_names,
                           const double *scalars, int nscalars, int noutputs, dpc_tensor **outputs,

@@ -355,13 +355,21 @@ dpc_status dpc_tensor_convert(const dpc_tensor *src, dpc_dtype to, dpc_tensor **
     if (from != to && !ints && !(is_float(from) && is_float(to)))
         return dpc_errf(e, DPC_EUSAGE, "cannot convert %s to %s", dpc_dtype_name(from),
                         dpc_dtype_name(to));
-    dpc_tensor *t;
-    dpc_status st = dpc_tensor_new(to, src->rank, src->shape, &t, e);
+    size_t need = 0;
+    dpc_status st = shape_bytes(from, src->rank, src->shape, &need, e);
     if (st)
         return st;
+    if (need != src->nbytes) /* callers build tensors by hand (views of loaded files) */
+        return dpc_errf(e, DPC_EUSAGE, "tensor holds %zu bytes but a %s tensor of its shape needs %zu", src->nbytes,
+                        dpc_dtype_name(from), need);
+    dpc_tensor *t = NULL;
+    if ((st = dpc_tensor_new(to, src->rank, src->shape, &t, e)))
+        return st;
     size_t n = (size_t)dpc_tensor_numel(src);
-    if (from == to)
-        memcpy(t->data, src->data, src->nbytes);
+    if (from == to) {
+        if (src->nbytes) /* an empty tensor's data may be NULL */
+            memcpy(t->data, src->data, src->nbytes);
+    }
     else if (ints)
         st = convert_ints(src, t, n, e);
     else

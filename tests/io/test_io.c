@@ -1,0 +1,920 @@
+/* test_io.c - unit tests for tensor.c, npy.c and safetensors.c: round trips
+ * with exact values, and every file-format case of the bad-input checklist
+ * (reference/bad-input-and-faults.md section 6, cases 1-15), each checked
+ * for its status and a substring of its message. */
+#define _GNU_SOURCE
+#include "faults.h"
+#include "npy.h"
+#include "safetensors.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int checks, failures;
+
+#define CHECK(cond)                                                                                          \
+    do {                                                                                                     \
+        checks++;                                                                                            \
+        if (!(cond)) {                                                                                       \
+            failures++;                                                                                      \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                          \
+        }                                                                                                    \
+    } while (0)
+
+/* The call must fail with `code` and a message containing `sub`. */
+#define EXPECT_ERR(call, code, sub)                                                                          \
+    do {                                                                                                     \
+        dpc_err e_ = {0};                                                                                    \
+        dpc_err *e = &e_;                                                                                    \
+        dpc_status s_ = (call);                                                                              \
+        checks++;                                                                                            \
+        if (s_ != (code) || !strstr(e_.msg, (sub)) || strchr(e_.msg, '\n')) {                               \
+            failures++;                                                                                      \
+            fprintf(stderr, "%s:%d: expected %s containing \"%s\", got %s: \"%s\"\n", __FILE__, __LINE__,   \
+                    dpc_status_name(code), (sub), dpc_status_name(s_), e_.msg);                              \
+        }                                                                                                    \
+    } while (0)
+
+#define EXPECT_OK(call)                                                                                      \
+    do {                                                                                                     \
+        dpc_err e_ = {0};                                                                                    \
+        dpc_err *e = &e_;                                                                                    \
+        dpc_status s_ = (call);                                                                              \
+        checks++;                                                                                            \
+        if (s_ != DPC_OK) {                                                                                  \
+            failures++;                                                                                      \
+            fprintf(stderr, "%s:%d: expected success, got %s: \"%s\"\n", __FILE__, __LINE__,                \
+                    dpc_status_name(s_), e_.msg);                                                            \
+        }                                                                                                    \
+    } while (0)
+
+/* ---- builders for hand-made files ---------------------------------------- */
+
+/* A .npy image: magic, version, the header text as given (no padding added
+ * unless pad), then dlen bytes of data. */
+static void npy_image(dpc_buf *b, int major, const char *hdr, const void *data, size_t dlen) {
+    dpc_buf_init(b);
+    unsigned char pre[12] = {0x93, 'N', 'U', 'M', 'P', 'Y', (unsigned char)major, 0};
+    size_t hl = strlen(hdr);
+    for (int i = 0; i < (major == 1 ? 2 : 4); i++)
+        pre[8 + i] = (unsigned char)(hl >> (8 * i));
+    dpc_buf_put(b, pre, major == 1 ? 10 : 12);
+    dpc_buf_put(b, hdr, hl);
+    if (dlen)
+        dpc_buf_put(b, data, dlen);
+}
+
+static dpc_status npy_parse_hdr(const char *hdr, const void *data, size_t dlen, dpc_tensor **t, dpc_err *e) {
+    dpc_buf b;
+    npy_image(&b, 1, hdr, data, dlen);
+    dpc_status s = dpc_npy_parse(b.data, b.len, t, e);
+    dpc_buf_free(&b);
+    return s;
+}
+
+/* Parses and frees; for expectations on failures. */
+static dpc_status npy_try(const char *hdr, const void *data, size_t dlen, dpc_err *e) {
+    dpc_tensor *t = NULL;
+    dpc_status s = npy_parse_hdr(hdr, data, dlen, &t, e);
+    dpc_tensor_free(t);
+    return s;
+}
+
+static dpc_status npy_try_raw(const void *buf, size_t len, dpc_err *e) {
+    dpc_tensor *t = NULL;
+    dpc_status s = dpc_npy_parse(buf, len, &t, e);
+    dpc_tensor_free(t);
+    return s;
+}
+
+/* A safetensors image: the JSON header as given, then dlen data bytes
+ * (0, 1, 2, ... mod 2, so that BOOL data is valid unless fill says). */
+static void st_image(dpc_buf *b, const char *json, size_t dlen, int fill) {
+    dpc_buf_init(b);
+    size_t n = strlen(json);
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++)
+        len8[i] = (unsigned char)((uint64_t)n >> (8 * i));
+    dpc_buf_put(b, len8, 8);
+    dpc_buf_put(b, json, n);
+    for (size_t i = 0; i < dlen; i++) {
+        unsigned char c = (unsigned char)(fill >= 0 ? fill : (int)(i % 2));
+        dpc_buf_put(b, &c, 1);
+    }
+}
+
+static dpc_status st_try(const char *json, size_t dlen, int fill, dpc_err *e) {
+    dpc_buf b;
+    st_image(&b, json, dlen, fill);
+    dpc_safetensors *st = NULL;
+    dpc_status s = dpc_st_parse(b.data, b.len, &st, e);
+    dpc_st_free(st);
+    dpc_buf_free(&b);
+    return s;
+}
+
+static dpc_status st_try_raw(const void *buf, size_t len, dpc_err *e) {
+    dpc_safetensors *st = NULL;
+    dpc_status s = dpc_st_parse(buf, len, &st, e);
+    dpc_st_free(st);
+    return s;
+}
+
+static char tmpdir[] = "/tmp/dpc_test_io_XXXXXX";
+
+static void tmp_path(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", tmpdir, name); }
+
+static void put_file(const char *path, const void *p, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f || fwrite(p, 1, n, f) != n) {
+        fprintf(stderr, "cannot write test file %s\n", path);
+        exit(2);
+    }
+    fclose(f);
+}
+
+/* ---- tensor.c ----------------------------------------------------------- */
+
+static uint32_t fbits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+static void test_half_known(void) {
+    CHECK(dpc_f32_to_f16(1.0f) == 0x3c00);
+    CHECK(dpc_f32_to_f16(-2.0f) == 0xc000);
+    CHECK(dpc_f32_to_f16(65504.0f) == 0x7bff);
+    CHECK(dpc_f32_to_f16(65519.99f) == 0x7bff);
+    CHECK(dpc_f32_to_f16(65520.0f) == 0x7c00); /* the tie rounds to even: infinity */
+    CHECK(dpc_f32_to_f16(INFINITY) == 0x7c00);
+    CHECK(dpc_f32_to_f16(-0.0f) == 0x8000);
+    CHECK(dpc_f32_to_f16(0x1p-24f) == 0x0001);     /* smallest subnormal */
+    CHECK(dpc_f32_to_f16(0x1p-25f) == 0x0000);     /* half of it: tie to even */
+    CHECK(dpc_f32_to_f16(0x1.000002p-25f) == 0x0001);
+    CHECK(dpc_f32_to_f16(0x3p-25f) == 0x0002);     /* 1.5 subnormal quanta: tie to even 2 */
+    CHECK(dpc_f32_to_f16(0x1p-14f) == 0x0400);     /* smallest normal */
+    CHECK(dpc_f32_to_f16(0x1.ff8p-15f) == 0x03ff); /* largest subnormal */
+    CHECK(dpc_f32_to_f16(0x1.ffcp-15f) == 0x0400); /* tie: up out of the subnormals */
+    CHECK(dpc_f32_to_f16(1.0f + 0x1p-11f) == 0x3c00);
+    CHECK(dpc_f32_to_f16(1.0f + 0x3p-11f) == 0x3c02);
+    CHECK(dpc_f32_to_f16(1e-10f) == 0);
+    uint16_t n = dpc_f32_to_f16(NAN);
+    CHECK((n & 0x7c00) == 0x7c00 && (n & 0x3ff));
+    /* Direct rounding from double: through float this would tie to 1.0. */
+    CHECK(dpc_f64_to_f16(1.0 + 0x1p-11 + 0x1p-40) == 0x3c01);
+    CHECK(dpc_f64_to_bf16(1.0 + 0x1p-8 + 0x1p-40) == 0x3f81);
+    CHECK(dpc_f64_to_f16(1e300) == 0x7c00 && dpc_f64_to_f16(-1e300) == 0xfc00);
+    CHECK(dpc_f64_to_f16(4.9e-324) == 0 && dpc_f64_to_bf16(-4.9e-324) == 0x8000);
+    CHECK(dpc_f32_to_bf16(1.0f) == 0x3f80);
+    CHECK(dpc_f32_to_bf16(3.4028235e38f) == 0x7f80);
+    CHECK(dpc_f32_to_bf16(0x1p-133f) == 0x0001); /* smallest bf16 subnormal */
+    CHECK(dpc_f16_to_f32(0x0001) == 0x1p-24f && dpc_f16_to_f32(0x03ff) == 0x1.ff8p-15f);
+    CHECK(dpc_f16_to_f32(0xfbff) == -65504.0f && isinf(dpc_f16_to_f32(0x7c00)));
+    CHECK(dpc_bf16_to_f32(0xc0a0) == -5.0f);
+}
+
+/* Every 16-bit pattern widens exactly and narrows back to itself (NaN
+ * payloads included, signalling ones too). */
+static void test_half_exhaustive(void) {
+    int bad16 = 0, badbf = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        if (dpc_f32_to_f16(dpc_f16_to_f32((uint16_t)h)) != h)
+            bad16++;
+        float g = dpc_bf16_to_f32((uint16_t)h);
+        if (fbits(g) != h << 16 || dpc_f32_to_bf16(g) != h)
+            badbf++;
+    }
+    CHECK(bad16 == 0);
+    CHECK(badbf == 0);
+}
+
+static void test_tensor_basics(void) {
+    dpc_tensor *t = NULL;
+    int64_t sh[3] = {2, 3, 4};
+    EXPECT_OK(dpc_tensor_new(DPC_F32, 3, sh, &t, e));
+    CHECK(t && t->nbytes == 96 && dpc_tensor_numel(t) == 24 && ((uintptr_t)t->data % 64) == 0);
+    CHECK(t && ((float *)t->data)[23] == 0.0f);
+    dpc_tensor_free(t);
+    EXPECT_OK(dpc_tensor_new(DPC_I64, 0, NULL, &t, e));
+    CHECK(t && t->nbytes == 8 && dpc_tensor_numel(t) == 1);
+    dpc_tensor_free(t);
+    int64_t z[2] = {0, 10};
+    EXPECT_OK(dpc_tensor_new(DPC_F16, 2, z, &t, e));
+    CHECK(t && t->nbytes == 0 && t->data != NULL && dpc_tensor_numel(t) == 0);
+    dpc_tensor_free(t);
+    int64_t big[2] = {1ll << 40, 1ll << 40};
+    EXPECT_ERR(dpc_tensor_new(DPC_F32, 2, big, &t, e), DPC_EUSER, "size overflow");
+    int64_t big2[2] = {1ll << 31, 1ll << 31}; /* 2^62 elements * 4 bytes */
+    EXPECT_ERR(dpc_tensor_new(DPC_F32, 2, big2, &t, e), DPC_EUSER, "too large");
+    int64_t neg[1] = {-1};
+    EXPECT_ERR(dpc_tensor_new(DPC_F32, 1, neg, &t, e), DPC_EUSAGE, "negative dimension");
+    EXPECT_ERR(dpc_tensor_new(DPC_F32, 9, sh, &t, e), DPC_EUSAGE, "rank 9");
+    dpc_fault_arm_alloc(2);
+    EXPECT_ERR(dpc_tensor_new(DPC_F32, 3, sh, &t, e), DPC_ENOMEM, "96 bytes");
+    dpc_fault_arm_alloc(0);
+
+    char s[64];
+    dpc_shape_str(2, sh, s, sizeof s);
+    CHECK(!strcmp(s, "[2, 3]"));
+    dpc_shape_str(0, NULL, s, sizeof s);
+    CHECK(!strcmp(s, "[]"));
+    dpc_shape_str(3, sh, s, 7);
+    CHECK(strlen(s) < 7 && strstr(s, "..."));
+    dpc_quote("a\nb'\x01\xc3\xa9", 7, s, sizeof s);
+    CHECK(!strcmp(s, "a\\nb\\'\\x01\xc3\xa9"));
+    CHECK(!strcmp(dpc_dtype_name(DPC_BF16), "bfloat16") && dpc_dtype_size(DPC_I16) == 2);
+}
+
+static void test_convert(void) {
+    int64_t sh[1] = {4};
+    dpc_tensor *t, *u;
+    EXPECT_OK(dpc_tensor_new(DPC_F32, 1, sh, &t, e));
+    float v[4] = {1.0f, 65520.0f, 0x1p-25f, -3.140625f};
+    memcpy(t->data, v, sizeof v);
+    EXPECT_OK(dpc_tensor_convert(t, DPC_F16, &u, e));
+    uint16_t *h = u->data;
+    CHECK(h[0] == 0x3c00 && h[1] == 0x7c00 && h[2] == 0 && h[3] == 0xc248);
+    dpc_tensor *w;
+    EXPECT_OK(dpc_tensor_convert(u, DPC_F64, &w, e));
+    CHECK(((double *)w->data)[3] == -3.140625 && isinf(((double *)w->data)[1]));
+    dpc_tensor_free(w);
+    EXPECT_OK(dpc_tensor_convert(u, DPC_BF16, &w, e));
+    CHECK(((uint16_t *)w->data)[0] == 0x3f80 && ((uint16_t *)w->data)[3] == 0xc049);
+    dpc_tensor_free(w);
+    dpc_tensor_free(u);
+    EXPECT_ERR(dpc_tensor_convert(t, DPC_I32, &u, e), DPC_EUSAGE, "cannot convert float32 to int32");
+    t->nbytes = 12;
+    EXPECT_ERR(dpc_tensor_convert(t, DPC_F16, &u, e), DPC_EUSAGE, "tensor holds 12 bytes but a float32 tensor");
+    t->nbytes = 16;
+    dpc_tensor_free(t);
+
+    EXPECT_OK(dpc_tensor_new(DPC_I64, 1, sh, &t, e));
+    int64_t iv[4] = {-5, 3000000000ll, 7, INT32_MIN};
+    memcpy(t->data, iv, sizeof iv);
+    EXPECT_ERR(dpc_tensor_convert(t, DPC_I32, &u, e), DPC_EUSER, "element 1 is 3000000000");
+    ((int64_t *)t->data)[1] = INT32_MAX;
+    EXPECT_OK(dpc_tensor_convert(t, DPC_I32, &u, e));
+    int32_t *i32 = u->data;
+    CHECK(i32[0] == -5 && i32[1] == INT32_MAX && i32[3] == INT32_MIN);
+    EXPECT_OK(dpc_tensor_convert(u, DPC_I64, &w, e));
+    CHECK(!memcmp(w->data, t->data, 32));
+    dpc_tensor_free(w);
+    dpc_tensor_free(u);
+    EXPECT_OK(dpc_tensor_convert(t, DPC_I64, &u, e));
+    CHECK(!memcmp(u->data, t->data, 32) && u->data != t->data);
+    dpc_tensor_free(u);
+    dpc_tensor_free(t);
+}
+
+/* ---- .npy ------------------------------------------------------------------ */
+
+static void fill_pattern(dpc_tensor *t) {
+    unsigned char *p = t->data;
+    for (size_t i = 0; i < t->nbytes; i++)
+        p[i] = t->dtype == DPC_BOOL ? (unsigned char)(i % 3 == 0) : (unsigned char)(i * 37 + 11);
+}
+
+static void test_npy_roundtrip(void) {
+    const dpc_dtype dts[] = {DPC_F32, DPC_F64, DPC_F16, DPC_I64, DPC_I32, DPC_I16, DPC_I8, DPC_U8, DPC_BOOL};
+    const int64_t shapes[][8] = {{0}, {5}, {2, 3}, {0, 10}, {1, 2, 3, 1, 1, 2, 1, 2}};
+    const int ranks[] = {0, 1, 2, 2, 8};
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
+        for (size_t s = 0; s < 5; s++) {
+            dpc_tensor *t, *u = NULL;
+            EXPECT_OK(dpc_tensor_new(dts[d], ranks[s], shapes[s], &t, e));
+            fill_pattern(t);
+            dpc_buf b;
+            EXPECT_OK(dpc_npy_serialize(t, &b, e));
+            /* numpy's layout: data starts on a 64-byte boundary after '\n'. */
+            size_t hdr = (size_t)(unsigned char)b.data[8] | (size_t)(unsigned char)b.data[9] << 8;
+            CHECK((10 + hdr) % 64 == 0 && b.data[10 + hdr - 1] == '\n' && b.len == 10 + hdr + t->nbytes);
+            EXPECT_OK(dpc_npy_parse(b.data, b.len, &u, e));
+            CHECK(u && u->dtype == t->dtype && u->rank == t->rank && u->nbytes == t->nbytes);
+            CHECK(u && !memcmp(u->shape, t->shape, sizeof t->shape) && !memcmp(u->data, t->data, t->nbytes));
+            dpc_buf_free(&b);
+            dpc_tensor_free(t);
+            dpc_tensor_free(u);
+        }
+}
+
+/* The exact header text numpy 1.24 writes (growth padding included). */
+static void test_npy_header_bytes(void) {
+    int64_t sh[2] = {2, 3};
+    dpc_tensor *t;
+    EXPECT_OK(dpc_tensor_new(DPC_F32, 2, sh, &t, e));
+    dpc_buf b;
+    EXPECT_OK(dpc_npy_serialize(t, &b, e));
+    const char *want = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }                    ";
+    CHECK(b.len == 128 + 24 && !memcmp(b.data + 10, want, strlen(want)) && b.data[6] == 1);
+    dpc_buf_free(&b);
+    dpc_tensor_free(t);
+    EXPECT_OK(dpc_tensor_new(DPC_BF16, 1, sh, &t, e));
+    EXPECT_ERR(dpc_npy_serialize(t, &b, e), DPC_EUSAGE, "bfloat16 tensors cannot be stored in .npy");
+    dpc_tensor_free(t);
+}
+
+static void test_npy_values(void) {
+    dpc_tensor *t = NULL;
+    float f[6] = {1, 2, 3, 4, 5, 6};
+    /* Fortran order: column-major [[1,3,5],[2,4,6]] is C-order [1..6] read
+     * by columns: element (i,j) at j*2+i. */
+    EXPECT_OK(npy_parse_hdr("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3), }\n", f, 24, &t, e));
+    float want[6] = {1, 3, 5, 2, 4, 6};
+    CHECK(t && t->rank == 2 && !memcmp(t->data, want, 24));
+    dpc_tensor_free(t);
+    /* Rank 3 Fortran: element (i,j,k) at i + 2j + 6k. */
+    float g[24];
+    for (int i = 0; i < 24; i++)
+        g[i] = (float)i;
+    EXPECT_OK(npy_parse_hdr("{'descr': '<f4', 'fortran_order': True, 'shape': (2, 3, 4)}", g, 96, &t, e));
+    int bad = 0;
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            for (int k = 0; k < 4; k++)
+                bad += ((float *)t->data)[i * 12 + j * 4 + k] != (float)(i + 2 * j + 6 * k);
+    CHECK(bad == 0);
+    dpc_tensor_free(t);
+    /* Big-endian: byte-swapped on load. */
+    unsigned char be[8] = {0x3f, 0x80, 0, 0, 0xc0, 0x00, 0, 0};
+    EXPECT_OK(npy_parse_hdr("{'descr': '>f4', 'fortran_order': False, 'shape': (2,), }", be, 8, &t, e));
+    CHECK(t && ((float *)t->data)[0] == 1.0f && ((float *)t->data)[1] == -2.0f);
+    dpc_tensor_free(t);
+    unsigned char be8[8] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe};
+    EXPECT_OK(npy_parse_hdr("{'descr': '>i8', 'fortran_order': True, 'shape': (1, 1), }", be8, 8, &t, e));
+    CHECK(t && ((int64_t *)t->data)[0] == -2);
+    dpc_tensor_free(t);
+    /* Scalar and empty (case 15). */
+    double d = -0.25;
+    EXPECT_OK(npy_parse_hdr("{'descr': '<f8', 'fortran_order': False, 'shape': (), }", &d, 8, &t, e));
+    CHECK(t && t->rank == 0 && t->nbytes == 8 && ((double *)t->data)[0] == -0.25);
+    dpc_tensor_free(t);
+    EXPECT_OK(npy_parse_hdr("{'descr': '<i8', 'fortran_order': False, 'shape': (0, 10), }", NULL, 0, &t, e));
+    CHECK(t && t->rank == 2 && t->shape[1] == 10 && t->nbytes == 0);
+    dpc_tensor_free(t);
+    /* Literal spellings Python accepts: u'', "", 3L, no trailing comma,
+     * version 2.0 and 3.0 headers. */
+    int64_t iv[3] = {7, 8, 9};
+    EXPECT_OK(npy_parse_hdr("{u'descr': \"<i8\", 'shape': (3L,), 'fortran_order': False}  \n", iv, 24, &t, e));
+    CHECK(t && t->dtype == DPC_I64 && ((int64_t *)t->data)[2] == 9);
+    dpc_tensor_free(t);
+    for (int major = 2; major <= 3; major++) {
+        dpc_buf b;
+        npy_image(&b, major, "{'descr': '|u1', 'fortran_order': False, 'shape': (3,), }\n", "abc", 3);
+        EXPECT_OK(dpc_npy_parse(b.data, b.len, &t, e));
+        CHECK(t && t->dtype == DPC_U8 && !memcmp(t->data, "abc", 3));
+        dpc_tensor_free(t);
+        dpc_buf_free(&b);
+    }
+    unsigned char bools[3] = {0, 1, 1};
+    EXPECT_OK(npy_parse_hdr("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", bools, 3, &t, e));
+    CHECK(t && t->dtype == DPC_BOOL);
+    dpc_tensor_free(t);
+}
+
+static void test_npy_bad(void) {
+    const char *ok = "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n";
+    float f2[2] = {1, 2};
+    /* Case 12: magic, version, header length, header size, literal, keys. */
+    EXPECT_ERR(npy_try_raw("\x93NUMPX\x01\x00\x00\x00", 10, e), DPC_EUSER, "bad magic");
+    EXPECT_ERR(npy_try_raw("", 0, e), DPC_EUSER, "bad magic");
+    EXPECT_ERR(npy_try_raw("\x93NUMPY\x01", 7, e), DPC_EUSER, "too short");
+    EXPECT_ERR(npy_try_raw("\x93NUMPY\x04\x00\x10\x00{}", 12, e), DPC_EUSER, "unsupported .npy format version 4.0");
+    EXPECT_ERR(npy_try_raw("\x93NUMPY\x01\x01\x02\x00{}", 12, e), DPC_EUSER, "version 1.1");
+    EXPECT_ERR(npy_try_raw("\x93NUMPY\x01\x00\x50\x00{'descr'", 18, e), DPC_EUSER, "runs past the end of the file");
+    EXPECT_ERR(npy_try_raw("\x93NUMPY\x02\x00\xff\xff\xff\xff", 12, e), DPC_EUSER, "header is too large");
+    {
+        static char big[12 + 10001];
+        memcpy(big, "\x93NUMPY\x02\x00\x11\x27\x00\x00", 12); /* 10001 */
+        memset(big + 12, ' ', 10001);
+        EXPECT_ERR(npy_try_raw(big, sizeof big, e), DPC_EUSER, "header is too large (10001 bytes, limit 10000)");
+    }
+    EXPECT_ERR(npy_try("[1, 2]\n", NULL, 0, e), DPC_EUSER, "not a Python dict literal");
+    EXPECT_ERR(npy_try("", NULL, 0, e), DPC_EUSER, "not a Python dict literal");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'shape': (2,), }", f2, 8, e), DPC_EUSER, "missing key 'fortran_order'");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", f2, 8, e), DPC_EUSER,
+               "unexpected key 'x'");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", f2, 8, e),
+               DPC_EUSER, "duplicate key 'descr'");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), } x", f2, 8, e), DPC_EUSER,
+               "unexpected text after");
+    EXPECT_ERR(npy_try("{'descr': '<f4' 'fortran_order': False}", f2, 8, e), DPC_EUSER, "expected ',' or '}'");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)", f2, 8, e), DPC_EUSER,
+               "expected ',' or '}'");
+    EXPECT_ERR(npy_try("{'descr' '<f4'}", f2, 8, e), DPC_EUSER, "expected ':'");
+    EXPECT_ERR(npy_try("{'descr': '<f4\n', 'fortran_order': False, 'shape': (2,)}", f2, 8, e), DPC_EUSER,
+               "unterminated string");
+    EXPECT_ERR(npy_try("{'descr': '\\x3cf4', 'fortran_order': False, 'shape': (2,)}", f2, 8, e), DPC_EUSER,
+               "escape sequences");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}", f2, 8, e), DPC_EUSER,
+               "fortran_order must be True or False");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'fortran_order': False, 'shape': (2)}", f2, 8, e), DPC_EUSER,
+               "shape must be a tuple");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'fortran_order': False, 'shape': [2]}", f2, 8, e), DPC_EUSER,
+               "not a list");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'fortran_order': False, 'shape': (2.0,)}", f2, 8, e), DPC_EUSER,
+               "tuple of integers");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'fortran_order': False, 'shape': (02,)}", f2, 8, e), DPC_EUSER,
+               "leading zero");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'fortran_order': False, 'shape': (1,1,1,1,1,1,1,1,1)}", f2, 4, e),
+               DPC_EUSER, "more than 8 dimensions");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", f2, 4, e),
+               DPC_EUSER, "dimension is too large");
+    EXPECT_ERR(npy_try("{'descr': <f4, 'fortran_order': False, 'shape': (2,)}", f2, 8, e), DPC_EUSER,
+               "expected a string");
+    /* Case 13: pickles, structured, sub-array, other kinds. */
+    EXPECT_ERR(npy_try("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", f2, 8, e), DPC_EUSER,
+               "pickled object arrays are refused");
+    EXPECT_ERR(npy_try("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,), }", f2, 8, e), DPC_EUSER,
+               "structured dtypes are not supported");
+    EXPECT_ERR(npy_try("{'descr': ('<f4', (2,)), 'fortran_order': False, 'shape': (1,), }", f2, 8, e), DPC_EUSER,
+               "sub-array dtypes are not supported");
+    EXPECT_ERR(npy_try("{'descr': '|V8', 'fortran_order': False, 'shape': (1,), }", f2, 8, e), DPC_EUSER,
+               "void dtypes are not supported");
+    EXPECT_ERR(npy_try("{'descr': '<c8', 'fortran_order': False, 'shape': (1,), }", f2, 8, e), DPC_EUSER,
+               "unsupported dtype descr '<c8'");
+    EXPECT_ERR(npy_try("{'descr': '<u2', 'fortran_order': False, 'shape': (1,), }", f2, 2, e), DPC_EUSER,
+               "unsupported dtype descr '<u2'");
+    EXPECT_ERR(npy_try("{'descr': '<U1\x01', 'fortran_order': False, 'shape': (1,), }", f2, 2, e), DPC_EUSER,
+               "'<U1\\x01'");
+    /* Case 15: short data, trailing bytes, negative dim, overflow. */
+    EXPECT_OK(npy_try(ok, f2, 8, e));
+    EXPECT_ERR(npy_try(ok, f2, 7, e), DPC_EUSER, "data is truncated: the header needs 8 bytes, the file has 7");
+    EXPECT_ERR(npy_try(ok, "123456789", 9, e), DPC_EUSER, "1 unexpected bytes after the array data (refused");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", f2, 8, e), DPC_EUSER,
+               "negative dimension -1");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296), }", f2, 8, e),
+               DPC_EUSER, "size overflow");
+    EXPECT_ERR(npy_try("{'descr': '<f8', 'fortran_order': False, 'shape': (1152921504606846976, 8), }", f2, 8, e),
+               DPC_EUSER, "size overflow");
+    EXPECT_ERR(npy_try("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000,), }", f2, 8, e),
+               DPC_EUSER, "data is truncated");
+    unsigned char bad_bool[2] = {1, 2};
+    EXPECT_ERR(npy_try("{'descr': '|b1', 'fortran_order': False, 'shape': (2,), }", bad_bool, 2, e), DPC_EUSER,
+               "bool array holds byte 0x02 at element 1");
+}
+
+static void test_npy_files(void) {
+    char p[256], q[400];
+    tmp_path(p, sizeof p, "x.npy");
+    int64_t sh[2] = {3, 2};
+    dpc_tensor *t, *u;
+    EXPECT_OK(dpc_tensor_new(DPC_I32, 2, sh, &t, e));
+    fill_pattern(t);
+    EXPECT_OK(dpc_npy_write(p, t, e));
+    EXPECT_OK(dpc_npy_read(p, &u, e));
+    CHECK(u && !memcmp(u->data, t->data, t->nbytes));
+    dpc_tensor_free(u);
+    put_file(p, "\x93NUMPY\x09\x00", 8);
+    snprintf(q, sizeof q, "%s: file too short", p);
+    EXPECT_ERR(dpc_npy_read(p, &u, e), DPC_EUSER, q);
+    tmp_path(p, sizeof p, "missing.npy");
+    EXPECT_ERR(dpc_npy_read(p, &u, e), DPC_EUSER, "missing.npy");
+    EXPECT_ERR(dpc_npy_read(tmpdir, &u, e), DPC_EUSER, "is a directory");
+    tmp_path(p, sizeof p, "nodir/x.npy");
+    EXPECT_ERR(dpc_npy_write(p, t, e), DPC_EIO, "nodir/x.npy");
+    dpc_tensor_free(t);
+}
+
+/* ---- safetensors --------------------------------------------------------- */
+
+/* Three tensors of mixed sizes plus an empty and a scalar, with metadata. */
+static void st_sample(dpc_st_tensor *t, unsigned char *store) {
+    static const char *names[5] = {"b.weight", "a.bias", "num_batches_tracked", "empty", "zz\xc3\xa9"};
+    static const dpc_dtype dts[5] = {DPC_F32, DPC_F16, DPC_I64, DPC_BF16, DPC_BOOL};
+    static const int ranks[5] = {2, 1, 0, 2, 1};
+    static const int64_t shapes[5][2] = {{2, 3}, {3}, {0}, {0, 4}, {5}};
+    size_t off = 0;
+    for (int i = 0; i < 5; i++) {
+        memset(&t[i], 0, sizeof t[i]);
+        t[i].name = (char *)names[i];
+        t[i].dtype = dts[i];
+        t[i].rank = ranks[i];
+        size_t n = 1;
+        for (int k = 0; k < ranks[i]; k++) {
+            t[i].shape[k] = shapes[i][k];
+            n *= (size_t)shapes[i][k];
+        }
+        t[i].nbytes = n * dpc_dtype_size(dts[i]);
+        t[i].data = store + off;
+        for (size_t k = 0; k < t[i].nbytes; k++)
+            store[off + k] = dts[i] == DPC_BOOL ? (unsigned char)(k & 1) : (unsigned char)(k * 29 + i);
+        off += t[i].nbytes;
+    }
+}
+
+static void test_st_roundtrip(void) {
+    dpc_st_tensor t[5];
+    unsigned char store[256];
+    st_sample(t, store);
+    const char *mk[2] = {"format", "author"}, *mv[2] = {"pt", "me \"quoted\"\n\x01"};
+    dpc_buf b, b2;
+    EXPECT_OK(dpc_st_serialize(t, 5, mk, mv, 2, &b, e));
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--)
+        n = n << 8 | (unsigned char)b.data[i];
+    CHECK(n % 8 == 0 && b.data[8] == '{');
+    const char *want = "{\"__metadata__\":{\"author\":\"me \\\"quoted\\\"\\n\\u0001\",\"format\":\"pt\"},\"a.bias\":";
+    CHECK(!memcmp(b.data + 8, want, strlen(want)));
+    /* Same bytes whatever the input order. */
+    dpc_st_tensor r[5] = {t[4], t[2], t[0], t[3], t[1]};
+    const char *mk2[2] = {"author", "format"}, *mv2[2] = {mv[1], mv[0]};
+    EXPECT_OK(dpc_st_serialize(r, 5, mk2, mv2, 2, &b2, e));
+    CHECK(b.len == b2.len && !memcmp(b.data, b2.data, b.len));
+    dpc_buf_free(&b2);
+    dpc_safetensors *st = NULL;
+    EXPECT_OK(dpc_st_parse(b.data, b.len, &st, e));
+    CHECK(st && st->n == 5 && st->nmeta == 2);
+    CHECK(st && !strcmp(st->meta_keys[0], "author") && !strcmp(st->meta_vals[0], mv[1]));
+    for (int i = 0; st && i < 5; i++) {
+        const dpc_st_tensor *x = dpc_st_find(st, t[i].name);
+        CHECK(x && x->dtype == t[i].dtype && x->rank == t[i].rank && x->nbytes == t[i].nbytes);
+        CHECK(x && !memcmp(x->shape, t[i].shape, sizeof(int64_t) * (size_t)t[i].rank));
+        CHECK(x && !memcmp(x->data, t[i].data, t[i].nbytes) && (uintptr_t)x->data % 64 == 0);
+        CHECK(i == 0 || strcmp(st->t[i - 1].name, st->t[i].name) < 0);
+    }
+    CHECK(!dpc_st_find(st, "nope") && !dpc_st_find(st, "b.weigh"));
+    dpc_st_free(st);
+    dpc_buf_free(&b);
+    /* An empty tensor may have no data pointer at all. */
+    dpc_st_tensor z = {.name = "z", .dtype = DPC_F32, .rank = 1, .shape = {0}, .data = NULL, .nbytes = 0};
+    EXPECT_OK(dpc_st_serialize(&z, 1, NULL, NULL, 0, &b, e));
+    dpc_buf_free(&b);
+    dpc_tensor zt = {.dtype = DPC_F32, .rank = 2, .shape = {3, 0}, .data = NULL, .nbytes = 0};
+    EXPECT_OK(dpc_npy_serialize(&zt, &b, e));
+    dpc_buf_free(&b);
+    /* No tensors, no metadata: "{}" padded. */
+    EXPECT_OK(dpc_st_serialize(NULL, 0, NULL, NULL, 0, &b, e));
+    CHECK(b.len == 16 && !memcmp(b.data + 8, "{}      ", 8));
+    EXPECT_OK(dpc_st_parse(b.data, b.len, &st, e));
+    CHECK(st && st->n == 0 && !dpc_st_find(st, "x"));
+    dpc_st_free(st);
+    dpc_buf_free(&b);
+}
+
+static void test_st_writer_refuses(void) {
+    dpc_st_tensor t[5];
+    unsigned char store[256];
+    st_sample(t, store);
+    dpc_buf b;
+    t[1].name = "b.weight";
+    EXPECT_ERR(dpc_st_serialize(t, 5, NULL, NULL, 0, &b, e), DPC_EUSAGE, "tensor name 'b.weight' given twice");
+    t[1].name = "__metadata__";
+    EXPECT_ERR(dpc_st_serialize(t, 5, NULL, NULL, 0, &b, e), DPC_EUSAGE, "'__metadata__'");
+    t[1].name = "\xff";
+    EXPECT_ERR(dpc_st_serialize(t, 5, NULL, NULL, 0, &b, e), DPC_EUSAGE, "not valid UTF-8");
+    st_sample(t, store);
+    t[0].nbytes = 20;
+    EXPECT_ERR(dpc_st_serialize(t, 5, NULL, NULL, 0, &b, e), DPC_EUSAGE, "does not match its dtype and shape");
+    st_sample(t, store);
+    ((unsigned char *)t[4].data)[2] = 2;
+    EXPECT_ERR(dpc_st_serialize(t, 5, NULL, NULL, 0, &b, e), DPC_EUSAGE, "bool byte 0x02");
+    st_sample(t, store);
+    const char *mk[2] = {"k", "k"}, *mv[2] = {"1", "2"};
+    EXPECT_ERR(dpc_st_serialize(t, 5, mk, mv, 2, &b, e), DPC_EUSAGE, "metadata key 'k' given twice");
+}
+
+/* The layout: tensors aligned to their element size, data start 8-aligned. */
+static void test_st_layout(void) {
+    dpc_st_tensor t[5];
+    unsigned char store[256];
+    st_sample(t, store);
+    dpc_buf b;
+    EXPECT_OK(dpc_st_serialize(t, 5, NULL, NULL, 0, &b, e));
+    const char *j = b.data + 8;
+    /* The I64 scalar (8-byte elements) comes first, then F32, then 2-byte
+     * types by name (a.bias, then the empty BF16), then BOOL. */
+    CHECK(strstr(j, "\"a.bias\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[32,38]}"));
+    CHECK(strstr(j, "\"empty\":{\"dtype\":\"BF16\",\"shape\":[0,4],\"data_offsets\":[38,38]}"));
+    CHECK(strstr(j, "\"zz\xc3\xa9\":{\"dtype\":\"BOOL\",\"shape\":[5],\"data_offsets\":[38,43]}"));
+    CHECK(strstr(j, "\"num_batches_tracked\":{\"dtype\":\"I64\",\"shape\":[],\"data_offsets\":[0,8]}"));
+    CHECK(strstr(j, "\"b.weight\":{\"dtype\":\"F32\",\"shape\":[2,3],\"data_offsets\":[8,32]}"));
+    dpc_buf_free(&b);
+}
+
+static void test_st_good_edges(void) {
+    /* Zero-size tensors may share an offset; rank 0 is fine; leading and
+     * trailing JSON whitespace; UTF-8 and escaped names. */
+    EXPECT_OK(st_try("  {\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+                     "\"s\":{\"dtype\":\"F64\",\"shape\":[],\"data_offsets\":[0,8]},"
+                     "\"f\":{\"dtype\":\"F16\",\"shape\":[2,0],\"data_offsets\":[8,8]}}   ",
+                     8, 0, e));
+    dpc_buf b;
+    st_image(&b, "{\"\\u00e9\\n\\ud83d\\ude00\":{\"data_offsets\":[0,2],\"shape\":[1],\"dtype\":\"I16\"}}", 2, 7);
+    dpc_safetensors *st = NULL;
+    EXPECT_OK(dpc_st_parse(b.data, b.len, &st, e));
+    CHECK(st && st->n == 1 && !strcmp(st->t[0].name, "\xc3\xa9\n\xf0\x9f\x98\x80") &&
+          ((int16_t *)st->t[0].data)[0] == 0x0707);
+    dpc_st_free(st);
+    dpc_buf_free(&b);
+    /* Escapes decode exactly; __metadata__ may come anywhere and be empty. */
+    st_image(&b, "{\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},\"__metadata__\":"
+                 "{\"a\\/b\":\"\\\"\\\\\\b\\f\\r\\t\\u00ff\"},\"x\\\"y\":{\"dtype\":\"U8\","
+                 "\"shape\":[],\"data_offsets\":[1,2]}}",
+             2, 1);
+    EXPECT_OK(dpc_st_parse(b.data, b.len, &st, e));
+    CHECK(st && st->nmeta == 1 && !strcmp(st->meta_keys[0], "a/b") && !strcmp(st->meta_vals[0], "\"\\\b\f\r\t\xc3\xbf"));
+    CHECK(st && dpc_st_find(st, "x\"y") && dpc_st_find(st, "t"));
+    dpc_st_free(st);
+    dpc_buf_free(&b);
+    EXPECT_OK(st_try("{\"__metadata__\":{}}", 0, 0, e));
+    /* Exactly 64 levels of nesting are allowed by the scanner (and then
+     * refused as a header, for the right reason). */
+    char deep[400];
+    strcpy(deep, "{\"__metadata__\":");
+    for (int i = 0; i < 63; i++)
+        strcat(deep, "[");
+    EXPECT_ERR(st_try(deep, 0, 0, e), DPC_EUSER, "unexpected end of the header");
+}
+
+static void test_st_bad_frame(void) {
+    /* Cases 1-3. */
+    EXPECT_ERR(st_try_raw("", 0, e), DPC_EUSER, "file too small for a safetensors header (0 bytes");
+    EXPECT_ERR(st_try_raw("\x02\0\0\0\0\0\0", 7, e), DPC_EUSER, "file too small");
+    EXPECT_ERR(st_try_raw("\x03\0\0\0\0\0\0\0{}", 10, e), DPC_EUSER, "header length 3 runs past the end of the file");
+    EXPECT_ERR(st_try_raw("\xff\xff\xff\xff\xff\xff\xff\xff{}", 10, e), DPC_EUSER,
+               "header length 18446744073709551615 exceeds the limit");
+    EXPECT_ERR(st_try_raw("\x00\xc2\xeb\x0b\0\0\0\0{}", 10, e), DPC_EUSER, "header length 200000000 exceeds");
+    EXPECT_ERR(st_try_raw("\x00\xe1\xf5\x05\0\0\0\0{}", 10, e), DPC_EUSER, "header length 100000000 runs past");
+    /* The JSON depth bomb: 10^5 brackets, refused at level 65. */
+    size_t n = 100000;
+    char *bomb = malloc(n + 8);
+    memcpy(bomb, "{\"a\":", 5);
+    memset(bomb + 5, '[', n - 5);
+    bomb[n] = 0;
+    EXPECT_ERR(st_try(bomb, 0, 0, e), DPC_EUSER, "nested deeper than 64 levels");
+    memcpy(bomb, "{\"a\":", 5);
+    for (size_t i = 5; i + 5 < n; i += 5)
+        memcpy(bomb + i, "{\"a\":", 5);
+    EXPECT_ERR(st_try(bomb, 0, 0, e), DPC_EUSER, "nested deeper than 64 levels");
+    free(bomb);
+    /* Case 4. */
+    EXPECT_ERR(st_try("{\"a\xff\":{}}", 0, 0, e), DPC_EUSER, "header is not valid UTF-8 (byte 11)");
+    EXPECT_ERR(st_try("{\"\xed\xa0\x80\":{}}", 0, 0, e), DPC_EUSER, "not valid UTF-8");
+    EXPECT_ERR(st_try("{\"\xc0\xaf\":{}}", 0, 0, e), DPC_EUSER, "not valid UTF-8");
+    EXPECT_ERR(st_try("hello", 0, 0, e), DPC_EUSER, "not a JSON object");
+    EXPECT_ERR(st_try("[1]", 0, 0, e), DPC_EUSER, "not a JSON object");
+    EXPECT_ERR(st_try("", 0, 0, e), DPC_EUSER, "unexpected end of the header");
+    EXPECT_ERR(st_try("{\"a\" 1}", 0, 0, e), DPC_EUSER, "expected ':'");
+    EXPECT_ERR(st_try("{\"a\":1,}", 0, 0, e), DPC_EUSER, "expected a string key");
+    EXPECT_ERR(st_try("{\"a\":[1,]}", 0, 0, e), DPC_EUSER, "unexpected character");
+    EXPECT_ERR(st_try("{\"a\":[1 2]}", 0, 0, e), DPC_EUSER, "expected ',' or ']'");
+    EXPECT_ERR(st_try("{\"a\":tru}", 0, 0, e), DPC_EUSER, "unexpected character");
+    EXPECT_ERR(st_try("{\"a\":\"x\ty\"}", 0, 0, e), DPC_EUSER, "control character in a string");
+    EXPECT_ERR(st_try("{\"a\":\"\\q\"}", 0, 0, e), DPC_EUSER, "invalid escape");
+    EXPECT_ERR(st_try("{\"a\":\"\\u12\"}", 0, 0, e), DPC_EUSER, "invalid \\u escape");
+    EXPECT_ERR(st_try("{\"a\":\"abc", 0, 0, e), DPC_EUSER, "unterminated string");
+    EXPECT_ERR(st_try("{} {}", 0, 0, e), DPC_EUSER, "unexpected text after the JSON object");
+    EXPECT_ERR(st_try("{}\x01", 0, 0, e), DPC_EUSER, "unexpected text after");
+    EXPECT_ERR(st_try("{\"__metadata__\":{\"a\":1}}", 0, 0, e), DPC_EUSER,
+               "__metadata__ value for key 'a' is not a string");
+    EXPECT_ERR(st_try("{\"__metadata__\":{\"a\":{\"b\":\"c\"}}}", 0, 0, e), DPC_EUSER, "is not a string");
+    EXPECT_ERR(st_try("{\"__metadata__\":[\"a\"]}", 0, 0, e), DPC_EUSER, "__metadata__ must be a JSON object");
+    EXPECT_ERR(st_try("{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", 0, 0, e), DPC_EUSER, "key 'k' twice");
+    EXPECT_ERR(st_try("{\"__metadata__\":{},\"__metadata__\":{}}", 0, 0, e), DPC_EUSER,
+               "duplicate tensor name '__metadata__'");
+}
+
+#define T1(dt, shape, offs) "{\"t\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":" offs "}}"
+
+static void test_st_bad_tensors(void) {
+    /* Case 5: offsets. */
+    EXPECT_ERR(st_try("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,4]}}", 8, 0, e), DPC_EUSER,
+               "tensor 'a': data_offsets [8, 4] end before they begin");
+    EXPECT_ERR(st_try("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                      "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+                      12, 0, e),
+               DPC_EUSER, "gap of 4 bytes before tensor 'b'");
+    EXPECT_ERR(st_try("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                      "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                      8, 0, e),
+               DPC_EUSER, "tensor 'b' overlaps tensor 'a'");
+    EXPECT_ERR(st_try(T1("F32", "[2]", "[0,8]"), 7, 0, e), DPC_EUSER, "tensor 't': data_offsets end 8 is past the end of the data (7 bytes)");
+    EXPECT_ERR(st_try(T1("F32", "[2]", "[0,8]"), 9, 0, e), DPC_EUSER, "1 trailing bytes after the last tensor");
+    EXPECT_ERR(st_try("{}", 1, 0, e), DPC_EUSER, "1 trailing bytes");
+    /* Case 6: numbers. */
+    EXPECT_ERR(st_try(T1("F32", "[-1]", "[0,4]"), 4, 0, e), DPC_EUSER, "tensor 't': shape value -1 is out of range");
+    EXPECT_ERR(st_try(T1("F32", "[1]", "[-4,0]"), 4, 0, e), DPC_EUSER, "data_offsets value -4 is out of range");
+    EXPECT_ERR(st_try(T1("F32", "[1.5]", "[0,4]"), 4, 0, e), DPC_EUSER, "number '1.5' is not an integer");
+    EXPECT_ERR(st_try(T1("F32", "[1]", "[0,4e0]"), 4, 0, e), DPC_EUSER, "number '4e0' is not an integer");
+    EXPECT_ERR(st_try(T1("F32", "[1e3]", "[0,4]"), 4, 0, e), DPC_EUSER, "number '1e3' is not an integer");
+    EXPECT_ERR(st_try(T1("F32", "[1.0]", "[0,4]"), 4, 0, e), DPC_EUSER, "not an integer");
+    EXPECT_ERR(st_try(T1("F32", "[18446744073709551616]", "[0,4]"), 4, 0, e), DPC_EUSER,
+               "shape value 18446744073709551616 is out of range");
+    EXPECT_ERR(st_try(T1("F32", "[281474976710656]", "[0,4]"), 4, 0, e), DPC_EUSER,
+               "shape value 281474976710656 is out of range");
+    EXPECT_ERR(st_try(T1("U8", "[1]", "[0,281474976710656]"), 4, 0, e), DPC_EUSER, "out of range");
+    EXPECT_ERR(st_try(T1("U8", "[281474976710655]", "[0,281474976710655]"), 4, 0, e), DPC_EUSER,
+               "data_offsets end 281474976710655 is past the end");
+    EXPECT_ERR(st_try(T1("F32", "[123456789012345678901234]", "[0,4]"), 4, 0, e), DPC_EUSER, "is too long");
+    EXPECT_ERR(st_try(T1("F32", "[9007199254740993]", "[0,4]"), 4, 0, e), DPC_EUSER,
+               "shape value 9007199254740993 is out of range"); /* read exactly, not through a double */
+    EXPECT_ERR(st_try(T1("F32", "[-0]", "[0,4]"), 4, 0, e), DPC_EUSER, "shape value -0 is out of range");
+    EXPECT_ERR(st_try(T1("F32", "[1]", "[0,4]") " x", 4, 0, e), DPC_EUSER, "unexpected text after the JSON object");
+    EXPECT_ERR(st_try("{\"t\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}", 4, 0, e), DPC_EUSER,
+               "unexpected end of the header");
+    EXPECT_ERR(st_try("{\"t\":{}}", 0, 0, e), DPC_EUSER, "tensor 't': missing 'dtype'");
+    EXPECT_ERR(st_try("{\"t\":\"F32\"}", 0, 0, e), DPC_EUSER, "tensor 't': entry is not a JSON object");
+    EXPECT_ERR(st_try("{\"t\":{\"shape\":null}}", 0, 0, e), DPC_EUSER, "tensor 't': shape must be an array");
+    EXPECT_ERR(st_try(T1("F32", "[01]", "[0,4]"), 4, 0, e), DPC_EUSER, "leading zero");
+    EXPECT_ERR(st_try(T1("F32", "[\"1\"]", "[0,4]"), 4, 0, e), DPC_EUSER, "shape must hold integers");
+    EXPECT_ERR(st_try(T1("F32", "[true]", "[0,4]"), 4, 0, e), DPC_EUSER, "shape must hold integers");
+    EXPECT_ERR(st_try(T1("F32", "1", "[0,4]"), 4, 0, e), DPC_EUSER, "shape must be an array");
+    EXPECT_ERR(st_try(T1("F32", "[1]", "[0,4,8]"), 4, 0, e), DPC_EUSER, "data_offsets must be an array of at most 2");
+    EXPECT_ERR(st_try(T1("F32", "[1]", "[4]"), 4, 0, e), DPC_EUSER, "data_offsets must be an array [begin, end]");
+    EXPECT_ERR(st_try(T1("F32", "[1]", "{}"), 4, 0, e), DPC_EUSER, "data_offsets must be an array");
+    EXPECT_ERR(st_try(T1("F32", "[1,1,1,1,1,1,1,1,1]", "[0,4]"), 4, 0, e), DPC_EUSER, "more than 8 elements");
+    /* Case 7: size mismatch and overflow. */
+    EXPECT_ERR(st_try(T1("F32", "[2,4]", "[0,24]"), 24, 0, e), DPC_EUSER,
+               "tensor 't': size mismatch: data_offsets [0, 24] hold 24 bytes, F32 of shape [2, 4] needs 32");
+    EXPECT_ERR(st_try(T1("F32", "[4294967296,4294967296,16]", "[0,4]"), 4, 0, e), DPC_EUSER, "size overflow");
+    EXPECT_ERR(st_try(T1("F64", "[281474976710655,281474976710655]", "[0,4]"), 4, 0, e), DPC_EUSER, "size overflow");
+    EXPECT_ERR(st_try(T1("F64", "[4611686018427387904]", "[0,4]"), 4, 0, e), DPC_EUSER, "out of range");
+    /* Case 9: dtypes and BOOL bytes. */
+    EXPECT_ERR(st_try(T1("F128", "[1]", "[0,16]"), 16, 0, e), DPC_EUSER, "unsupported dtype 'F128' for tensor 't'");
+    EXPECT_ERR(st_try(T1("f32", "[1]", "[0,4]"), 4, 0, e), DPC_EUSER, "unsupported dtype 'f32' for tensor 't'");
+    EXPECT_ERR(st_try(T1("F8_E4M3", "[1]", "[0,1]"), 1, 0, e), DPC_EUSER, "unsupported dtype 'F8_E4M3' for tensor 't'");
+    EXPECT_ERR(st_try(T1("U16", "[1]", "[0,2]"), 2, 0, e), DPC_EUSER, "unsupported dtype 'U16'");
+    EXPECT_ERR(st_try("{\"t\":{\"dtype\":5,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0, e), DPC_EUSER,
+               "dtype must be a string");
+    EXPECT_OK(st_try(T1("BOOL", "[4]", "[0,4]"), 4, -1, e));
+    EXPECT_ERR(st_try(T1("BOOL", "[4]", "[0,4]"), 4, 2, e), DPC_EUSER, "tensor 't': BOOL holds byte 0x02 at element 0");
+    /* Case 10: duplicates, NUL, bad escapes. */
+    EXPECT_ERR(st_try("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                      "\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+                      2, 0, e),
+               DPC_EUSER, "duplicate tensor name 'a'");
+    EXPECT_ERR(st_try("{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]},"
+                      "\"a\\u0000b\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[1,2]}}",
+                      2, 0, e),
+               DPC_EUSER, "\\u0000 in a string");
+    EXPECT_ERR(st_try("{\"\\udc80\":{}}", 0, 0, e), DPC_EUSER, "unpaired UTF-16 surrogate");
+    EXPECT_ERR(st_try("{\"\\ud800x\":{}}", 0, 0, e), DPC_EUSER, "unpaired UTF-16 surrogate");
+    EXPECT_ERR(st_try("{\"t\":{\"dtype\":\"U8\",\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, 0, e),
+               DPC_EUSER, "key 'dtype' appears twice");
+    /* Entry shape. */
+    EXPECT_ERR(st_try("{\"t\":[1]}", 0, 0, e), DPC_EUSER, "tensor 't': entry is not a JSON object");
+    EXPECT_ERR(st_try("{\"t\":{\"dtype\":\"U8\",\"shape\":[1]}}", 1, 0, e), DPC_EUSER, "tensor 't': missing 'data_offsets'");
+    EXPECT_ERR(st_try("{\"t\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1],\"x\":1}}", 1, 0, e), DPC_EUSER,
+               "tensor 't': unexpected key 'x'");
+    EXPECT_ERR(st_try("{\"bad\\nname\":{\"dtype\":\"X\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, 0, e), DPC_EUSER,
+               "tensor 'bad\\nname'");
+}
+
+/* Case 8: every truncation and every single-byte change of a valid file
+ * either loads or fails cleanly (ASan/UBSan watch the rest). */
+static void test_st_mutations(void) {
+    dpc_st_tensor t[5];
+    unsigned char store[256];
+    st_sample(t, store);
+    dpc_buf b;
+    EXPECT_OK(dpc_st_serialize(t, 5, NULL, NULL, 0, &b, e));
+    int ok = 0, bad = 0, wrong = 0;
+    for (size_t cut = 0; cut < b.len; cut++) {
+        dpc_err e = {0};
+        dpc_status s = st_try_raw(b.data, cut, &e);
+        wrong += s == DPC_OK || s != DPC_EUSER || !e.msg[0];
+    }
+    unsigned char *m = malloc(b.len);
+    static const unsigned char vals[] = {0, 1, '"', '[', ']', '{', '}', ',', ':', '0', '9', '-', '.', 'e',
+                                         ' ', 0x7f, 0x80, 0xff};
+    for (size_t i = 0; i < b.len; i++)
+        for (size_t v = 0; v < sizeof vals; v++) {
+            memcpy(m, b.data, b.len);
+            m[i] = vals[v];
+            dpc_err e = {0};
+            dpc_status s = st_try_raw(m, b.len, &e);
+            if (s == DPC_OK)
+                ok++;
+            else if (s == DPC_EUSER && e.msg[0] && !strchr(e.msg, '\n'))
+                bad++;
+            else
+                wrong++;
+        }
+    free(m);
+    CHECK(wrong == 0);
+    CHECK(ok > 0 && bad > 0);
+    dpc_buf_free(&b);
+}
+
+static void test_npy_mutations(void) {
+    int64_t sh[2] = {2, 3};
+    dpc_tensor *t;
+    EXPECT_OK(dpc_tensor_new(DPC_F32, 2, sh, &t, e));
+    dpc_buf b;
+    EXPECT_OK(dpc_npy_serialize(t, &b, e));
+    int wrong = 0;
+    unsigned char *m = malloc(b.len);
+    static const unsigned char vals[] = {0, '\'', '(', ')', ',', ':', '{', '}', '-', '9', ' ', 'T', 0xff};
+    for (size_t i = 0; i < b.len; i++)
+        for (size_t v = 0; v < sizeof vals; v++) {
+            memcpy(m, b.data, b.len);
+            m[i] = vals[v];
+            dpc_err e = {0};
+            dpc_status s = npy_try_raw(m, b.len, &e);
+            wrong += s != DPC_OK && (s != DPC_EUSER || !e.msg[0]);
+        }
+    for (size_t cut = 0; cut < b.len; cut++) {
+        dpc_err e = {0};
+        wrong += npy_try_raw(b.data, cut, &e) != DPC_EUSER;
+    }
+    free(m);
+    CHECK(wrong == 0);
+    dpc_buf_free(&b);
+    dpc_tensor_free(t);
+}
+
+/* Every allocation failing in turn: a clean ENOMEM (no leak, no crash), and
+ * success once the counter runs past the last allocation. */
+static void test_alloc_faults(void) {
+    dpc_st_tensor t[5];
+    unsigned char store[256];
+    st_sample(t, store);
+    const char *mk[1] = {"format"}, *mv[1] = {"pt"};
+    dpc_buf img;
+    EXPECT_OK(dpc_st_serialize(t, 5, mk, mv, 1, &img, e));
+    int bad = 0, okays = 0;
+    for (long k = 1; k < 200; k++) {
+        dpc_err e = {0};
+        dpc_safetensors *st = NULL;
+        dpc_fault_arm_alloc(k);
+        dpc_status s = dpc_st_parse(img.data, img.len, &st, &e);
+        dpc_fault_arm_alloc(0);
+        bad += s != DPC_OK && s != DPC_ENOMEM;
+        okays += s == DPC_OK;
+        dpc_st_free(st);
+        dpc_buf b;
+        dpc_fault_arm_alloc(k);
+        s = dpc_st_serialize(t, 5, mk, mv, 1, &b, &e);
+        dpc_fault_arm_alloc(0);
+        bad += s != DPC_OK && s != DPC_ENOMEM;
+        if (!s)
+            dpc_buf_free(&b);
+        dpc_tensor *u = NULL;
+        dpc_fault_arm_alloc(k);
+        s = npy_try("{'descr': '<f4', 'fortran_order': True, 'shape': (1, 2), }", store, 8, &e);
+        dpc_fault_arm_alloc(0);
+        bad += s != DPC_OK && s != DPC_ENOMEM;
+        dpc_tensor_free(u);
+    }
+    CHECK(bad == 0 && okays > 0);
+    dpc_buf_free(&img);
+}
+
+static void test_st_files(void) {
+    char p[256], q[400];
+    dpc_st_tensor t[5];
+    unsigned char store[256];
+    st_sample(t, store);
+    tmp_path(p, sizeof p, "w.safetensors");
+    EXPECT_OK(dpc_st_write(p, t, 5, NULL, NULL, 0, e));
+    dpc_safetensors *st = NULL;
+    EXPECT_OK(dpc_st_read(p, &st, e));
+    CHECK(st && st->n == 5);
+    dpc_st_free(st);
+    put_file(p, "\x01\0\0\0\0\0\0\0[", 9);
+    snprintf(q, sizeof q, "%s: invalid JSON in the header at byte 8: the header is not a JSON object", p);
+    EXPECT_ERR(dpc_st_read(p, &st, e), DPC_EUSER, q);
+    tmp_path(p, sizeof p, "nodir/w.safetensors");
+    EXPECT_ERR(dpc_st_write(p, t, 5, NULL, NULL, 0, e), DPC_EIO, "nodir/w.safetensors");
+    t[0].nbytes = 1;
+    tmp_path(p, sizeof p, "w2.safetensors");
+    snprintf(q, sizeof q, "%s: tensor 'b.weight'", p);
+    EXPECT_ERR(dpc_st_write(p, t, 5, NULL, NULL, 0, e), DPC_EUSAGE, q);
+    CHECK(access(p, F_OK) != 0);
+}
+
+int main(void) {
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 2;
+    }
+    test_half_known();
+    test_half_exhaustive();
+    test_tensor_basics();
+    test_convert();
+    test_npy_roundtrip();
+    test_npy_header_bytes();
+    test_npy_values();
+    test_npy_bad();
+    test_npy_files();
+    test_npy_mutations();
+    test_st_roundtrip();
+    test_st_writer_refuses();
+    test_st_layout();
+    test_st_good_edges();
+    test_st_bad_frame();
+    test_st_bad_tensors();
+    test_st_mutations();
+    test_alloc_faults();
+    test_st_files();
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", tmpdir);
+    printf("test_io: %d checks, %d failures\n", checks, failures);
+    return failures ? 1 : 0;
+}
