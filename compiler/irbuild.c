@@ -554,7 +554,7 @@ static bool call_builtin(builder *b, inst *m, const sv *args, const char **names
         }
         for (int i = 0; i < m->children.len; i++) {
             inst_child *ch = m->children.items[i];
-            sv next;
+            sv next = {0};
             const char *nm = NULL;
             if (!call_module(b, ch->mod, &cur, &nm, &at, 1, at, &next))
                 return false;
