@@ -398,3 +398,26 @@ void fuse_print(const kgraph *kg, dpc_buf *out) {
                        b->sym ? "*N" : "", b->esize, b->first, b->last, b->what ? " " : "", b->what ? b->what : "");
     }
 }
+
+/* Floating-point operations of one forward at batch N: 2 per multiply-add
+ * in GEMMs and convolutions (the usual convention); other ops are memory
+ * bound and not counted. */
+double kgraph_flops(const kgraph *kg, int64_t N) {
+    double f = 0;
+    for (int i = 0; i < kg->g->nodes.len; i++) {
+        const ir_node *n = kg->g->nodes.items[i];
+        bool sym;
+        int64_t out = shape_numel(&n->sh, &sym);
+        double outs = (double)out * (sym ? (double)N : 1.0);
+        const ir_node *x = n->nin ? kg->g->nodes.items[n->in[0]] : NULL;
+        if (n->op == OP_LINEAR || n->op == OP_MATMUL) {
+            const ir_node *w = kg->g->nodes.items[n->in[1]];
+            int64_t k = n->op == OP_LINEAR ? w->sh.d[1].k : x->sh.d[x->sh.rank - 1].k;
+            f += 2.0 * outs * (double)k;
+        } else if (n->op == OP_CONV2D) {
+            const ir_node *w = kg->g->nodes.items[n->in[1]];
+            f += 2.0 * outs * (double)(w->sh.d[1].k * w->sh.d[2].k * w->sh.d[3].k);
+        }
+    }
+    return f;
+}

@@ -78,6 +78,7 @@ typedef struct kgraph {
 /* fuse.c */
 bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg);
 void fuse_print(const kgraph *kg, dpc_buf *out);
+double kgraph_flops(const kgraph *kg, int64_t N);
 bool kernel_is_elementwise_op(ir_op op);
 
 /* emit_c.c / emit_cuda.c: deterministic source, one function per kernel,

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_IO 64
@@ -22,6 +23,7 @@ static const char *USAGE =
     "  dpc init    MODEL.dp -o W.safetensors [--seed S]\n"
     "  dpc run     MODEL.dp --weights W.safetensors --input X.npy [--input Y.npy ...]\n"
     "              [--kw NAME=VALUE ...] [--devices LIST] [-v] -o OUT.npy [-o OUT2.npy ...]\n"
+    "  dpc bench   MODEL.dp --batch B [--devices LIST] [--weights W] [--iters K] [--json]\n"
     "  dpc cache   ls|clear\n";
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -45,8 +47,8 @@ typedef struct opts {
     int ninputs;
     const char *kw[MAX_IO];
     int nkw;
-    const char *weights, *devices, *stage, *target, *seed, *arch, *batch;
-    bool verbose;
+    const char *weights, *devices, *stage, *target, *seed, *arch, *batch, *iters;
+    bool verbose, json;
 } opts;
 
 static int parse_opts(int argc, char **argv, opts *o, const char *allowed) {
@@ -75,7 +77,12 @@ static int parse_opts(int argc, char **argv, opts *o, const char *allowed) {
             key = 'a', slot = &o->arch;
         else if (strcmp(a, "--batch") == 0)
             key = 'b', slot = &o->batch;
-        else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
+        else if (strcmp(a, "--iters") == 0)
+            key = 'n', slot = &o->iters;
+        else if (strcmp(a, "--json") == 0) {
+            o->json = true;
+            continue;
+        } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
             o->verbose = true;
             continue;
         } else if (a[0] == '-' && a[1]) {
@@ -503,6 +510,143 @@ static int cmd_graph(int argc, char **argv) {
     return s == DPC_OK ? 0 : fail(s, &e);
 }
 
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Times forwards in this process: compile and weight loading are not
+ * counted, the memory plan is made by the warm-up runs. */
+static int cmd_bench(int argc, char **argv) {
+    opts o;
+    int rc = parse_opts(argc, argv, &o, "bdwn");
+    if (rc)
+        return rc;
+    char *end;
+    long long batch = o.batch ? strtoll(o.batch, &end, 10) : -1;
+    if (!o.batch || *end || batch < 0 || batch > (1 << 24))
+        return usage_error("%s", "bench needs --batch B (0 <= B <= 16777216)");
+    long iters = o.iters ? strtol(o.iters, &end, 10) : 0;
+    if (o.iters && (*end || iters <= 0 || iters > 1000000))
+        return usage_error("--iters needs a positive count, got '%s'", o.iters);
+    dpc_device devs[DPC_MAX_DEVICES];
+    int ndev = 1;
+    dpc_err e;
+    devs[0] = (dpc_device){DPC_DEV_CPU, 0};
+    dpc_status s;
+    if (o.devices && (s = dpc_parse_devices(o.devices, devs, DPC_MAX_DEVICES, &ndev, &e)) != DPC_OK)
+        return fail(s, &e);
+    dpc_model *m;
+    if ((rc = compile_model(o.model, &m)))
+        return rc;
+    const ir_graph *g = &m->front->g;
+    dpc_tensor *in[MAX_IO] = {0}, *out[MAX_IO] = {0};
+    dpc_safetensors *st = NULL;
+    double scalars[64] = {0}, *times = NULL;
+    char wpath[] = "/tmp/dpc-bench-XXXXXX";
+    rc = 1;
+    if (!o.weights) {
+        int fd = mkstemp(wpath);
+        if (fd < 0) {
+            s = dpc_errf(&e, DPC_EIO, "cannot create a temporary file");
+            goto failed;
+        }
+        close(fd);
+        s = dpc_model_init_weights(m, 0, wpath, &e);
+        if (s == DPC_OK)
+            s = dpc_st_read(wpath, &st, &e);
+        unlink(wpath);
+    } else
+        s = dpc_st_read(o.weights, &st, &e);
+    if (s != DPC_OK || (s = dpc_model_bind(m, st, NULL, &e)) != DPC_OK)
+        goto failed;
+    for (int i = 0; i < g->scalars.len; i++)
+        scalars[i] = ((ir_node *)g->scalars.items[i])->fa;
+    uint64_t rng = 88172645463325252ull;
+    for (int i = 0; i < g->inputs.len; i++) {
+        const ir_node *p = g->inputs.items[i];
+        int64_t shape[8];
+        for (int k = 0; k < p->sh.rank; k++)
+            shape[k] = p->sh.d[k].sym ? p->sh.d[k].k * batch : p->sh.d[k].k;
+        if ((s = dpc_tensor_new(p->dt == IR_I64 ? DPC_I64 : DPC_F32, p->sh.rank, shape, &in[i], &e)) != DPC_OK)
+            goto failed;
+        int64_t limit = 1;
+        for (int k = 0; k < g->nodes.len; k++) {
+            const ir_node *n = g->nodes.items[k];
+            if (n->op == OP_EMBEDDING && n->in[0] == p->id)
+                limit = n->ia[0];
+        }
+        int64_t cnt = dpc_tensor_numel(in[i]);
+        for (int64_t k = 0; k < cnt; k++) {
+            rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+            if (p->dt == IR_I64)
+                ((int64_t *)in[i]->data)[k] = (int64_t)(rng % (uint64_t)limit);
+            else
+                ((float *)in[i]->data)[k] = (float)((double)(rng >> 11) * 0x1.0p-53 * 2.0 - 1.0);
+        }
+    }
+    if ((s = dpc_model_set_devices(m, devs, ndev, &e)) != DPC_OK)
+        goto failed;
+    int warm = 3;
+    long n = iters ? iters : 100000;
+    times = calloc((size_t)n, sizeof(double));
+    long done = 0;
+    double t_start = now_s();
+    for (long it = -warm; it < n; it++) {
+        double t0 = now_s();
+        s = dpc_model_run(m, (const dpc_tensor *const *)in, g->inputs.len, scalars, out, &e);
+        double t1 = now_s();
+        for (int j = 0; j < MAX_IO; j++) {
+            dpc_tensor_free(out[j]);
+            out[j] = NULL;
+        }
+        if (s != DPC_OK)
+            goto failed;
+        if (it >= 0)
+            times[done++] = t1 - t0;
+        if (!iters && it >= 10 && t1 - t_start > 1.0)
+            break;
+    }
+    qsort(times, (size_t)done, sizeof(double), cmp_double);
+    double med = times[done / 2], best = times[0];
+    double flops = kgraph_flops(&m->kg, batch);
+    char devname[256] = "";
+    for (int i = 0; i < ndev; i++) {
+        char d[32];
+        dpc_device_name(&devs[i], d, sizeof d);
+        snprintf(devname + strlen(devname), sizeof devname - strlen(devname), "%s%s", i ? "," : "", d);
+    }
+    if (o.json)
+        printf("{\"model\": \"%s\", \"batch\": %lld, \"devices\": \"%s\", \"iters\": %ld, \"median_us\": %.3f, "
+               "\"min_us\": %.3f, \"flops\": %.0f, \"gflops\": %.3f}\n",
+               g->model_name, batch, devname, done, med * 1e6, best * 1e6, flops, med > 0 ? flops / med * 1e-9 : 0);
+    else
+        printf("%s batch %lld on %s: median %.1f us, min %.1f us over %ld forwards; %.3g GFLOP/forward, %.1f GFLOP/s\n",
+               g->model_name, batch, devname, med * 1e6, best * 1e6, done, flops * 1e-9,
+               med > 0 ? flops / med * 1e-9 : 0);
+    rc = 0;
+    goto done;
+failed:
+    rc = fail(s, &e);
+done:
+    free(times);
+    for (int i = 0; i < MAX_IO; i++) {
+        dpc_tensor_free(in[i]);
+        dpc_tensor_free(out[i]);
+    }
+    if (st)
+        dpc_st_free(st);
+    dpc_model_free(m);
+    return rc;
+}
+
 static int cmd_cache(int argc, char **argv) {
     dpc_err e;
     if (argc != 1)
@@ -540,7 +684,7 @@ int main(int argc, char **argv) {
     }
     struct { const char *name; int (*fn)(int, char **); } cmds[] = {
         {"print", cmd_print}, {"ir", cmd_ir}, {"source", cmd_source}, {"init", cmd_init},
-        {"run", cmd_run}, {"graph", cmd_graph}, {"cache", cmd_cache},
+        {"run", cmd_run}, {"graph", cmd_graph}, {"cache", cmd_cache}, {"bench", cmd_bench},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (!strcmp(cmd, cmds[i].name))

@@ -20,6 +20,7 @@
 
 #ifdef DPC_USE_DNNL
 #include <dnnl.h>
+#include <omp.h>
 #else
 #include <cblas.h>
 void openblas_set_num_threads(int);
@@ -56,10 +57,29 @@ struct dpc_replica {
     size_t *offset;
 };
 
+/* GEMM threads: the most a replica may use (its share of the cores), and
+ * the count last given to the library. Small products run on one thread:
+ * waking a second one costs more than it saves (measured, bench/). */
+static int gemm_threads_max = 1;
+static _Thread_local int gemm_threads_now = -1;
+#define GEMM_PARALLEL_MIN (1 << 22) /* multiply-adds */
+
+static void set_threads(int t) {
+    if (t == gemm_threads_now)
+        return;
+    gemm_threads_now = t;
+#ifdef DPC_USE_DNNL
+    omp_set_num_threads(t);
+#else
+    openblas_set_num_threads(t);
+#endif
+}
+
 static void sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                   int64_t ldb, float *c, int64_t ldc) {
     if (m <= 0 || n <= 0)
         return;
+    set_threads((double)m * (double)n * (double)k < GEMM_PARALLEL_MIN ? 1 : gemm_threads_max);
     if (k <= 0) {
         for (int64_t i = 0; i < m; i++)
             memset(c + i * ldc, 0, sizeof(float) * (size_t)n);
@@ -73,13 +93,7 @@ static void sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *
 #endif
 }
 
-void dpc_cpu_set_gemm_threads(int n) {
-#ifndef DPC_USE_DNNL
-    openblas_set_num_threads(n < 1 ? 1 : n);
-#else
-    (void)n;
-#endif
-}
+void dpc_cpu_set_gemm_threads(int n) { gemm_threads_max = n < 1 ? 1 : n; }
 
 char *dpc_cpu_source(const kgraph *kg) {
     dpc_buf b;

@@ -145,8 +145,10 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
         if (s != DPC_OK)
             return s;
     }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    dpc_cpu_set_gemm_threads(dpc_dp_threads_per_replica((int)cores, n));
+    /* replicas share the cores: each replica's GEMMs get its share */
+    const char *env = getenv("DPC_GEMM_THREADS");
+    int threads = env && atoi(env) > 0 ? atoi(env) : dpc_dp_threads_per_replica(0, n);
+    dpc_cpu_set_gemm_threads(threads);
     return DPC_OK;
 }
 
