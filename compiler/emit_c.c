@@ -291,8 +291,7 @@ static void emit_gemm(const kgraph *kg, const kernel *k, dpc_buf *o) {
         ys.rank = 2;
         ys.d[1] = (dim){1, false};
     }
-    int64_t M = xs.d[xs.rank - 2].k, K = xs.d[xs.rank - 1].k, Nn = ys.d[ys.rank - 1].k;
-    bool msym = xs.d[xs.rank - 2].sym;
+    int64_t K = xs.d[xs.rank - 1].k;
     shape bs = {0};
     int rb = xs.rank - 2 > ys.rank - 2 ? xs.rank - 2 : ys.rank - 2;
     bs.rank = rb;
@@ -301,13 +300,15 @@ static void emit_gemm(const kgraph *kg, const kernel *k, dpc_buf *o) {
         dim dx = ix >= 0 ? xs.d[ix] : (dim){1, false}, dy = iy >= 0 ? ys.d[iy] : (dim){1, false};
         bs.d[i] = (dx.k == 1 && !dx.sym) ? dy : dx;
     }
-    char Ms[96];
-    emit_dim(Ms, sizeof Ms, (dim){M, msym});
+    /* M (rows of the left operand) and Nc (columns of the right) may be N */
+    char Ms[96], Ns[96];
+    emit_dim(Ms, sizeof Ms, xs.d[xs.rank - 2]);
+    emit_dim(Ns, sizeof Ns, ys.d[ys.rank - 1]);
+    dpc_buf_printf(o, "    const int64_t M = %s, Nc = %s, K = %lldLL;\n", Ms, Ns, (long long)K);
     if (ys.rank == 2) {
         /* the right operand is one matrix: fold all batches into M */
-        dpc_buf_printf(o, "    ctx->sgemm(0, 0, %s * %s, %lld, %lld, b%d, %lld, b%d, %lld, b%d, %lld);\n",
-                       emit_prod(t1, sizeof t1, &bs, 0, bs.rank), Ms, (long long)Nn, (long long)K, kg->buf_of[x->id],
-                       (long long)K, kg->buf_of[y->id], (long long)Nn, outb, (long long)Nn);
+        dpc_buf_printf(o, "    ctx->sgemm(0, 0, %s * M, Nc, K, b%d, K, b%d, Nc, b%d, Nc);\n",
+                       emit_prod(t1, sizeof t1, &bs, 0, bs.rank), kg->buf_of[x->id], kg->buf_of[y->id], outb);
     } else {
         dpc_buf_printf(o, "    const int64_t nb = %s;\n", emit_prod(t1, sizeof t1, &bs, 0, bs.rank));
         dpc_buf_puts(o, "    for (int64_t bi = 0; bi < nb; bi++) {\n        int64_t rem = bi, ox = 0, oy = 0;\n");
@@ -316,18 +317,13 @@ static void emit_gemm(const kgraph *kg, const kernel *k, dpc_buf *o) {
             dpc_buf_printf(o, "        { const int64_t c = rem %% %s; rem /= %s;\n", emit_dim(t1, sizeof t1, bs.d[i]),
                            emit_dim(t2, sizeof t2, bs.d[i]));
             if (ix >= 0 && !(xs.d[ix].k == 1 && !xs.d[ix].sym))
-                dpc_buf_printf(o, "          ox += c * %s * %lldLL;\n", emit_prod(t1, sizeof t1, &xs, ix + 1, xs.rank - 2),
-                               (long long)(M * K));
+                dpc_buf_printf(o, "          ox += c * %s * M * K;\n", emit_prod(t1, sizeof t1, &xs, ix + 1, xs.rank - 2));
             if (iy >= 0 && !(ys.d[iy].k == 1 && !ys.d[iy].sym))
-                dpc_buf_printf(o, "          oy += c * %s * %lldLL;\n", emit_prod(t1, sizeof t1, &ys, iy + 1, ys.rank - 2),
-                               (long long)(K * Nn));
+                dpc_buf_printf(o, "          oy += c * %s * K * Nc;\n", emit_prod(t1, sizeof t1, &ys, iy + 1, ys.rank - 2));
             dpc_buf_puts(o, "        }\n");
         }
-        dpc_buf_printf(o,
-                       "        ctx->sgemm(0, 0, %s, %lld, %lld, b%d + ox, %lld, b%d + oy, %lld, b%d + bi * %s * %lldLL, "
-                       "%lld);\n    }\n",
-                       Ms, (long long)Nn, (long long)K, kg->buf_of[x->id], (long long)K, kg->buf_of[y->id], (long long)Nn,
-                       outb, Ms, (long long)Nn, (long long)Nn);
+        dpc_buf_printf(o, "        ctx->sgemm(0, 0, M, Nc, K, b%d + ox, K, b%d + oy, Nc, b%d + bi * M * Nc, Nc);\n    }\n",
+                       kg->buf_of[x->id], kg->buf_of[y->id], outb);
     }
     if (k->ops.len) {
         char seed[64];
@@ -468,29 +464,28 @@ static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
         dpc_buf_puts(o, "            dst[j] = v;\n        }\n    }\n");
         return;
     }
-    /* softmax / log_softmax over axis: [outer, L, inner] */
-    long long L = x->sh.d[n->axis].k;
+    /* softmax / log_softmax over axis: [outer, len, inner]; len may be N */
+    char Ls[96];
+    emit_dim(Ls, sizeof Ls, x->sh.d[n->axis]);
     emit_prod(t1, sizeof t1, &x->sh, 0, n->axis);
     emit_prod(t2, sizeof t2, &x->sh, n->axis + 1, x->sh.rank);
     bool logsm = n->op == OP_LOG_SOFTMAX;
     dpc_buf_printf(o,
-                   "    const int64_t outer = %s, inner = %s;\n"
+                   "    const int64_t outer = %s, inner = %s, len = %s;\n"
                    "    for (int64_t p = 0; p < outer; p++)\n"
                    "    for (int64_t q = 0; q < inner; q++) {\n"
-                   "        const float *src = b%d + p * %lldLL * inner + q;\n        float *dst = b%d + p * %lldLL * inner + q;\n"
+                   "        const float *src = b%d + p * len * inner + q;\n        float *dst = b%d + p * len * inner + q;\n"
                    "        float m = -INFINITY;\n"
-                   "        for (int64_t j = 0; j < %lldLL; j++) m = src[j * inner] > m ? src[j * inner] : m;\n"
+                   "        for (int64_t j = 0; j < len; j++) m = src[j * inner] > m ? src[j * inner] : m;\n"
                    "        double s = 0.0;\n"
-                   "        for (int64_t j = 0; j < %lldLL; j++) s += expf(src[j * inner] - m);\n",
-                   t1, t2, xb, L, ob, L, L, L);
+                   "        for (int64_t j = 0; j < len; j++) s += expf(src[j * inner] - m);\n",
+                   t1, t2, Ls, xb, ob);
     if (logsm)
-        dpc_buf_printf(o, "        const float ls = (float)log(s);\n"
-                          "        for (int64_t j = 0; j < %lldLL; j++) dst[j * inner] = src[j * inner] - m - ls;\n    }\n",
-                       L);
+        dpc_buf_puts(o, "        const float ls = (float)log(s);\n"
+                        "        for (int64_t j = 0; j < len; j++) dst[j * inner] = src[j * inner] - m - ls;\n    }\n");
     else
-        dpc_buf_printf(o, "        const float inv = (float)(1.0 / s);\n"
-                          "        for (int64_t j = 0; j < %lldLL; j++) dst[j * inner] = expf(src[j * inner] - m) * inv;\n    }\n",
-                       L);
+        dpc_buf_puts(o, "        const float inv = (float)(1.0 / s);\n"
+                        "        for (int64_t j = 0; j < len; j++) dst[j * inner] = expf(src[j * inner] - m) * inv;\n    }\n");
 }
 
 static void emit_reduce(const kgraph *kg, const kernel *k, dpc_buf *o) {
