@@ -7,16 +7,100 @@ loc ps_loc(parser_state *ps, int line, int col) {
     return (loc){ps->file, line, col};
 }
 
+const char dp_bad_string[] = "";
+
 static int max_i(int a, int b) { return a > b ? a : b; }
 
-/* Passes recurse over expressions, so their height is bounded here, where
- * they are built; the error is reported once per file. */
+/* Passes recurse over expressions, so an expression's height is bounded
+ * (ps_expr). The height (node.depth) is the number of nested evaluations a
+ * pass needs: the left operand chain of binary operators (a + b + c ...,
+ * the way a flat chain parses) is walked in a loop by the evaluators, so it
+ * adds no height; see depth_binop. Nodes record their height as they are
+ * built; the check waits for the whole expression, so that the error points
+ * at the first place, from the outside in, that is too deep. */
 static node *check_depth(parser_state *ps, node *n) {
-    if (n->depth > ps->c->max_depth && !ps->too_deep) {
-        error_at(ps->c, n->at, "expression nested too deeply (limit %d)", ps->c->max_depth);
+    (void)ps;
+    if (n->depth > 1 << 30)
+        n->depth = 1 << 30; /* no overflow, whatever the input */
+    return n;
+}
+
+static int depth_binop(const node *l, const node *r) {
+    return l->kind == ND_BINOP ? max_i(l->depth, 1 + r->depth) : 1 + max_i(l->depth, r->depth);
+}
+
+/* The child of n on its deepest path; *free says the step costs no height
+ * (the left operand of a binary operator that is itself one). */
+static const node *deepest_child(const node *n, bool *free) {
+    const node *best = NULL;
+    *free = false;
+    if (n->kind == ND_BINOP && n->lhs->kind == ND_BINOP && n->lhs->depth >= 1 + n->rhs->depth) {
+        *free = true;
+        return n->lhs;
+    }
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        const node *x_ = (x);                                                                      \
+        if (x_ && (!best || x_->depth > best->depth))                                              \
+            best = x_;                                                                             \
+    } while (0)
+    switch (n->kind) {
+    case ND_BINOP:
+    case ND_INDEX:
+    case ND_LISTCOMP: TRY(n->lhs); TRY(n->rhs); break;
+    case ND_NEG: TRY(n->lhs); break;
+    case ND_CALL:
+        TRY(n->lhs);
+        for (int i = 0; i < n->args.len; i++)
+            TRY(((const arg *)n->args.items[i])->value);
+        break;
+    case ND_TUPLE:
+    case ND_LIST:
+        for (int i = 0; i < n->args.len; i++)
+            TRY((const node *)n->args.items[i]);
+        break;
+    default: break;
+    }
+#undef TRY
+    return best;
+}
+
+node *ps_expr(parser_state *ps, node *e) {
+    int limit = ps->c->max_depth;
+    if (!e || e->depth <= limit || ps->too_deep)
+        return e;
+    /* walk down the deepest path to the first level past the limit */
+    const node *n = e;
+    for (int level = 1; level <= limit;) {
+        bool free;
+        const node *ch = deepest_child(n, &free);
+        if (!ch)
+            break;
+        n = ch;
+        if (!free)
+            level++;
+    }
+    error_at(ps->c, n->at, "expression nested too deeply (limit %d)", limit);
+    ps->too_deep = true;
+    return e;
+}
+
+void ps_open_operator(parser_state *ps, loc at) {
+    if (++ps->opnest > ps->c->max_depth && !ps->too_deep) {
+        error_at(ps->c, at, "expression nested too deeply (limit %d)", ps->c->max_depth);
         ps->too_deep = true;
     }
-    return n;
+}
+
+void ps_check_params(parser_state *ps, const vec *params) {
+    for (int i = 1; i < params->len; i++) {
+        const param *p = params->items[i];
+        for (int j = 0; j < i; j++)
+            if (strcmp(((const param *)params->items[j])->name, p->name) == 0) {
+                error_at(ps->c, p->at, "parameter '%s' is declared twice", p->name);
+                break;
+            }
+    }
 }
 
 node *ast_node(parser_state *ps, node_kind k, loc at) {
@@ -32,7 +116,7 @@ node *ast_binop(parser_state *ps, int op, node *l, node *r, loc at) {
     n->op = op;
     n->lhs = l;
     n->rhs = r;
-    n->depth = 1 + max_i(l->depth, r->depth);
+    n->depth = depth_binop(l, r);
     return check_depth(ps, n);
 }
 

@@ -300,6 +300,7 @@ static bool check_values(dpc_ctx *c, inst *in, const loc *arg_at) {
         break;
     case BI_LAYERNORM: {
         const val *t = &in->args[0];
+        NEED(t->kind == V_INT || t->n <= 8, 0, "normalized_shape has %d dims (limit 8)", t->n);
         if (t->kind == V_INT)
             NEED(t->i > 0, 0, "normalized_shape must be positive");
         else
@@ -341,6 +342,40 @@ static bool check_values(dpc_ctx *c, inst *in, const loc *arg_at) {
     return c->nerrors == before;
 }
 
+/* Every int in a builtin's arguments is a size, an index or a dim: at most
+ * DPC_MAX_DIM either way, so that the shape arithmetic cannot overflow. */
+static bool int_in_range(const val *v) {
+    if (v->kind == V_INT)
+        return v->i <= DPC_MAX_DIM && v->i >= -DPC_MAX_DIM;
+    if (v->kind == V_TUPLE || v->kind == V_LIST)
+        for (int i = 0; i < v->n; i++)
+            if (!int_in_range(&v->items[i]))
+                return false;
+    return true;
+}
+
+static bool check_ranges(dpc_ctx *c, const builtin *b, const inst *in, const loc *arg_at) {
+    bool ok = true;
+    for (int j = 0; j < b->nargs; j++) {
+        const val *v = &in->args[j];
+        if (v->kind == V_MODULE || int_in_range(v))
+            continue;
+        const val *bad = v;
+        for (int i = 0; v->kind != V_INT && i < v->n; i++)
+            if (!int_in_range(&v->items[i]))
+                bad = &v->items[i];
+        if (bad->kind == V_INT)
+            error_at(c, arg_at[j], "%s() argument '%s' is too %s: %lld (limit %s%lld)", b->name, b->args[j].name,
+                     bad->i > 0 ? "large" : "small", (long long)bad->i, bad->i > 0 ? "" : "-",
+                     (long long)DPC_MAX_DIM);
+        else
+            error_at(c, arg_at[j], "%s() argument '%s' is out of range (limit %lld)", b->name, b->args[j].name,
+                     (long long)DPC_MAX_DIM);
+        ok = false;
+    }
+    return ok;
+}
+
 /* Binds evaluated call arguments to the builtin's signature. */
 bool builtin_bind_values(dpc_ctx *c, inst *in, const bound_arg *args, int nargs, loc at) {
     const builtin *b = &BUILTINS[in->bi];
@@ -350,7 +385,7 @@ bool builtin_bind_values(dpc_ctx *c, inst *in, const bound_arg *args, int nargs,
         /* Sequential(*modules) keeps its modules as children; Identity ignores its args */
         for (int i = 0; i < nargs; i++) {
             if (args[i].name) {
-                error_at(c, args[i].at, "%s() takes no keyword argument '%s'", b->name, args[i].name);
+                error_at(c, args[i].name_at, "%s() takes no keyword argument '%s'", b->name, args[i].name);
                 continue;
             }
             if (in->bi == BI_SEQUENTIAL) {
@@ -390,14 +425,14 @@ bool builtin_bind_values(dpc_ctx *c, inst *in, const bound_arg *args, int nargs,
                     cands[j] = b->args[j].name;
                 const char *near = nearest_name(args[i].name, cands, b->nargs);
                 if (near)
-                    error_at(c, args[i].at, "%s() has no argument '%s'; did you mean '%s'?", b->name,
+                    error_at(c, args[i].name_at, "%s() has no argument '%s'; did you mean '%s'?", b->name,
                              args[i].name, near);
                 else
-                    error_at(c, args[i].at, "%s() has no argument '%s'", b->name, args[i].name);
+                    error_at(c, args[i].name_at, "%s() has no argument '%s'", b->name, args[i].name);
                 continue;
             }
             if (set[slot]) {
-                error_at(c, args[i].at, "%s() got argument '%s' twice", b->name, args[i].name);
+                error_at(c, args[i].name_at, "%s() got argument '%s' twice", b->name, args[i].name);
                 continue;
             }
         }
@@ -421,7 +456,7 @@ bool builtin_bind_values(dpc_ctx *c, inst *in, const bound_arg *args, int nargs,
         }
         in->args[j] = literal(a, b->args[j].deflt);
     }
-    if (c->nerrors != before)
+    if (c->nerrors != before || !check_ranges(c, b, in, arg_at))
         return false;
     /* stride=None means "same as kernel_size", in the form it was given */
     if ((in->bi == BI_MAXPOOL2D || in->bi == BI_AVGPOOL2D) && in->args[1].kind == V_NONE)
@@ -474,7 +509,7 @@ void builtin_params(dpc_ctx *c, model *m, inst *in) {
         int64_t k[2];
         inst_pair(in, 2, k);
         int64_t w[4] = {inst_int(in, 1), inst_int(in, 0) / inst_int(in, 6), k[0], k[1]};
-        double fan_in = (double)(w[1] * k[0] * k[1]);
+        double fan_in = (double)w[1] * (double)k[0] * (double)k[1];
         add_param(c, m, in, "weight", 4, w, INIT_KAIMING, fan_in);
         if (inst_bool(in, 7))
             add_param(c, m, in, "bias", 1, w, INIT_BIAS, fan_in);

@@ -12,6 +12,34 @@
 #include "base.h"
 #include <setjmp.h>
 
+/* --------------------------------------------------------------- limits */
+
+/* Size limits, checked where sizes are written or computed, so that no size
+ * arithmetic in the compiler or the runtime can overflow (docs/language.md
+ * §14 "Limits"):
+ *   - a dim written in a forward declaration, and every size argument of a
+ *     builtin module (features, channels, kernel, stride, padding, ...):
+ *     at most DPC_MAX_DIM;
+ *   - every tensor the model computes, and every parameter: at most
+ *     DPC_MAX_NUMEL elements (per sample for tensors with the batch dim),
+ *     counting a 0 dim as 1, so every partial product stays below it too;
+ *   - all parameters together: at most DPC_MAX_PARAM_BYTES bytes. */
+#define DPC_MAX_DIM INT64_C(2147483647)
+#define DPC_MAX_NUMEL (INT64_C(1) << 40)
+#define DPC_MAX_PARAM_BYTES (INT64_C(1) << 40)
+
+/* Nesting limits. An expression nests at most dpc_ctx.max_depth (200)
+ * levels, and so do brackets. Evaluation also nests through module calls
+ * and constructions (a module's forward calls another's, a member builds a
+ * module whose members build more), so the recursive passes count every
+ * level they go down, in all, and stop at DPC_MAX_EVAL_NEST: that bounds
+ * their stack use (tests/front/check_deep.py runs them in 1 MiB). */
+#define DPC_MAX_EVAL_NEST 600
+
+/* Keeps a non-recursive helper with big locals out of a recursive caller's
+ * frame. */
+#define DPC_NOINLINE __attribute__((noinline))
+
 /* ---------------------------------------------------------------- arena */
 
 typedef struct dpc_arena_block dpc_arena_block;
@@ -60,6 +88,12 @@ typedef struct dpc_ctx {
     vec files;   /* of src_file* */
     int max_errors;
     int max_depth; /* nesting limit for brackets, blocks and expressions */
+    bool notes_dropped; /* the last error repeated an earlier one: its notes go too */
+    /* When set, imports are served from memory (a .dpa's stored sources)
+     * instead of the file system: path is the joined import path; fill real
+     * (a canonical name containing '/', for cycle detection) and text. */
+    bool (*read_import)(void *ud, const char *path, char *real, size_t real_n, const char **text, size_t *len);
+    void *import_ud;
 } dpc_ctx;
 
 void error_at(dpc_ctx *c, loc at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -227,13 +261,17 @@ bool sema_instantiate(dpc_ctx *c, model *m);
  * parameters (dims, reshape sizes, defaults). */
 bool sema_eval(dpc_ctx *c, model *m, const inst *self, const node *n, val *out);
 bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out);
+/* Checks (and widens int to float) the value of scalar parameter p, given
+ * by the default expression at `at`. */
+bool sema_scalar_default(dpc_ctx *c, const param *p, val *v, loc at);
 /* builtins.c: signatures, binding, repr. */
 builtin_kind builtin_lookup(const char *name);
 const char *builtin_name(builtin_kind k);
 typedef struct bound_arg {
     const char *name; /* keyword or NULL */
     val v;
-    loc at;
+    loc at;      /* the value */
+    loc name_at; /* the keyword (the value for a positional argument) */
 } bound_arg;
 bool builtin_bind_values(dpc_ctx *c, inst *in, const bound_arg *args, int nargs, loc at);
 const char *const *builtin_names(int *n);

@@ -11,10 +11,24 @@ static void add(dpc_ctx *c, loc at, bool note, const char *fmt, va_list ap) {
         c->nerrors++;
         return;
     }
-    if (note && c->nerrors > c->max_errors)
+    if (note && (c->nerrors > c->max_errors || c->notes_dropped))
         return;
     char buf[1024];
     vsnprintf(buf, sizeof buf, fmt, ap);
+    /* the same error at the same place says nothing new (a module built
+     * twice with the same bad default, say) */
+    if (!note) {
+        c->notes_dropped = false;
+        for (int i = 0; i < c->diags.len; i++) {
+            const diag *o = c->diags.items[i];
+            if (!o->is_note && o->at.file == at.file && o->at.line == at.line && o->at.col == at.col &&
+                strcmp(o->msg, buf) == 0) {
+                c->nerrors++; /* still an error: callers count them */
+                c->notes_dropped = true;
+                return;
+            }
+        }
+    }
     diag *d = arena_alloc(&c->arena, sizeof *d);
     d->at = at;
     d->is_note = note;
@@ -56,7 +70,8 @@ static const char *line_text(const src_file *f, int line, size_t *len) {
 static void render_one(const diag *d, dpc_buf *out) {
     const char *kind = d->is_note ? "note" : "error";
     if (!d->at.file || d->at.line <= 0) {
-        dpc_buf_printf(out, "%s: %s\n", kind, d->msg);
+        /* not about a place in a model: said the way the CLI says errors */
+        dpc_buf_printf(out, "dpc: %s: %s\n", kind, d->msg);
         return;
     }
     dpc_buf_printf(out, "%s:%d:%d: %s: %s\n", d->at.file->path, d->at.line, d->at.col, kind, d->msg);

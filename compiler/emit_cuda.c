@@ -1,49 +1,1297 @@
-/* emit_cuda.c - the CUDA dialect of the kernel IR, for NVRTC: one
- * extern "C" __global__ function per elementwise kernel (grid-stride loop
- * over the output), with #line directives mapping back to the .dp source.
- * GEMMs and convolutions are cuBLASLt calls made by the runtime and appear
- * here as comments; the other kernel kinds follow the same pattern. */
+/* emit_cuda.c - the CUDA dialect of the kernel IR, for NVRTC, and its
+ * launch plan (backend.h) for backend_cuda.c.
+ *
+ * Device code only: one extern "C" __global__ function per launch, named
+ * after its kernel (k3_fc1_linear_relu; a convolution adds
+ * k5_conv_im2col), taking its buffers as pointers and a small context by
+ * value (scalars, the error flag, the batch size N, the convolution
+ * group). The thread mapping per kind:
+ *   elementwise   grid-stride loop over the output; float4 loads and
+ *                 stores when every operand is read at the output's index
+ *   GEMM, conv    cuBLASLt (bias and bias+ReLU as cuBLASLt epilogues), then
+ *                 the rest of the fused chain as an elementwise kernel over
+ *                 the result; a convolution is im2col + GEMM + a kernel that
+ *                 scatters back to NCHW with bias and the fused chain
+ *   row           softmax, log_softmax, layer_norm: one warp per row with
+ *                 shuffle reductions, or one block per row for long rows
+ *   reduce        one warp per output over a last axis, else one thread per
+ *                 output looping over the axis
+ *   pool, cat, copy, embedding: one thread per output element; embedding
+ *                 checks its indices and raises the error flag
+ * Each op is preceded by a #line directive naming its .dp line, so NVRTC
+ * errors point at the model; generated scaffolding is mapped back to the
+ * generated source ("<Model>.cu"). Sizes that depend on the batch are
+ * written in terms of N, everything else is a literal. The output is
+ * deterministic, as the kernel cache requires. */
+#include "backend.h"
 #include "emit.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-static void emit_elementwise(const kgraph *kg, const kernel *k, dpc_buf *o) {
-    const shape *os = &k->out->sh;
-    char t[96];
-    dpc_buf_printf(o, "\nextern \"C\" __global__ void %s(void *const *buf, const float *scalars, long long N) {\n", k->name);
-    int outb = kg->buf_of[k->out->id];
-    dpc_buf_printf(o, "    float *b%d = (float *)buf[%d];\n", outb, outb);
-    for (int i = 0; i < kg->bufs.len; i++)
-        if (i != outb)
-            dpc_buf_printf(o, "    const float *b%d = (const float *)buf[%d]; (void)b%d;\n", i, i, i);
-    dpc_buf_printf(o, "    const long long total = %s;\n", emit_prod(t, sizeof t, os, 0, os->rank));
-    dpc_buf_puts(o, "    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;\n"
-                    "         i += (long long)gridDim.x * blockDim.x) {\n");
-    emit_coords(o, "        ", os);
-    for (int i = 0; i < k->ops.len; i++) {
-        const ir_node *n = k->ops.items[i];
-        if (n->at.file)
-            dpc_buf_printf(o, "#line %d \"%s\"\n", n->at.line, n->at.file->path);
-        emit_elementwise_op(kg, k, o, n, os, "        ", "", true);
+/* ---------------------------------------------------------- state */
+
+typedef struct cg {
+    const kgraph *kg;
+    dpc_buf *o;
+    dpc_cu_plan *plan; /* may be NULL: source only */
+    int cap;
+    int kernel;        /* index of the kernel being emitted */
+    size_t counted;    /* bytes of o already scanned for newlines */
+    int lines;         /* newlines in o[0, counted) */
+    const char *unit;  /* the generated source's own name, "<Model>.cu" */
+    /* one function per distinct body: the repeated layers of a model share
+     * their kernels (see dedupe) */
+    size_t fn_start;   /* where the function being written starts, or NO_FN */
+    size_t saved_counted;
+    int saved_lines;
+    char fn_name[512];
+    const char *cur_fn, *cur_suffix; /* the function launches refer to */
+    struct seen_fn {
+        char *canon;
+        const char *fn, *suffix;
+    } *seen;
+    int nseen, capseen;
+    dpc_status st;     /* first failure */
+    dpc_err *e;
+} cg;
+
+static ir_node *nd(const kgraph *kg, int id) { return kg->g->nodes.items[id]; }
+
+static const kbuf *kb(const cg *g, int id) { return g->kg->bufs.items[id]; }
+
+static void fail(cg *g, const ir_node *n, const char *what) {
+    if (g->st != DPC_OK)
+        return;
+    g->st = DPC_EUSER;
+    if (g->e) {
+        if (n && n->at.file)
+            dpc_errf(g->e, DPC_EUSER, "%s:%d: %s is not supported by the CUDA backend: %s", n->at.file->path,
+                     n->at.line, ir_op_name(n->op), what);
+        else
+            dpc_errf(g->e, DPC_EUSER, "the CUDA backend cannot run this graph: %s", what);
     }
-    dpc_buf_printf(o, "        b%d[i] = v%d;\n    }\n}\n", outb, k->out->id);
+    dpc_buf_printf(g->o, "#error \"unsupported: %s\"\n", what);
 }
 
-void emit_cuda(const kgraph *kg, dpc_buf *o) {
-    const ir_graph *g = kg->g;
-    dpc_buf_printf(o, "/* dpc %s: CUDA kernels for %s (%s). Generated; compiled with NVRTC. */\n", DPC_VERSION,
-                   g->model_name, g->file);
-    dpc_buf_puts(o, "#define INFINITY __int_as_float(0x7f800000)\n#define NAN __int_as_float(0x7fffffff)\n");
-    for (int i = 0; i < kg->kernels.len; i++) {
-        const kernel *k = kg->kernels.items[i];
-        const ir_node *r = k->root ? k->root : k->out;
-        if (k->kind == KK_ELEMWISE) {
-            emit_elementwise(kg, k, o);
+/* ---------------------------------------------------------- sizes: k * N^p */
+
+static dpc_cu_dim cd(int64_t k, int p) { return (dpc_cu_dim){k, p}; }
+static dpc_cu_dim cd_of(dim d) { return cd(d.k, d.sym ? 1 : 0); }
+static dpc_cu_dim cd_mul(dpc_cu_dim a, dpc_cu_dim b) { return cd(a.k * b.k, a.p + b.p); }
+static bool cd_eq(dpc_cu_dim a, dpc_cu_dim b) { return a.k == b.k && (a.k == 0 || a.p == b.p); }
+static bool cd_one(dpc_cu_dim a) { return a.k == 1 && a.p == 0; }
+
+static dpc_cu_dim cd_prod(const shape *s, int from, int to) {
+    dpc_cu_dim r = cd(1, 0);
+    for (int i = from; i < to; i++)
+        r = cd_mul(r, cd_of(s->d[i]));
+    return r;
+}
+
+/* As a device-code expression. */
+static const char *cd_str(char *b, size_t n, dpc_cu_dim d) {
+    if (d.p == 0)
+        snprintf(b, n, "%lldLL", (long long)d.k);
+    else if (d.p == 1)
+        snprintf(b, n, d.k == 1 ? "N" : "(%lldLL * N)", (long long)d.k);
+    else
+        snprintf(b, n, "(%lldLL * N * N)", (long long)d.k);
+    return b;
+}
+
+/* ---------------------------------------------------------- line mapping */
+
+static void count_lines(cg *g) {
+    for (; g->counted < g->o->len; g->counted++)
+        if (g->o->data[g->counted] == '\n')
+            g->lines++;
+}
+
+static void put_path(dpc_buf *o, const char *p) {
+    for (; *p; p++) {
+        if (*p == '"' || *p == '\\')
+            dpc_buf_put(o, "\\", 1);
+        if ((unsigned char)*p >= 0x20)
+            dpc_buf_put(o, p, 1);
+    }
+}
+
+/* `#line` naming op n's .dp line (nothing for an op without a location). */
+static void line_of(cg *g, const ir_node *n) {
+    if (!n || !n->at.file || n->at.line <= 0)
+        return;
+    dpc_buf_printf(g->o, "#line %d \"", n->at.line);
+    put_path(g->o, n->at.file->path);
+    dpc_buf_puts(g->o, "\"\n");
+}
+
+/* Back to the generated source's own numbering. */
+static void line_reset(cg *g) {
+    count_lines(g);
+    dpc_buf_printf(g->o, "#line %d \"", g->lines + 2);
+    put_path(g->o, g->unit);
+    dpc_buf_puts(g->o, "\"\n");
+}
+
+/* ---------------------------------------------------------- the plan */
+
+#define NO_FN ((size_t)-1)
+
+/* The function text with everything that names this instance rather than
+ * its computation made neutral: comments and #line dropped, its own name
+ * replaced, buffers (b42), values (v17), float4 temporaries (t42) and lane
+ * arrays (l_b42) renumbered in order of appearance. Two kernels with the
+ * same canonical text compute the same thing from their (positional)
+ * arguments. */
+static char *canonical(const char *p, size_t n, const char *self) {
+    dpc_buf o;
+    dpc_buf_init(&o);
+    char names[4][256][16];
+    int counts[4] = {0};
+    size_t selfn = strlen(self);
+    for (size_t i = 0; i < n;) {
+        if (p[i] == '/' && i + 1 < n && p[i + 1] == '*') {
+            const char *end = strstr(p + i + 2, "*/");
+            i = end && (size_t)(end - p) < n ? (size_t)(end - p) + 2 : n;
             continue;
         }
-        dpc_buf_printf(o, "\n/* %s: %s at %s:%d runs through the %s path of the CUDA runtime */\n", k->name,
-                       ir_op_name(r->op), r->at.file ? r->at.file->path : "?", r->at.line,
-                       k->kind == KK_GEMM || k->kind == KK_CONV ? "cuBLASLt" : "library");
+        if (p[i] == '#' && (i == 0 || p[i - 1] == '\n')) {
+            while (i < n && p[i] != '\n')
+                i++;
+            continue;
+        }
+        if ((p[i] >= 'a' && p[i] <= 'z') || (p[i] >= 'A' && p[i] <= 'Z') || p[i] == '_') {
+            size_t j = i;
+            while (j < n && ((p[j] >= 'a' && p[j] <= 'z') || (p[j] >= 'A' && p[j] <= 'Z') || p[j] == '_' ||
+                             (p[j] >= '0' && p[j] <= '9')))
+                j++;
+            size_t len = j - i;
+            int cat = -1;
+            size_t pre = 0;
+            if (len == selfn && memcmp(p + i, self, len) == 0) {
+                dpc_buf_puts(&o, "F");
+                i = j;
+                continue;
+            }
+            if (len > 3 && p[i] == 'l' && p[i + 1] == '_' && p[i + 2] == 'b')
+                cat = 3, pre = 3;
+            else if (len > 1 && (p[i] == 'b' || p[i] == 'v' || p[i] == 't'))
+                cat = p[i] == 'b' ? 0 : p[i] == 'v' ? 1 : 2, pre = 1;
+            bool digits = cat >= 0 && len - pre < 12;
+            for (size_t k = i + pre; digits && k < j; k++)
+                digits = p[k] >= '0' && p[k] <= '9';
+            if (!digits) {
+                dpc_buf_put(&o, p + i, len);
+                i = j;
+                continue;
+            }
+            char id[16];
+            snprintf(id, sizeof id, "%.*s", (int)len, p + i);
+            int k = 0;
+            while (k < counts[cat] && strcmp(names[cat][k], id) != 0)
+                k++;
+            if (k == counts[cat] && k < 256)
+                snprintf(names[cat][counts[cat]++], 16, "%s", id);
+            dpc_buf_printf(&o, "%c#%d", "bvtl"[cat], k);
+            i = j;
+            continue;
+        }
+        dpc_buf_put(&o, p + i, 1);
+        i++;
     }
+    return dpc_buf_take(&o);
+}
+
+/* Called when a function's text is complete: if an identical function was
+ * written before, drop this one and launch that one instead. */
+static void dedupe(cg *g, const char *fn, const char *suffix) {
+    g->cur_fn = fn;
+    g->cur_suffix = suffix;
+    if (g->fn_start == NO_FN || g->fn_start > g->o->len || g->o->oom)
+        return;
+    char *canon = canonical(g->o->data + g->fn_start, g->o->len - g->fn_start, g->fn_name);
+    size_t start = g->fn_start;
+    g->fn_start = NO_FN;
+    if (!canon)
+        return;
+    for (int i = 0; i < g->nseen; i++)
+        if (strcmp(g->seen[i].canon, canon) == 0) {
+            free(canon);
+            g->o->len = start;
+            g->o->data[start] = 0;
+            g->counted = g->saved_counted;
+            g->lines = g->saved_lines;
+            g->cur_fn = g->seen[i].fn;
+            g->cur_suffix = g->seen[i].suffix;
+            dpc_buf_printf(g->o, "\n/* %s%s: the same as %s%s */\n", fn, suffix, g->cur_fn, g->cur_suffix);
+            return;
+        }
+    if (g->nseen == g->capseen) {
+        int cap = g->capseen ? 2 * g->capseen : 32;
+        struct seen_fn *s = realloc(g->seen, sizeof *s * (size_t)cap);
+        if (!s) {
+            free(canon);
+            return;
+        }
+        g->seen = s;
+        g->capseen = cap;
+    }
+    g->seen[g->nseen++] = (struct seen_fn){canon, fn, suffix};
+    if (g->plan)
+        g->plan->nkernels++;
+}
+
+static dpc_cu_step *new_step(cg *g, dpc_cu_step_kind kind) {
+    static dpc_cu_step dummy;
+    if (!g->plan) {
+        memset(&dummy, 0, sizeof dummy);
+        return &dummy;
+    }
+    dpc_cu_plan *p = g->plan;
+    if (p->nsteps == g->cap) {
+        int cap = g->cap ? 2 * g->cap : 32;
+        dpc_cu_step *s = realloc(p->steps, sizeof *s * (size_t)cap);
+        if (!s) {
+            if (g->st == DPC_OK) {
+                g->st = DPC_ENOMEM;
+                if (g->e)
+                    dpc_errf(g->e, DPC_ENOMEM, "out of memory planning CUDA launches");
+            }
+            memset(&dummy, 0, sizeof dummy);
+            return &dummy;
+        }
+        p->steps = s;
+        g->cap = cap;
+    }
+    dpc_cu_step *s = &p->steps[p->nsteps++];
+    memset(s, 0, sizeof *s);
+    s->kind = kind;
+    s->kernel = g->kernel;
+    return s;
+}
+
+/* Buffer parameters of one launch: the written buffer first, then those read. */
+typedef struct plist {
+    int n;
+    int id[DPC_CU_MAX_PARAMS];
+    bool wr[DPC_CU_MAX_PARAMS];
+} plist;
+
+static void padd(cg *g, plist *pl, int buf, bool write) {
+    if (buf < 0)
+        return;
+    for (int i = 0; i < pl->n; i++)
+        if (pl->id[i] == buf) {
+            pl->wr[i] |= write;
+            return;
+        }
+    if (pl->n == DPC_CU_MAX_PARAMS) {
+        fail(g, NULL, "a kernel reads too many buffers");
+        return;
+    }
+    pl->id[pl->n] = buf;
+    pl->wr[pl->n++] = write;
+}
+
+static bool in_chain(const kernel *k, const ir_node *x) {
+    for (int i = 0; i < k->ops.len; i++)
+        if (k->ops.items[i] == x)
+            return true;
+    return false;
+}
+
+/* The buffers read by ops[from..] of k's chain. */
+static void padd_chain(cg *g, plist *pl, const kernel *k, int from) {
+    for (int i = from; i < k->ops.len; i++) {
+        const ir_node *n = k->ops.items[i];
+        for (int j = 0; j < n->nin; j++) {
+            const ir_node *x = nd(g->kg, n->in[j]);
+            if (in_chain(k, x) || x == k->root || g->kg->acc[x->id].kind == ACC_LEAF)
+                continue;
+            padd(g, pl, g->kg->buf_of[x->id], false);
+        }
+    }
+}
+
+static const char *ctype(const cg *g, int buf) { return kb(g, buf)->esize == 8 ? "long long" : "float"; }
+
+static void kernel_head(cg *g, const char *fn, const plist *pl) {
+    /* the function's text starts with the comment just written */
+    size_t start = g->o->len;
+    while (start > 0 && !(g->o->data[start - 1] == '\n' && strncmp(g->o->data + start, "/* ", 3) == 0))
+        start--;
+    g->fn_start = start > 0 ? start - 1 : 0;
+    g->saved_counted = g->counted;
+    g->saved_lines = g->lines;
+    snprintf(g->fn_name, sizeof g->fn_name, "%s", fn);
+    dpc_buf_printf(g->o, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", DPC_CU_BLOCK, fn);
+    for (int i = 0; i < pl->n; i++)
+        dpc_buf_printf(g->o, "%s%s *__restrict__ b%d, ", pl->wr[i] ? "" : "const ", ctype(g, pl->id[i]), pl->id[i]);
+    dpc_buf_puts(g->o, "const dpc_kctx ctx_) {\n"
+                       "    const dpc_kctx *const ctx = &ctx_;\n"
+                       "    const long long N = ctx->N;\n"
+                       "    (void)ctx; (void)N;\n");
+}
+
+static void kernel_tail(cg *g) {
+    dpc_buf_puts(g->o, "}\n");
+    line_reset(g);
+}
+
+static dpc_cu_launch *plan_launch(cg *g, const char *fn, const char *suffix, dpc_cu_grid grid, dpc_cu_dim work, int vec,
+                                  const plist *pl) {
+    if (g->fn_start != NO_FN)
+        dedupe(g, fn, suffix);
+    dpc_cu_step *s = new_step(g, DPC_CU_LAUNCH);
+    dpc_cu_launch *l = &s->u.launch;
+    l->fn = g->cur_fn;
+    l->suffix = g->cur_suffix;
+    l->grid = grid;
+    l->work = work;
+    l->vec = vec;
+    l->nbufs = pl->n;
+    memcpy(l->bufs, pl->id, sizeof(int) * (size_t)pl->n);
+    return l;
+}
+
+static const char *grid_stride(void) {
+    return "blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total; i += (long long)gridDim.x * blockDim.x";
+}
+
+/* ---------------------------------------------------------- elementwise chains */
+
+static bool chain_needs_coords(const kgraph *kg, const kernel *k, int from, const shape *os) {
+    for (int i = from; i < k->ops.len; i++) {
+        const ir_node *n = k->ops.items[i];
+        if (n->op == OP_BATCHNORM)
+            return true;
+        for (int j = 0; j < n->nin; j++) {
+            const ir_node *x = nd(kg, n->in[j]);
+            if (in_chain(k, x) || x == k->root || kg->acc[x->id].kind == ACC_LEAF)
+                continue;
+            if (!shape_eq(&x->sh, os) || kg->acc[x->id].kind != ACC_CONTIG)
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Coordinates c0..c{r-1} of flat index i in shape os. */
+static void coords(cg *g, const shape *os, const char *indent) {
+    emit_coords(g->o, indent, os);
+    dpc_buf_puts(g->o, indent);
+    for (int j = 0; j < os->rank; j++)
+        dpc_buf_printf(g->o, "(void)c%d;%s", j, j + 1 < os->rank ? " " : "\n");
+}
+
+static void emit_ops(cg *g, const kernel *k, int from, const shape *os, const char *indent, const char *pre) {
+    for (int i = from; i < k->ops.len; i++) {
+        const ir_node *n = k->ops.items[i];
+        if (!kernel_is_elementwise_op(n->op) || (n->op >= OP_LINEAR && n->op <= OP_CONV2D))
+            fail(g, n, "not an elementwise op");
+        line_of(g, n);
+        emit_elementwise_op(g->kg, k, g->o, n, os, indent, pre, true);
+    }
+}
+
+/* The elementwise kernel `fn` computing ops[from..] of k over its output.
+ * With a seed, the chain starts from that value (named v<seed_id>): the
+ * GEMM result already in the output buffer (seed_reads_out), or a
+ * convolution's scattered result (an expression in coordinates). */
+static void emit_chain_kernel(cg *g, const kernel *k, const char *fn, int from, const char *seed, int seed_id,
+                              bool seed_reads_out, bool seed_coords, const plist *extra) {
+    const kgraph *kg = g->kg;
+    const shape *os = &k->out->sh;
+    int outb = kg->buf_of[k->out->id];
+    dpc_cu_dim total = cd_prod(os, 0, os->rank);
+    char t[96];
+    plist pl = {0};
+    padd(g, &pl, outb, true);
+    for (int i = 0; extra && i < extra->n; i++)
+        padd(g, &pl, extra->id[i], false);
+    padd_chain(g, &pl, k, from);
+    bool need_coords = seed_coords || chain_needs_coords(kg, k, from, os);
+    bool vec = !need_coords && total.k % 4 == 0;
+    for (int i = 0; i < pl.n && vec; i++)
+        vec = kb(g, pl.id[i])->esize == 4;
+    const ir_node *first = from < k->ops.len ? k->ops.items[from] : k->root;
+    dpc_buf_printf(g->o, "\n/* %s: %s%d elementwise op%s over [", fn, seed ? "epilogue, " : "", k->ops.len - from,
+                   k->ops.len - from == 1 ? "" : "s");
+    for (int i = 0; i < os->rank; i++)
+        dpc_buf_printf(g->o, "%s%s", i ? ", " : "", cd_str(t, sizeof t, cd_of(os->d[i])));
+    dpc_buf_printf(g->o, "]%s */\n", vec ? ", four per thread (float4)" : "");
+    kernel_head(g, fn, &pl);
+    dpc_buf_printf(g->o, "    const long long total = %s;\n", cd_str(t, sizeof t, total));
+    if (vec) {
+        dpc_buf_puts(g->o, "    const long long n4 = total / 4;\n"
+                           "    for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < n4;\n"
+                           "         q += (long long)gridDim.x * blockDim.x) {\n");
+        for (int i = 1; i < pl.n; i++)
+            dpc_buf_printf(g->o,
+                           "        const float4 t%d = reinterpret_cast<const float4 *>(b%d)[q];\n"
+                           "        const float l_b%d[4] = {t%d.x, t%d.y, t%d.z, t%d.w};\n",
+                           pl.id[i], pl.id[i], pl.id[i], pl.id[i], pl.id[i], pl.id[i], pl.id[i]);
+        if (seed_reads_out)
+            dpc_buf_printf(g->o,
+                           "        const float4 t%d = reinterpret_cast<const float4 *>(b%d)[q];\n"
+                           "        const float l_b%d[4] = {t%d.x, t%d.y, t%d.z, t%d.w};\n",
+                           outb, outb, outb, outb, outb, outb, outb);
+        dpc_buf_puts(g->o, "        float r_[4];\n#pragma unroll\n        for (int i = 0; i < 4; i++) {\n");
+        if (seed)
+            dpc_buf_printf(g->o, "            const float v%d = l_%s;\n", seed_id, seed);
+        emit_ops(g, k, from, os, "            ", "l_");
+        dpc_buf_printf(g->o, "            r_[i] = v%d;\n        }\n", k->out->id);
+        dpc_buf_printf(g->o, "        reinterpret_cast<float4 *>(b%d)[q] = make_float4(r_[0], r_[1], r_[2], r_[3]);\n"
+                             "    }\n",
+                       outb);
+    } else {
+        dpc_buf_printf(g->o, "    for (long long i = %s) {\n", grid_stride());
+        if (need_coords)
+            coords(g, os, "        ");
+        if (seed) {
+            line_of(g, first == k->root ? k->root : first);
+            dpc_buf_printf(g->o, "        const float v%d = %s;\n", seed_id, seed);
+        }
+        emit_ops(g, k, from, os, "        ", "");
+        dpc_buf_printf(g->o, "        b%d[i] = v%d;\n    }\n", outb, k->out->id);
+    }
+    kernel_tail(g);
+    plan_launch(g, fn, "", DPC_CU_ELEMS, total, vec ? 4 : 1, &pl);
+}
+
+/* ---------------------------------------------------------- GEMM */
+
+static void gemm_epilogue(cg *g, const kernel *k, int first_op) {
+    if (first_op >= k->ops.len)
+        return;
+    int outb = g->kg->buf_of[k->out->id];
+    int seed_id = first_op > 0 ? ((const ir_node *)k->ops.items[first_op - 1])->id : k->root->id;
+    char seed[32];
+    snprintf(seed, sizeof seed, "b%d[i]", outb);
+    emit_chain_kernel(g, k, k->name, first_op, seed, seed_id, true, false, NULL);
+}
+
+static void emit_linear(cg *g, const kernel *k) {
+    const kgraph *kg = g->kg;
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]), *w = nd(kg, n->in[1]);
+    dpc_cu_step *s = new_step(g, DPC_CU_GEMM);
+    dpc_cu_gemm *m = &s->u.gemm;
+    dpc_cu_dim K = cd(w->sh.d[1].k, 0), No = cd(w->sh.d[0].k, 0);
+    m->a = kg->buf_of[x->id];
+    m->b = kg->buf_of[w->id];
+    m->c = kg->buf_of[k->out->id];
+    m->bias = -1;
+    m->transB = true;
+    m->M = cd_prod(&x->sh, 0, x->sh.rank - 1);
+    m->N = No;
+    m->K = K;
+    m->lda = K;
+    m->ldb = K;
+    m->ldc = No;
+    m->batch = cd(1, 0);
+    int first_op = 0;
+    m->epilogue = 0; /* DPC_LT_EPI_NONE */
+    if (n->nin > 2) {
+        m->bias = kg->buf_of[n->in[2]];
+        m->epilogue = 1; /* DPC_LT_EPI_BIAS */
+        if (k->ops.len > 0 && ((const ir_node *)k->ops.items[0])->op == OP_RELU) {
+            m->epilogue = 2; /* DPC_LT_EPI_RELU_BIAS */
+            first_op = 1;
+        }
+    }
+    static const char *const epi[] = {"", " + bias", " + bias, ReLU"};
+    dpc_buf_printf(g->o, "\n/* %s: linear [M, %lld] x [%lld, %lld]^T%s through cuBLASLt (%s:%d)%s */\n", k->name,
+                   (long long)K.k, (long long)No.k, (long long)K.k, epi[m->epilogue],
+                   n->at.file ? n->at.file->path : "?", n->at.line,
+                   first_op < k->ops.len ? "; the rest of the chain follows" : "");
+    gemm_epilogue(g, k, first_op);
+}
+
+/* One batch dimension of a matmul: its size and the element strides of x,
+ * y and the output along it (0: broadcast). */
+typedef struct bdim {
+    dpc_cu_dim size, sx, sy, so;
+} bdim;
+
+static bool bdim_mergeable(const bdim *outer, const bdim *inner) {
+    return cd_eq(outer->sx, cd_mul(inner->sx, inner->size)) && cd_eq(outer->sy, cd_mul(inner->sy, inner->size)) &&
+           cd_eq(outer->so, cd_mul(inner->so, inner->size));
+}
+
+static void emit_matmul(cg *g, const kernel *k) {
+    const kgraph *kg = g->kg;
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]), *y = nd(kg, n->in[1]);
+    shape xs = x->sh, ys = y->sh;
+    if (xs.rank == 1) {
+        xs.rank = 2;
+        xs.d[1] = xs.d[0];
+        xs.d[0] = (dim){1, false};
+    }
+    if (ys.rank == 1) {
+        ys.rank = 2;
+        ys.d[1] = (dim){1, false};
+    }
+    dpc_cu_dim M = cd_of(xs.d[xs.rank - 2]), K = cd_of(xs.d[xs.rank - 1]), Nn = cd_of(ys.d[ys.rank - 1]);
+    int rb = xs.rank - 2 > ys.rank - 2 ? xs.rank - 2 : ys.rank - 2;
+    shape bs = {0};
+    bs.rank = rb;
+    for (int i = 0; i < rb; i++) {
+        int ix = xs.rank - 2 - rb + i, iy = ys.rank - 2 - rb + i;
+        dim dx = ix >= 0 ? xs.d[ix] : (dim){1, false}, dy = iy >= 0 ? ys.d[iy] : (dim){1, false};
+        bs.d[i] = (dx.k == 1 && !dx.sym) ? dy : dx;
+    }
+    dpc_cu_step *s = new_step(g, DPC_CU_GEMM);
+    dpc_cu_gemm *m = &s->u.gemm;
+    m->a = kg->buf_of[x->id];
+    m->b = kg->buf_of[y->id];
+    m->c = kg->buf_of[k->out->id];
+    m->bias = -1;
+    m->N = Nn;
+    m->K = K;
+    m->lda = K;
+    m->ldb = Nn;
+    m->ldc = Nn;
+    m->batch = cd(1, 0);
+    if (ys.rank == 2) {
+        /* the right operand is one matrix: fold all batches into M */
+        m->M = cd_mul(cd_prod(&bs, 0, bs.rank), M);
+    } else {
+        m->M = M;
+        bdim d[IR_MAX_RANK];
+        int nd_ = 0;
+        for (int i = 0; i < rb; i++) {
+            int ix = xs.rank - 2 - rb + i, iy = ys.rank - 2 - rb + i;
+            bdim b;
+            b.size = cd_of(bs.d[i]);
+            if (cd_one(b.size))
+                continue;
+            bool bx = ix < 0 || (xs.d[ix].k == 1 && !xs.d[ix].sym);
+            bool by = iy < 0 || (ys.d[iy].k == 1 && !ys.d[iy].sym);
+            b.sx = bx ? cd(0, 0) : cd_mul(cd_prod(&xs, ix + 1, xs.rank - 2), cd_mul(M, K));
+            b.sy = by ? cd(0, 0) : cd_mul(cd_prod(&ys, iy + 1, ys.rank - 2), cd_mul(K, Nn));
+            b.so = cd_mul(cd_prod(&bs, i + 1, rb), cd_mul(M, Nn));
+            d[nd_++] = b;
+        }
+        /* merge dimensions that are one strided dimension for all three */
+        bdim grp[IR_MAX_RANK];
+        int ng = 0;
+        for (int i = nd_ - 1; i >= 0; i--) {
+            if (ng > 0 && bdim_mergeable(&d[i], &grp[ng - 1]))
+                grp[ng - 1].size = cd_mul(grp[ng - 1].size, d[i].size);
+            else
+                grp[ng++] = d[i];
+        }
+        /* grp[0] is innermost: one strided-batched cuBLASLt call when no
+         * operand broadcasts along it, host loops over the others */
+        int first_loop = 0;
+        if (ng > 0 && grp[0].sx.k && grp[0].sy.k && grp[0].so.k) {
+            m->batch = grp[0].size;
+            m->strideA = grp[0].sx;
+            m->strideB = grp[0].sy;
+            m->strideC = grp[0].so;
+            first_loop = 1;
+        }
+        for (int i = ng - 1; i >= first_loop; i--) {
+            if (m->nloops == DPC_CU_MAX_LOOPS) {
+                fail(g, n, "too many broadcast batch dimensions");
+                break;
+            }
+            m->loop[m->nloops].count = grp[i].size;
+            m->loop[m->nloops].sA = grp[i].sx;
+            m->loop[m->nloops].sB = grp[i].sy;
+            m->loop[m->nloops].sC = grp[i].so;
+            m->nloops++;
+        }
+    }
+    char t1[64], t2[64];
+    dpc_buf_printf(g->o, "\n/* %s: matmul [%s, K] x [K, %s] (K = %s)", k->name, cd_str(t1, sizeof t1, m->M),
+                   cd_str(t2, sizeof t2, Nn), cd_str(t1, sizeof t1, K));
+    if (!cd_one(m->batch))
+        dpc_buf_printf(g->o, ", batch %s", cd_str(t1, sizeof t1, m->batch));
+    if (m->nloops)
+        dpc_buf_printf(g->o, ", %d host loop%s", m->nloops, m->nloops == 1 ? "" : "s");
+    dpc_buf_printf(g->o, " through cuBLASLt (%s:%d)%s */\n", n->at.file ? n->at.file->path : "?", n->at.line,
+                   k->ops.len ? "; the fused chain follows" : "");
+    gemm_epilogue(g, k, 0);
+}
+
+/* ---------------------------------------------------------- convolution */
+
+static void emit_conv(cg *g, const kernel *k) {
+    const kgraph *kg = g->kg;
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]), *w = nd(kg, n->in[1]);
+    long long C = x->sh.d[1].k, H = x->sh.d[2].k, W = x->sh.d[3].k;
+    long long Co = n->sh.d[1].k, Ho = n->sh.d[2].k, Wo = n->sh.d[3].k;
+    long long kh = w->sh.d[2].k, kw = w->sh.d[3].k, G = n->ia[6], Cg = C / G, Cog = Co / G;
+    long long sh = n->ia[0], sw = n->ia[1], ph = n->ia[2], pw = n->ia[3], dh = n->ia[4], dw = n->ia[5];
+    long long Kd = Cg * kh * kw, HW = Ho * Wo;
+    int xb = kg->buf_of[x->id], wb = kg->buf_of[w->id], cb = k->scratch, rb = k->scratch2;
+    if (G < 1 || C % G || Co % G) {
+        fail(g, n, "bad groups");
+        return;
+    }
+    /* im2col of one group, all images side by side:
+     * col[(c*kh + ki)*kw + kj][img*HW + oh*Wo + ow] */
+    dpc_buf nm;
+    dpc_buf_init(&nm);
+    dpc_buf_printf(&nm, "%s_im2col", k->name);
+    const char *im2col = nm.data ? nm.data : "im2col";
+    plist pl = {0};
+    padd(g, &pl, cb, true);
+    padd(g, &pl, xb, false);
+    dpc_buf_printf(g->o,
+                   "\n/* %s: im2col of group ctx->g for conv2d %lldx%lld, stride (%lld, %lld), padding (%lld, %lld),\n"
+                   " * dilation (%lld, %lld): [%lld, N * %lld] */\n",
+                   im2col, kh, kw, sh, sw, ph, pw, dh, dw, Kd, HW);
+    kernel_head(g, im2col, &pl);
+    line_of(g, n);
+    dpc_buf_printf(g->o,
+                   "    const long long g = ctx->g, cols = N * %lldLL, total = %lldLL * cols;\n"
+                   "    for (long long i = %s) {\n"
+                   "        const long long r = i / cols, j = i - r * cols;\n"
+                   "        const long long c = r / %lldLL, ki = (r / %lldLL) %% %lldLL, kj = r %% %lldLL;\n"
+                   "        const long long img = j / %lldLL, p = j - img * %lldLL, oh = p / %lldLL, ow = p - oh * %lldLL;\n"
+                   "        const long long ih = oh * %lldLL - %lldLL + ki * %lldLL, iw = ow * %lldLL - %lldLL + kj * %lldLL;\n"
+                   "        const float *src = b%d + (img * %lldLL + g * %lldLL + c) * %lldLL;\n"
+                   "        b%d[i] = (ih >= 0 && ih < %lldLL && iw >= 0 && iw < %lldLL) ? src[ih * %lldLL + iw] : 0.0f;\n"
+                   "    }\n",
+                   HW, Kd, grid_stride(), kh * kw, kw, kh, kw, HW, HW, Wo, Wo, sh, ph, dh, sw, pw, dw, xb, C, Cg,
+                   H * W, cb, H, W, W);
+    kernel_tail(g);
+    for (long long gi = 0; gi < G; gi++) {
+        dpc_cu_launch *l = plan_launch(g, k->name, "_im2col", DPC_CU_ELEMS, cd(Kd * HW, 1), 1, &pl);
+        l->g = gi; /* one function, a launch per group */
+        dpc_cu_step *s = new_step(g, DPC_CU_GEMM);
+        dpc_cu_gemm *m = &s->u.gemm;
+        m->a = wb;
+        m->b = cb;
+        m->c = rb;
+        m->bias = -1;
+        m->M = cd(Cog, 0);
+        m->N = cd(HW, 1);
+        m->K = cd(Kd, 0);
+        m->lda = cd(Kd, 0);
+        m->ldb = cd(HW, 1);
+        m->ldc = cd(HW, 1);
+        m->offA = cd(gi * Cog * Kd, 0);
+        m->offC = cd(gi * Cog * HW, 1);
+        m->batch = cd(1, 0);
+    }
+    dpc_buf_free(&nm);
+    dpc_buf_printf(g->o, "\n/* %s: conv2d GEMMs [%lld, %lld] x [%lld, N * %lld] per group through cuBLASLt */\n",
+                   k->name, Cog, Kd, Kd, HW);
+    /* back to NCHW, bias, fused chain */
+    char seed[192];
+    plist extra = {0};
+    padd(g, &extra, rb, false);
+    if (n->nin > 2) {
+        padd(g, &extra, kg->buf_of[n->in[2]], false);
+        snprintf(seed, sizeof seed, "b%d[c1 * (N * %lldLL) + c0 * %lldLL + c2 * %lldLL + c3] + b%d[c1]", rb, HW, HW, Wo,
+                 kg->buf_of[n->in[2]]);
+    } else
+        snprintf(seed, sizeof seed, "b%d[c1 * (N * %lldLL) + c0 * %lldLL + c2 * %lldLL + c3]", rb, HW, HW, Wo);
+    emit_chain_kernel(g, k, k->name, 0, seed, n->id, false, true, &extra);
+}
+
+/* ---------------------------------------------------------- pooling */
+
+static void emit_pool(cg *g, const kernel *k) {
+    const kgraph *kg = g->kg;
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]);
+    long long H = x->sh.d[2].k, W = x->sh.d[3].k, Ho = n->sh.d[2].k, Wo = n->sh.d[3].k;
+    int xb = kg->buf_of[x->id], ob = kg->buf_of[n->id];
+    char t[96];
+    plist pl = {0};
+    padd(g, &pl, ob, true);
+    padd(g, &pl, xb, false);
+    dpc_cu_dim total = cd_prod(&n->sh, 0, n->sh.rank);
+    dpc_buf_printf(g->o, "\n/* %s: %s, one thread per output element */\n", k->name, ir_op_name(n->op));
+    kernel_head(g, k->name, &pl);
+    line_of(g, n);
+    dpc_buf_printf(g->o,
+                   "    const long long total = %s;\n"
+                   "    for (long long i = %s) {\n"
+                   "        const long long p = i / %lldLL, oh = (i / %lldLL) %% %lldLL, ow = i %% %lldLL;\n"
+                   "        const float *src = b%d + p * %lldLL;\n",
+                   cd_str(t, sizeof t, total), grid_stride(), Ho * Wo, Wo, Ho, Wo, xb, H * W);
+    if (n->op == OP_ADAPTIVE_AVGPOOL2D) {
+        dpc_buf_printf(g->o,
+                       "        const long long h0 = oh * %lldLL / %lldLL, h1 = ((oh + 1) * %lldLL + %lldLL - 1) / %lldLL;\n"
+                       "        const long long w0 = ow * %lldLL / %lldLL, w1 = ((ow + 1) * %lldLL + %lldLL - 1) / %lldLL;\n"
+                       "        float s = 0.0f;\n"
+                       "        for (long long ih = h0; ih < h1; ih++)\n"
+                       "            for (long long iw = w0; iw < w1; iw++)\n"
+                       "                s += src[ih * %lldLL + iw];\n"
+                       "        b%d[i] = s / (float)((h1 - h0) * (w1 - w0));\n",
+                       H, Ho, H, Ho, Ho, W, Wo, W, Wo, Wo, W, ob);
+    } else {
+        long long kh = n->ia[0], kw = n->ia[1], sh = n->ia[2], sw = n->ia[3], ph = n->ia[4], pw = n->ia[5];
+        if (n->op == OP_MAXPOOL2D) {
+            long long dh = n->ia[6], dw = n->ia[7];
+            dpc_buf_printf(g->o,
+                           "        float m = -INFINITY;\n"
+                           "        for (long long ki = 0; ki < %lldLL; ki++) {\n"
+                           "            const long long ih = oh * %lldLL - %lldLL + ki * %lldLL;\n"
+                           "            if (ih < 0 || ih >= %lldLL) continue;\n"
+                           "            for (long long kj = 0; kj < %lldLL; kj++) {\n"
+                           "                const long long iw = ow * %lldLL - %lldLL + kj * %lldLL;\n"
+                           "                if (iw < 0 || iw >= %lldLL) continue;\n"
+                           "                const float v = src[ih * %lldLL + iw];\n"
+                           "                if (v > m || v != v) m = v;\n"
+                           "            }\n"
+                           "        }\n"
+                           "        b%d[i] = m;\n",
+                           kh, sh, ph, dh, H, kw, sw, pw, dw, W, W, ob);
+        } else {
+            long long div = n->ia[6];
+            dpc_buf_printf(g->o,
+                           "        long long h0 = oh * %lldLL - %lldLL, w0 = ow * %lldLL - %lldLL;\n"
+                           "        long long h1 = h0 + %lldLL < %lldLL ? h0 + %lldLL : %lldLL;\n"
+                           "        long long w1 = w0 + %lldLL < %lldLL ? w0 + %lldLL : %lldLL;\n"
+                           "        const long long padded = (h1 - h0) * (w1 - w0);\n"
+                           "        h0 = h0 < 0 ? 0 : h0; w0 = w0 < 0 ? 0 : w0;\n"
+                           "        h1 = h1 < %lldLL ? h1 : %lldLL; w1 = w1 < %lldLL ? w1 : %lldLL;\n"
+                           "        float s = 0.0f;\n"
+                           "        for (long long ih = h0; ih < h1; ih++)\n"
+                           "            for (long long iw = w0; iw < w1; iw++)\n"
+                           "                s += src[ih * %lldLL + iw];\n"
+                           "        (void)padded;\n",
+                           sh, ph, sw, pw, kh, H + ph, kh, H + ph, kw, W + pw, kw, W + pw, H, H, W, W, W);
+            if (div)
+                dpc_buf_printf(g->o, "        b%d[i] = s / %lld.0f;\n", ob, div);
+            else if (n->flag)
+                dpc_buf_printf(g->o, "        b%d[i] = s / (float)padded;\n", ob);
+            else
+                dpc_buf_printf(g->o, "        b%d[i] = s / (float)((h1 - h0) * (w1 - w0));\n", ob);
+        }
+    }
+    dpc_buf_puts(g->o, "    }\n");
+    kernel_tail(g);
+    plan_launch(g, k->name, "", DPC_CU_ELEMS, total, 1, &pl);
+}
+
+/* ---------------------------------------------------------- rows */
+
+/* Rows longer than this get a block each instead of a warp. */
+#define WARP_ROW_MAX 1024
+
+/* The row prologue: `row`, this thread's first column `t` and the stride
+ * `T`, and the reductions rsum/rmax for one warp or one block per row. */
+static dpc_cu_grid row_head(cg *g, long long L, const char *rows) {
+    if (L <= WARP_ROW_MAX) {
+        dpc_buf_printf(g->o,
+                       "    /* one warp per row */\n"
+                       "    const long long rows = %s;\n"
+                       "    const long long row = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32;\n"
+                       "    const int t = threadIdx.x %% 32, T = 32;\n"
+                       "    if (row >= rows) return;\n"
+                       "#define rsum warp_sum\n#define rmax warp_max\n",
+                       rows);
+        return DPC_CU_WARP_ROWS;
+    }
+    dpc_buf_printf(g->o,
+                   "    /* one block per row */\n"
+                   "    const long long rows = %s;\n"
+                   "    const long long row = blockIdx.x;\n"
+                   "    const int t = threadIdx.x, T = blockDim.x;\n"
+                   "    if (row >= rows) return;\n"
+                   "#define rsum block_sum\n#define rmax block_max\n",
+                   rows);
+    return DPC_CU_BLOCK_ROWS;
+}
+
+static void row_tail(cg *g) { dpc_buf_puts(g->o, "#undef rsum\n#undef rmax\n"); }
+
+static void emit_row(cg *g, const kernel *k) {
+    const kgraph *kg = g->kg;
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]);
+    int xb = kg->buf_of[x->id], ob = kg->buf_of[n->id];
+    char t1[96], t2[96];
+    plist pl = {0};
+    padd(g, &pl, ob, true);
+    padd(g, &pl, xb, false);
+    if (n->op == OP_LAYERNORM) {
+        long long L = 1;
+        for (int i = x->sh.rank - n->axis; i < x->sh.rank; i++) {
+            L *= x->sh.d[i].k;
+            if (x->sh.d[i].sym) {
+                fail(g, n, "layer_norm over the batch dimension");
+                return;
+            }
+        }
+        int wb = -1, bb = -1, idx = 1;
+        if (n->flag)
+            wb = kg->buf_of[n->in[idx++]];
+        if (n->keepdim)
+            bb = kg->buf_of[n->in[idx++]];
+        padd(g, &pl, wb, false);
+        padd(g, &pl, bb, false);
+        char eps[64];
+        dpc_format_pyfloat(n->fa, eps, sizeof eps);
+        dpc_cu_dim rows = cd_prod(&x->sh, 0, x->sh.rank - n->axis);
+        dpc_buf_printf(g->o, "\n/* %s: layer_norm over rows of %lld, mean and variance in two passes */\n", k->name, L);
+        kernel_head(g, k->name, &pl);
+        dpc_cu_grid grid = row_head(g, L, cd_str(t1, sizeof t1, rows));
+        line_of(g, n);
+        dpc_buf_printf(g->o,
+                       "    const float *x = b%d + row * %lldLL;\n"
+                       "    float *y = b%d + row * %lldLL;\n"
+                       "    float s = 0.0f;\n"
+                       "    for (int j = t; j < %lld; j += T) s += x[j];\n"
+                       "    const float mean = rsum(s) / %lld.0f;\n"
+                       "    float v = 0.0f;\n"
+                       "    for (int j = t; j < %lld; j += T) { const float d = x[j] - mean; v += d * d; }\n"
+                       "    const float rstd = 1.0f / sqrtf(rsum(v) / %lld.0f + %sf);\n"
+                       "    for (int j = t; j < %lld; j += T) {\n"
+                       "        float o = (x[j] - mean) * rstd;\n",
+                       xb, L, ob, L, L, L, L, L, eps, L);
+        if (wb >= 0)
+            dpc_buf_printf(g->o, "        o *= b%d[j];\n", wb);
+        if (bb >= 0)
+            dpc_buf_printf(g->o, "        o += b%d[j];\n", bb);
+        dpc_buf_puts(g->o, "        y[j] = o;\n    }\n");
+        row_tail(g);
+        kernel_tail(g);
+        plan_launch(g, k->name, "", grid, rows, 1, &pl);
+        return;
+    }
+    /* softmax / log_softmax over axis: [outer, L, inner] */
+    long long L = x->sh.d[n->axis].k;
+    bool logsm = n->op == OP_LOG_SOFTMAX;
+    dpc_cu_dim outer = cd_prod(&x->sh, 0, n->axis), inner = cd_prod(&x->sh, n->axis + 1, x->sh.rank);
+    bool Lsym = x->sh.d[n->axis].sym;
+    if (cd_one(inner) && !Lsym) {
+        dpc_buf_printf(g->o, "\n/* %s: %s over rows of %lld */\n", k->name, ir_op_name(n->op), L);
+        kernel_head(g, k->name, &pl);
+        dpc_cu_grid grid = row_head(g, L, cd_str(t1, sizeof t1, outer));
+        line_of(g, n);
+        dpc_buf_printf(g->o,
+                       "    const float *x = b%d + row * %lldLL;\n"
+                       "    float *y = b%d + row * %lldLL;\n"
+                       "    float m = -INFINITY;\n"
+                       "    for (int j = t; j < %lld; j += T) m = fmaxf(m, x[j]);\n"
+                       "    m = rmax(m);\n"
+                       "    float s = 0.0f;\n"
+                       "    for (int j = t; j < %lld; j += T) s += expf(x[j] - m);\n"
+                       "    s = rsum(s);\n",
+                       xb, L, ob, L, L, L);
+        if (logsm)
+            dpc_buf_printf(g->o, "    const float ls = logf(s);\n"
+                                 "    for (int j = t; j < %lld; j += T) y[j] = x[j] - m - ls;\n",
+                           L);
+        else
+            dpc_buf_printf(g->o, "    const float inv = 1.0f / s;\n"
+                                 "    for (int j = t; j < %lld; j += T) y[j] = expf(x[j] - m) * inv;\n",
+                           L);
+        row_tail(g);
+        kernel_tail(g);
+        plan_launch(g, k->name, "", grid, outer, 1, &pl);
+        return;
+    }
+    /* a middle axis (or one as long as the batch): one thread per (outer,
+     * inner) column, coalesced over inner */
+    char t3[96];
+    cd_str(t3, sizeof t3, cd_of(x->sh.d[n->axis]));
+    dpc_cu_dim total = cd_mul(outer, inner);
+    dpc_buf_printf(g->o, "\n/* %s: %s over axis %d, one thread per column */\n", k->name, ir_op_name(n->op), n->axis);
+    kernel_head(g, k->name, &pl);
+    line_of(g, n);
+    dpc_buf_printf(g->o,
+                   "    const long long inner = %s, len = %s, total = %s;\n"
+                   "    for (long long i = %s) {\n"
+                   "        const long long p = i / inner, q = i - p * inner;\n"
+                   "        const float *x = b%d + p * len * inner + q;\n"
+                   "        float *y = b%d + p * len * inner + q;\n"
+                   "        float m = -INFINITY;\n"
+                   "        for (long long j = 0; j < len; j++) m = fmaxf(m, x[j * inner]);\n"
+                   "        float s = 0.0f;\n"
+                   "        for (long long j = 0; j < len; j++) s += expf(x[j * inner] - m);\n",
+                   cd_str(t1, sizeof t1, inner), t3, cd_str(t2, sizeof t2, total), grid_stride(), xb, ob);
+    if (logsm)
+        dpc_buf_puts(g->o, "        const float ls = logf(s);\n"
+                           "        for (long long j = 0; j < len; j++) y[j * inner] = x[j * inner] - m - ls;\n");
+    else
+        dpc_buf_puts(g->o, "        const float inv = 1.0f / s;\n"
+                           "        for (long long j = 0; j < len; j++) y[j * inner] = expf(x[j * inner] - m) * inv;\n");
+    dpc_buf_puts(g->o, "    }\n");
+    kernel_tail(g);
+    plan_launch(g, k->name, "", DPC_CU_ELEMS, total, 1, &pl);
+}
+
+/* ---------------------------------------------------------- reductions */
+
+static void emit_reduce(cg *g, const kernel *k) {
+    const kgraph *kg = g->kg;
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]);
+    int xb = kg->buf_of[x->id], ob = kg->buf_of[n->id];
+    char t1[96], t2[96], t3[96];
+    plist pl = {0};
+    padd(g, &pl, ob, true);
+    padd(g, &pl, xb, false);
+    bool amax = n->op == OP_AMAX, mean = n->op == OP_MEAN;
+    if (x->sh.rank == 0) {
+        dpc_buf_printf(g->o, "\n/* %s: %s of a scalar */\n", k->name, ir_op_name(n->op));
+        kernel_head(g, k->name, &pl);
+        line_of(g, n);
+        dpc_buf_printf(g->o, "    if (blockIdx.x == 0 && threadIdx.x == 0) b%d[0] = b%d[0];\n", ob, xb);
+        kernel_tail(g);
+        plan_launch(g, k->name, "", DPC_CU_ONE, cd(1, 0), 1, &pl);
+        return;
+    }
+    dpc_cu_dim len = cd_of(x->sh.d[n->axis]), outer = cd_prod(&x->sh, 0, n->axis),
+               inner = cd_prod(&x->sh, n->axis + 1, x->sh.rank);
+    cd_str(t3, sizeof t3, len);
+    if (cd_one(inner)) {
+        dpc_buf_printf(g->o, "\n/* %s: %s over the last axis, one warp per output */\n", k->name, ir_op_name(n->op));
+        kernel_head(g, k->name, &pl);
+        dpc_cu_grid grid = row_head(g, 1, cd_str(t1, sizeof t1, outer));
+        line_of(g, n);
+        dpc_buf_printf(g->o, "    const long long len = %s;\n    const float *x = b%d + row * len;\n", t3, xb);
+        if (amax)
+            dpc_buf_puts(g->o, "    float acc = -INFINITY;\n"
+                               "    for (long long j = t; j < len; j += T) acc = nanmax(acc, x[j]);\n"
+                               "    acc = warp_nanmax(acc);\n");
+        else
+            dpc_buf_printf(g->o, "    float acc = 0.0f;\n"
+                                 "    for (long long j = t; j < len; j += T) acc += x[j];\n"
+                                 "    acc = rsum(acc)%s;\n",
+                           mean ? " / (float)len" : "");
+        dpc_buf_printf(g->o, "    if (t == 0) b%d[row] = acc;\n", ob);
+        row_tail(g);
+        kernel_tail(g);
+        plan_launch(g, k->name, "", grid, outer, 1, &pl);
+        return;
+    }
+    dpc_cu_dim total = cd_mul(outer, inner);
+    dpc_buf_printf(g->o, "\n/* %s: %s over axis %d, one thread per output */\n", k->name, ir_op_name(n->op), n->axis);
+    kernel_head(g, k->name, &pl);
+    line_of(g, n);
+    dpc_buf_printf(g->o,
+                   "    const long long inner = %s, len = %s, total = %s;\n"
+                   "    for (long long i = %s) {\n"
+                   "        const long long p = i / inner, q = i - p * inner;\n"
+                   "        const float *x = b%d + p * len * inner + q;\n",
+                   cd_str(t1, sizeof t1, inner), t3, cd_str(t2, sizeof t2, total), grid_stride(), xb);
+    if (amax)
+        dpc_buf_puts(g->o, "        float acc = -INFINITY;\n"
+                           "        for (long long j = 0; j < len; j++) acc = nanmax(acc, x[j * inner]);\n");
+    else
+        dpc_buf_printf(g->o, "        float acc = 0.0f;\n"
+                             "        for (long long j = 0; j < len; j++) acc += x[j * inner];\n%s",
+                       mean ? "        acc /= (float)len;\n" : "");
+    dpc_buf_printf(g->o, "        b%d[i] = acc;\n    }\n", ob);
+    kernel_tail(g);
+    plan_launch(g, k->name, "", DPC_CU_ELEMS, total, 1, &pl);
+}
+
+/* ---------------------------------------------------------- gathers and copies */
+
+static void emit_embed(cg *g, const kernel *k) {
+    const kgraph *kg = g->kg;
+    const ir_node *n = k->root, *ids = nd(kg, n->in[0]), *w = nd(kg, n->in[1]);
+    long long V = w->sh.d[0].k, D = w->sh.d[1].k;
+    int ib = kg->buf_of[ids->id], wb = kg->buf_of[w->id], ob = kg->buf_of[n->id];
+    char t[96];
+    plist pl = {0};
+    padd(g, &pl, ob, true);
+    padd(g, &pl, ib, false);
+    padd(g, &pl, wb, false);
+    dpc_cu_dim total = cd_mul(cd_prod(&ids->sh, 0, ids->sh.rank), cd(D, 0));
+    const char *it = kb(g, ib)->esize == 8 ? "long long" : "int";
+    dpc_buf_printf(g->o, "\n/* %s: embedding of %lld rows of %lld; an index out of range raises the error flag */\n",
+                   k->name, V, D);
+    kernel_head(g, k->name, &pl);
+    line_of(g, n);
+    dpc_buf_printf(g->o,
+                   "    const long long total = %s;\n"
+                   "    for (long long i = %s) {\n"
+                   "        const long long r = i / %lldLL, j = i - r * %lldLL;\n"
+                   "        const long long id = (long long)(%s)b%d[r];\n"
+                   "        if (id < 0 || id >= %lldLL) {\n"
+                   "            raise_error(ctx, %d, id, %lldLL);\n"
+                   "            b%d[i] = 0.0f;\n"
+                   "            continue;\n"
+                   "        }\n"
+                   "        b%d[i] = b%d[id * %lldLL + j];\n"
+                   "    }\n",
+                   cd_str(t, sizeof t, total), grid_stride(), D, D, it, ib, V, g->kernel + 1, V, ob, ob, wb, D);
+    kernel_tail(g);
+    plan_launch(g, k->name, "", DPC_CU_ELEMS, total, 1, &pl);
+}
+
+static void emit_cat(cg *g, const kernel *k) {
+    const kgraph *kg = g->kg;
+    const ir_node *n = k->root;
+    int ob = kg->buf_of[n->id];
+    char t1[96], t2[96], t3[96], t4[96];
+    plist pl = {0};
+    padd(g, &pl, ob, true);
+    for (int i = 0; i < ir_cat_count(n); i++)
+        padd(g, &pl, kg->buf_of[ir_cat_operand(n, i)], false);
+    dpc_cu_dim total = cd_prod(&n->sh, 0, n->sh.rank);
+    dpc_buf_printf(g->o, "\n/* %s: cat of %d tensors on axis %d, one thread per output element */\n", k->name,
+                   ir_cat_count(n), n->axis);
+    kernel_head(g, k->name, &pl);
+    line_of(g, n);
+    dpc_buf_printf(g->o,
+                   "    const long long inner = %s, len = %s, total = %s;\n"
+                   "    for (long long i = %s) {\n"
+                   "        const long long q = i %% inner, a = (i / inner) %% len, p = i / (inner * len);\n"
+                   "        long long at = a;\n",
+                   cd_str(t1, sizeof t1, cd_prod(&n->sh, n->axis + 1, n->sh.rank)),
+                   cd_str(t2, sizeof t2, cd_of(n->sh.d[n->axis])), cd_str(t3, sizeof t3, total), grid_stride());
+    for (int i = 0; i < ir_cat_count(n); i++) {
+        const ir_node *x = nd(kg, ir_cat_operand(n, i));
+        cd_str(t4, sizeof t4, cd_of(x->sh.d[n->axis]));
+        dpc_buf_printf(g->o,
+                       "        %sif (at < %s) { b%d[i] = b%d[(p * %s + at) * inner + q]; continue; }\n"
+                       "        at -= %s;\n",
+                       "", t4, ob, kg->buf_of[x->id], t4, t4);
+    }
+    dpc_buf_puts(g->o, "    }\n");
+    kernel_tail(g);
+    plan_launch(g, k->name, "", DPC_CU_ELEMS, total, 1, &pl);
+}
+
+static void emit_copy(cg *g, const kernel *k) {
+    const kgraph *kg = g->kg;
+    const ir_node *c = k->out;
+    const shape *os = &c->sh;
+    char t[96];
+    int ob = kg->buf_of[c->id];
+    plist pl = {0};
+    padd(g, &pl, ob, true);
+    int sb = k->src.kind == ACC_LEAF ? -1 : kg->buf_of[k->src.base->id];
+    padd(g, &pl, sb, false);
+    dpc_cu_dim total = cd_prod(os, 0, os->rank);
+    dpc_buf_printf(g->o, "\n/* %s: materialise %%%d (%s) */\n", k->name, c->id,
+                   k->src.kind == ACC_PERM ? "a permuted view" : k->src.kind == ACC_LEAF ? "a constant" : "a copy");
+    kernel_head(g, k->name, &pl);
+    line_of(g, c);
+    dpc_buf_printf(g->o, "    const long long total = %s;\n    for (long long i = %s) {\n", cd_str(t, sizeof t, total),
+                   grid_stride());
+    if (k->src.kind == ACC_LEAF) {
+        const ir_node *leaf = k->src.base;
+        if (leaf->op == OP_SCALAR)
+            dpc_buf_printf(g->o, "        b%d[i] = ctx->scalars[%d];\n", ob, leaf->input_index);
+        else {
+            char num[64];
+            dpc_format_pyfloat(leaf->fa, num, sizeof num);
+            if (strchr(num, 'n') || strchr(num, 'i'))
+                dpc_buf_printf(g->o, "        b%d[i] = %s;\n", ob,
+                               strcmp(num, "nan") == 0 ? "NAN" : num[0] == '-' ? "-INFINITY" : "INFINITY");
+            else
+                dpc_buf_printf(g->o, "        b%d[i] = (float)%s;\n", ob, num);
+        }
+    } else if (k->src.kind == ACC_CONTIG) {
+        dpc_buf_printf(g->o, "        b%d[i] = (float)b%d[i];\n", ob, sb);
+    } else {
+        coords(g, os, "        ");
+        const ir_node *base = k->src.base;
+        dpc_buf_printf(g->o, "        b%d[i] = (float)b%d[0", ob, sb);
+        for (int j = 0; j < os->rank; j++)
+            dpc_buf_printf(g->o, " + c%d * %s", j,
+                           cd_str(t, sizeof t, cd_prod(&base->sh, k->src.perm[j] + 1, base->sh.rank)));
+        dpc_buf_puts(g->o, "];\n");
+    }
+    dpc_buf_puts(g->o, "    }\n");
+    kernel_tail(g);
+    plan_launch(g, k->name, "", DPC_CU_ELEMS, total, 1, &pl);
+}
+
+/* ---------------------------------------------------------- the program */
+
+static const char PRELUDE[] =
+    "#define INFINITY __int_as_float(0x7f800000)\n"
+    "#define NAN __int_as_float(0x7fffffff)\n"
+    "typedef long long int64_t;\n"
+    "\n"
+    "/* The error flag: the first failing kernel (1-based) and what it saw. */\n"
+    "struct dpc_kerr {\n"
+    "    int kernel;\n"
+    "    int pad;\n"
+    "    long long index, limit;\n"
+    "};\n"
+    "\n"
+    "/* Passed by value to every kernel; layout shared with runtime/backend_cuda.c. */\n"
+    "struct dpc_kctx {\n"
+    "    const float *scalars; /* the forward's scalar inputs */\n"
+    "    dpc_kerr *err;\n"
+    "    long long N;          /* batch rows of this replica */\n"
+    "    long long g;          /* convolution group (im2col) */\n"
+    "};\n"
+    "\n"
+    "__device__ __forceinline__ void raise_error(const dpc_kctx *ctx, int kernel, long long index, long long limit) {\n"
+    "    if (atomicCAS(&ctx->err->kernel, 0, kernel) == 0) {\n"
+    "        ctx->err->index = index;\n"
+    "        ctx->err->limit = limit;\n"
+    "    }\n"
+    "}\n"
+    "\n"
+    "/* NaN-propagating max, as torch.amax. */\n"
+    "__device__ __forceinline__ float nanmax(float a, float b) { return (a > b || a != a) ? a : b; }\n"
+    "\n"
+    "__device__ __forceinline__ float warp_sum(float v) {\n"
+    "    for (int o = 16; o > 0; o /= 2)\n"
+    "        v += __shfl_xor_sync(0xffffffffu, v, o);\n"
+    "    return v;\n"
+    "}\n"
+    "__device__ __forceinline__ float warp_max(float v) {\n"
+    "    for (int o = 16; o > 0; o /= 2)\n"
+    "        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+    "    return v;\n"
+    "}\n"
+    "__device__ __forceinline__ float warp_nanmax(float v) {\n"
+    "    for (int o = 16; o > 0; o /= 2)\n"
+    "        v = nanmax(v, __shfl_xor_sync(0xffffffffu, v, o));\n"
+    "    return v;\n"
+    "}\n"
+    "\n"
+    "/* Block-wide reductions (all threads of the block call them): warps\n"
+    " * reduce, warp 0 reduces the warps' partials, everyone reads the result. */\n"
+    "__device__ __forceinline__ float block_sum(float v) {\n"
+    "    __shared__ float part[32];\n"
+    "    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;\n"
+    "    v = warp_sum(v);\n"
+    "    if (lane == 0) part[warp] = v;\n"
+    "    __syncthreads();\n"
+    "    v = lane < (int)(blockDim.x / 32) ? part[lane] : 0.0f;\n"
+    "    v = warp_sum(v);\n"
+    "    __syncthreads(); /* part is reused by the next call */\n"
+    "    return v;\n"
+    "}\n"
+    "__device__ __forceinline__ float block_max(float v) {\n"
+    "    __shared__ float part[32];\n"
+    "    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;\n"
+    "    v = warp_max(v);\n"
+    "    if (lane == 0) part[warp] = v;\n"
+    "    __syncthreads();\n"
+    "    v = lane < (int)(blockDim.x / 32) ? part[lane] : -INFINITY;\n"
+    "    v = warp_max(v);\n"
+    "    __syncthreads();\n"
+    "    return v;\n"
+    "}\n";
+
+static void emit_kernel(cg *g, const kernel *k) {
+    switch (k->kind) {
+    case KK_ELEMWISE: emit_chain_kernel(g, k, k->name, 0, NULL, 0, false, false, NULL); break;
+    case KK_GEMM:
+        if (k->root->op == OP_LINEAR)
+            emit_linear(g, k);
+        else
+            emit_matmul(g, k);
+        break;
+    case KK_CONV: emit_conv(g, k); break;
+    case KK_POOL: emit_pool(g, k); break;
+    case KK_ROW: emit_row(g, k); break;
+    case KK_REDUCE: emit_reduce(g, k); break;
+    case KK_EMBED: emit_embed(g, k); break;
+    case KK_CAT: emit_cat(g, k); break;
+    case KK_COPY: emit_copy(g, k); break;
+    }
+}
+
+static void emit_program(cg *g) {
+    const ir_graph *ig = g->kg->g;
+    dpc_buf_printf(g->o, "/* dpc %s: CUDA kernels for %s (%s). Generated; compiled with NVRTC. */\n", DPC_VERSION,
+                   ig->model_name, ig->file);
+    dpc_buf_puts(g->o, PRELUDE);
+    for (int i = 0; i < g->kg->kernels.len; i++) {
+        g->kernel = i;
+        emit_kernel(g, g->kg->kernels.items[i]);
+    }
+}
+
+static void free_seen(cg *g) {
+    for (int i = 0; i < g->nseen; i++)
+        free(g->seen[i].canon);
+    free(g->seen);
+}
+
+static char *unit_name(const kgraph *kg) {
+    dpc_buf b;
+    dpc_buf_init(&b);
+    dpc_buf_printf(&b, "%s.cu", kg->g->model_name ? kg->g->model_name : "model");
+    return dpc_buf_take(&b);
+}
+
+dpc_status dpc_cu_gemm_expand(const dpc_cu_gemm *g, int64_t N,
+                              dpc_status (*fn)(void *ctx, const dpc_cu_gemm_call *c), void *ctx) {
+    dpc_cu_gemm_call c = {0};
+    c.M = dpc_cu_dim_eval(g->M, N);
+    c.N = dpc_cu_dim_eval(g->N, N);
+    c.K = dpc_cu_dim_eval(g->K, N);
+    c.lda = dpc_cu_dim_eval(g->lda, N);
+    c.ldb = dpc_cu_dim_eval(g->ldb, N);
+    c.ldc = dpc_cu_dim_eval(g->ldc, N);
+    c.batch = dpc_cu_dim_eval(g->batch, N);
+    c.strideA = dpc_cu_dim_eval(g->strideA, N);
+    c.strideB = dpc_cu_dim_eval(g->strideB, N);
+    c.strideC = dpc_cu_dim_eval(g->strideC, N);
+    if (c.M <= 0 || c.N <= 0 || c.batch <= 0)
+        return DPC_OK;
+    int64_t count[DPC_CU_MAX_LOOPS], total = 1;
+    for (int j = 0; j < g->nloops; j++) {
+        count[j] = dpc_cu_dim_eval(g->loop[j].count, N);
+        total *= count[j];
+    }
+    for (int64_t it = 0; it < total; it++) {
+        int64_t rem = it;
+        c.offA = dpc_cu_dim_eval(g->offA, N);
+        c.offB = dpc_cu_dim_eval(g->offB, N);
+        c.offC = dpc_cu_dim_eval(g->offC, N);
+        for (int j = g->nloops - 1; j >= 0; j--) {
+            int64_t i = rem % count[j];
+            rem /= count[j];
+            c.offA += i * dpc_cu_dim_eval(g->loop[j].sA, N);
+            c.offB += i * dpc_cu_dim_eval(g->loop[j].sB, N);
+            c.offC += i * dpc_cu_dim_eval(g->loop[j].sC, N);
+        }
+        dpc_status s = fn(ctx, &c);
+        if (s != DPC_OK)
+            return s;
+    }
+    return DPC_OK;
+}
+
+void dpc_cu_plan_free(dpc_cu_plan *plan) {
+    if (!plan)
+        return;
+    free(plan->steps);
+    memset(plan, 0, sizeof *plan);
+}
+
+dpc_status dpc_cuda_program(const kgraph *kg, char **source, dpc_cu_plan *plan, dpc_err *e) {
+    *source = NULL;
+    memset(plan, 0, sizeof *plan);
+    dpc_buf o;
+    dpc_buf_init(&o);
+    char *unit = unit_name(kg);
+    cg g = {.kg = kg, .o = &o, .plan = plan, .unit = unit ? unit : "model.cu", .st = DPC_OK, .e = e, .fn_start = NO_FN};
+    emit_program(&g);
+    free(unit);
+    free_seen(&g);
+    if (g.st == DPC_OK && o.oom)
+        g.st = dpc_errf(e, DPC_ENOMEM, "out of memory rendering CUDA kernels");
+    if (g.st != DPC_OK) {
+        dpc_buf_free(&o);
+        dpc_cu_plan_free(plan);
+        return g.st;
+    }
+    *source = dpc_buf_take(&o);
+    if (!*source) {
+        dpc_cu_plan_free(plan);
+        return dpc_errf(e, DPC_ENOMEM, "out of memory rendering CUDA kernels");
+    }
+    return DPC_OK;
+}
+
+void emit_cuda(const kgraph *kg, dpc_buf *out) {
+    char *unit = unit_name(kg);
+    cg g = {.kg = kg, .o = out, .plan = NULL, .unit = unit ? unit : "model.cu", .st = DPC_OK, .e = NULL, .fn_start = NO_FN};
+    emit_program(&g);
+    free(unit);
+    free_seen(&g);
 }

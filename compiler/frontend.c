@@ -15,6 +15,11 @@ void front_free(dpc_front *f) {
 
 dpc_status front_run(const char *path, const char *text, size_t len, front_stage stage, dpc_front **out,
                      dpc_buf *diags, dpc_err *e) {
+    return front_run_mem(path, text, len, stage, NULL, NULL, out, diags, e);
+}
+
+dpc_status front_run_mem(const char *path, const char *text, size_t len, front_stage stage,
+                         front_import_fn read_import, void *ud, dpc_front **out, dpc_buf *diags, dpc_err *e) {
     *out = NULL;
     dpc_front *f = calloc(1, sizeof *f);
     if (!f)
@@ -22,18 +27,28 @@ dpc_status front_run(const char *path, const char *text, size_t len, front_stage
     f->ctx.max_errors = 50;
     f->ctx.max_depth = 200;
     f->ctx.arena.oom_jump = &f->oom;
+    f->ctx.read_import = read_import;
+    f->ctx.import_ud = ud;
     if (setjmp(f->oom)) {
         front_free(f);
         return dpc_errf(e, DPC_ENOMEM, "out of memory while compiling '%s'", path);
     }
+    const char *failed = "parsing";
     bool ok = text ? parse_source(&f->ctx, path, text, len, &f->m.prog)
                    : parse_program(&f->ctx, path, &f->m.prog);
-    if (ok)
+    if (ok) {
+        failed = "semantic analysis";
         ok = sema_instantiate(&f->ctx, &f->m);
+    }
     if (ok && stage >= FRONT_IR) {
+        failed = "building the IR";
         f->g.arena = &f->ctx.arena;
         ok = ir_build(&f->ctx, &f->m, &f->g);
     }
+    ok = ok && f->ctx.nerrors == 0;
+    if (!ok && f->ctx.nerrors == 0) /* a stage failed without saying why: never silently */
+        error_at(&f->ctx, (loc){0}, "internal error: %s of '%s' failed without a diagnostic; please report this",
+                 failed, path);
     if (!ok) {
         if (diags)
             diags_render(&f->ctx, diags);

@@ -14,7 +14,8 @@
 #define MAX_CALL_DEPTH 64
 #define MAX_NODES 1000000
 
-typedef enum sv_kind { SV_NONE, SV_TENSOR, SV_NUM, SV_MODULE, SV_TUPLE, SV_LIST } sv_kind;
+/* SV_BATCH is the batch name used as a value: only reshape() takes it. */
+typedef enum sv_kind { SV_NONE, SV_TENSOR, SV_NUM, SV_MODULE, SV_TUPLE, SV_LIST, SV_BATCH } sv_kind;
 
 typedef struct sv {
     sv_kind k;
@@ -43,15 +44,26 @@ typedef struct builder {
     dpc_ctx *c;
     model *m;
     ir_graph *g;
-    int depth;
+    int depth;             /* user module calls in progress */
+    int nest;              /* recursion levels in progress, through calls too */
+    bool nest_error;       /* DPC_MAX_EVAL_NEST was reported */
     ir_node **param_nodes; /* per model.params index */
     const char *batch;     /* the batch dim's name */
 } builder;
 
 static bool eval(builder *b, frame *f, const node *n, sv *out);
 static bool exec_block(builder *b, frame *f, const vec *body);
-static bool call_module(builder *b, inst *mod, const sv *args, const char **names, const loc *at, int nargs,
-                        loc call_at, sv *out);
+/* The arguments of a call: values, keywords (NULL when positional), where
+ * each value is and where each keyword is (the value when positional). */
+typedef struct fargs {
+    int n;
+    sv *v;
+    const char **names;
+    loc *at;
+    loc *kw_at;
+} fargs;
+
+static bool call_module(builder *b, inst *mod, const fargs *a, loc call_at, sv *out);
 
 /* ----------------------------------------------------------- helpers */
 
@@ -63,14 +75,49 @@ static const char *sv_kind_name(const sv *v) {
     case SV_MODULE: return "a module";
     case SV_TUPLE: return "a tuple";
     case SV_LIST: return "a list";
+    case SV_BATCH: return "the batch size";
     }
     return "?";
 }
 
-static char *shp(builder *b, const shape *s) {
+/* One more level of recursion (an expression, a statement, a module call):
+ * false, reported once, past DPC_MAX_EVAL_NEST levels in all. */
+static bool enter(builder *b, loc at) {
+    if (b->nest >= DPC_MAX_EVAL_NEST) {
+        if (!b->nest_error)
+            error_at(b->c, at, "module calls and expressions nested too deeply (limit %d levels in all)",
+                     DPC_MAX_EVAL_NEST);
+        b->nest_error = true;
+        return false;
+    }
+    b->nest++;
+    return true;
+}
+
+/* Elements per sample, counting a 0 dim as 1 (so that any partial product
+ * is bounded too); false past DPC_MAX_NUMEL. */
+static bool numel_ok(const shape *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->rank; i++)
+        if (s->d[i].k < 0 || __builtin_mul_overflow(n, s->d[i].k > 0 ? s->d[i].k : 1, &n) || n > DPC_MAX_NUMEL)
+            return false;
+    return true;
+}
+
+static DPC_NOINLINE bool check_size(builder *b, const ir_node *n, loc at, const char *what);
+
+static DPC_NOINLINE char *shp(builder *b, const shape *s) {
     char buf[256];
     shape_str(s, b->batch, buf, sizeof buf);
     return arena_strdup(&b->c->arena, buf);
+}
+
+static DPC_NOINLINE bool check_size(builder *b, const ir_node *n, loc at, const char *what) {
+    if (numel_ok(&n->sh))
+        return true;
+    error_at(b->c, at, "%s: the result %s is too large: more than 2^40 elements%s", what, shp(b, &n->sh),
+             b->batch ? " per sample" : "");
+    return false;
 }
 
 static ir_node *mk(builder *b, ir_op op, loc at, const char *scope) {
@@ -133,6 +180,11 @@ static bool want_tensor(builder *b, const sv *v, loc at, const char *what, ir_no
 }
 
 static bool want_int(builder *b, const sv *v, loc at, const char *what, int64_t *out) {
+    if (v->k == SV_BATCH) {
+        error_at(b->c, at, "%s must be an int known when compiling; the batch size '%s' is only known at run time",
+                 what, b->batch);
+        return false;
+    }
     if (v->k != SV_NUM || v->v.kind != V_INT) {
         error_at(b->c, at, "%s must be an int, got %s", what, sv_kind_name(v));
         return false;
@@ -517,7 +569,10 @@ static ir_node *flatten(builder *b, ir_node *x, int64_t sd, int64_t ed, loc at, 
             error_at(b->c, at, "flatten: cannot merge the batch dimension twice");
             return NULL;
         }
-        merged.k *= x->sh.d[i].k;
+        if (__builtin_mul_overflow(merged.k, x->sh.d[i].k, &merged.k)) {
+            error_at(b->c, at, "flatten: the size of %s overflows", shp(b, &x->sh));
+            return NULL;
+        }
         merged.sym |= x->sh.d[i].sym;
     }
     out.d[out.rank++] = merged;
@@ -528,11 +583,25 @@ static ir_node *flatten(builder *b, ir_node *x, int64_t sd, int64_t ed, loc at, 
 
 /* -------------------------------------------------- module calls */
 
-static bool one_tensor_arg(builder *b, inst *m, const sv *args, const char **names, int nargs, loc at) {
-    if (nargs != 1 || names[0]) {
-        error_at(b->c, at, "%s takes one tensor argument, got %d argument%s", who(m), nargs, nargs == 1 ? "" : "s");
+/* A builtin module's forward takes one argument, PyTorch's `input`. */
+static bool one_arg(builder *b, inst *m, const fargs *a, loc at) {
+    if (a->n != 1) {
+        error_at(b->c, at, "%s takes one tensor argument, got %d argument%s", who(m), a->n,
+                 a->n == 1 ? "" : "s");
         return false;
     }
+    if (a->names[0] && strcmp(a->names[0], "input") != 0) {
+        error_at(b->c, a->kw_at[0], "%s (%s) has no forward argument '%s'; pass its input positionally or as 'input='",
+                 who(m), m->type_name, a->names[0]);
+        return false;
+    }
+    return true;
+}
+
+static bool one_tensor_arg(builder *b, inst *m, const fargs *a, loc at) {
+    if (!one_arg(b, m, a, at))
+        return false;
+    const sv *args = a->v;
     if (args[0].k != SV_TENSOR) {
         error_at(b->c, at, "%s expects a tensor, got %s", who(m), sv_kind_name(&args[0]));
         return false;
@@ -545,30 +614,40 @@ static bool one_tensor_arg(builder *b, inst *m, const sv *args, const char **nam
     return true;
 }
 
-static bool call_builtin(builder *b, inst *m, const sv *args, const char **names, int nargs, loc at, sv *out) {
-    if (m->bi == BI_SEQUENTIAL) {
-        sv cur = nargs == 1 ? args[0] : (sv){0};
-        if (nargs != 1 || names[0]) {
-            error_at(b->c, at, "%s takes one argument", who(m));
+/* Sequential: its modules one after another, the value in *cur. */
+static DPC_NOINLINE bool call_sequential(builder *b, inst *m, sv *cur, loc at) {
+    const char *nm = NULL;
+    fargs one = {1, cur, &nm, &at, &at};
+    for (int i = 0; i < m->children.len; i++) {
+        inst_child *ch = m->children.items[i];
+        sv next = {0};
+        if (!call_module(b, ch->mod, &one, at, &next))
             return false;
-        }
-        for (int i = 0; i < m->children.len; i++) {
-            inst_child *ch = m->children.items[i];
-            sv next = {0};
-            const char *nm = NULL;
-            if (!call_module(b, ch->mod, &cur, &nm, &at, 1, at, &next))
-                return false;
-            cur = next;
-        }
-        *out = cur;
-        return true;
+        *cur = next;
+    }
+    return true;
+}
+
+static DPC_NOINLINE bool call_layer(builder *b, inst *m, const fargs *a, loc at, sv *out);
+
+static DPC_NOINLINE bool call_builtin(builder *b, inst *m, const fargs *a, loc at, sv *out) {
+    if (m->bi == BI_SEQUENTIAL) {
+        if (!one_arg(b, m, a, at))
+            return false;
+        *out = a->v[0];
+        return call_sequential(b, m, out, at);
     }
     if (m->bi == BI_MODULELIST) {
         error_at(b->c, at, "a ModuleList is not callable; iterate over it with 'for' or index it");
         return false;
     }
-    if (!one_tensor_arg(b, m, args, names, nargs, at))
+    return call_layer(b, m, a, at, out);
+}
+
+static DPC_NOINLINE bool call_layer(builder *b, inst *m, const fargs *a, loc at, sv *out) {
+    if (!one_tensor_arg(b, m, a, at))
         return false;
+    const sv *args = a->v;
     ir_node *x = args[0].t, *r = NULL;
     switch (m->bi) {
     case BI_LINEAR: r = op_linear(b, m, x, at); break;
@@ -598,7 +677,7 @@ static bool call_builtin(builder *b, inst *m, const sv *args, const char **names
         error_at(b->c, at, "%s cannot be called", m->type_name);
         return false;
     }
-    if (!r)
+    if (!r || !check_size(b, r, at, who(m)))
         return false;
     out->k = SV_TENSOR;
     out->t = r;
@@ -628,7 +707,8 @@ static void bind(builder *b, frame *f, const char *name, const sv *v) {
 
 /* Checks a tensor argument against a declared [N, 10]-style type, binding
  * dim names that are not constructor parameters (the batch name). */
-static bool check_param_shape(builder *b, inst *m, const param *p, const ir_node *x, vec *dimnames, loc at) {
+static DPC_NOINLINE bool check_param_shape(builder *b, inst *m, const param *p, const ir_node *x, vec *dimnames,
+                                           loc at) {
     bool ok = x->sh.rank == p->dims.len;
     shape want = x->sh;
     want.rank = p->dims.len;
@@ -690,56 +770,53 @@ static bool check_param_shape(builder *b, inst *m, const param *p, const ir_node
     return true;
 }
 
-static bool call_user(builder *b, inst *m, const sv *args, const char **names, const loc *arg_at, int nargs,
-                      loc at, sv *out) {
+/* Binds a call's arguments to a user module's forward parameters, in f. */
+static DPC_NOINLINE bool bind_forward(builder *b, inst *m, frame *f, const fargs *a, loc at) {
     const module_def *d = m->def;
-    if (!d->has_forward) {
-        error_at(b->c, at, "module '%s' has no forward", d->name);
-        return false;
-    }
-    if (b->depth >= MAX_CALL_DEPTH) {
-        error_at(b->c, at, "module calls nested too deeply (limit %d)", MAX_CALL_DEPTH);
-        return false;
-    }
-    frame f = {.self = m};
     int np = d->fparams.len, pos = 0, before = b->c->nerrors;
     bool *set = arena_alloc(&b->c->arena, (size_t)(np ? np : 1));
+    const char **pnames = arena_alloc(&b->c->arena, sizeof(char *) * (size_t)(np ? np : 1));
+    for (int k = 0; k < np; k++)
+        pnames[k] = ((param *)d->fparams.items[k])->name;
     vec dimnames = {0};
-    for (int i = 0; i < nargs; i++) {
+    const sv *args = a->v;
+    for (int i = 0; i < a->n; i++) {
         int slot = -1;
-        if (!names[i]) {
+        if (!a->names[i]) {
             if (pos >= np) {
-                error_at(b->c, arg_at[i], "%s takes %d argument%s, got %d", who(m), np, np == 1 ? "" : "s", nargs);
+                error_at(b->c, a->at[i], "%s takes %d argument%s, got %d", who(m), np, np == 1 ? "" : "s", a->n);
                 return false;
             }
             slot = pos++;
         } else
             for (int k = 0; k < np; k++)
-                if (strcmp(((param *)d->fparams.items[k])->name, names[i]) == 0)
+                if (strcmp(pnames[k], a->names[i]) == 0)
                     slot = k;
         if (slot < 0) {
-            error_at(b->c, arg_at[i], "forward of %s has no parameter '%s'", d->name, names[i]);
+            const char *near = nearest_name(a->names[i], pnames, np);
+            error_at(b->c, a->kw_at[i], "forward of %s has no parameter '%s'%s%s%s", d->name, a->names[i],
+                     near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
             continue;
         }
         if (set[slot]) {
-            error_at(b->c, arg_at[i], "parameter '%s' given twice", names[i]);
+            error_at(b->c, a->kw_at[i], "parameter '%s' given twice", pnames[slot]);
             continue;
         }
         const param *p = d->fparams.items[slot];
         set[slot] = true;
         if (p->kind == PT_TENSOR) {
             if (args[i].k != SV_TENSOR) {
-                error_at(b->c, arg_at[i], "%s expects a tensor for '%s', got %s", who(m), p->name, sv_kind_name(&args[i]));
+                error_at(b->c, a->at[i], "%s expects a tensor for '%s', got %s", who(m), p->name, sv_kind_name(&args[i]));
                 continue;
             }
-            if (check_param_shape(b, m, p, args[i].t, &dimnames, arg_at[i]))
-                bind(b, &f, p->name, &args[i]);
+            if (check_param_shape(b, m, p, args[i].t, &dimnames, a->at[i]))
+                bind(b, f, p->name, &args[i]);
         } else {
             if (args[i].k != SV_NUM && !(args[i].k == SV_TENSOR && args[i].t->sh.rank == 0)) {
-                error_at(b->c, arg_at[i], "%s expects a number for '%s', got %s", who(m), p->name, sv_kind_name(&args[i]));
+                error_at(b->c, a->at[i], "%s expects a number for '%s', got %s", who(m), p->name, sv_kind_name(&args[i]));
                 continue;
             }
-            bind(b, &f, p->name, &args[i]);
+            bind(b, f, p->name, &args[i]);
         }
     }
     for (int k = 0; k < np; k++) {
@@ -751,11 +828,25 @@ static bool call_user(builder *b, inst *m, const sv *args, const char **names, c
             continue;
         }
         sv v = {.k = SV_NUM};
-        if (!sema_eval(b->c, b->m, m, p->deflt, &v.v))
+        if (!sema_eval(b->c, b->m, m, p->deflt, &v.v) || !sema_scalar_default(b->c, p, &v.v, p->deflt->at))
             continue;
-        bind(b, &f, p->name, &v);
+        bind(b, f, p->name, &v);
     }
-    if (b->c->nerrors != before)
+    return b->c->nerrors == before;
+}
+
+static DPC_NOINLINE bool call_user(builder *b, inst *m, const fargs *a, loc at, sv *out) {
+    const module_def *d = m->def;
+    if (!d->has_forward) {
+        error_at(b->c, at, "module '%s' has no forward", d->name);
+        return false;
+    }
+    if (b->depth >= MAX_CALL_DEPTH) {
+        error_at(b->c, at, "module calls nested too deeply (limit %d)", MAX_CALL_DEPTH);
+        return false;
+    }
+    frame f = {.self = m};
+    if (!bind_forward(b, m, &f, a, at))
         return false;
     b->depth++;
     bool ok = exec_block(b, &f, &d->body);
@@ -770,26 +861,21 @@ static bool call_user(builder *b, inst *m, const sv *args, const char **names, c
     return true;
 }
 
-static bool call_module(builder *b, inst *mod, const sv *args, const char **names, const loc *at, int nargs,
-                        loc call_at, sv *out) {
-    if (mod->bi == BI_NONE)
-        return call_user(b, mod, args, names, at, nargs, call_at, out);
-    return call_builtin(b, mod, args, names, nargs, call_at, out);
+static bool call_module(builder *b, inst *mod, const fargs *a, loc call_at, sv *out) {
+    if (!enter(b, call_at))
+        return false;
+    bool ok = mod->bi == BI_NONE ? call_user(b, mod, a, call_at, out) : call_builtin(b, mod, a, call_at, out);
+    b->nest--;
+    return ok;
 }
 
 /* ----------------------------------------------- builtin functions */
 
-typedef struct fargs {
-    int n;
-    sv *v;
-    const char **names;
-    loc *at;
-} fargs;
-
 /* Binds call arguments to a function signature "x,dim,keepdim=False". The
- * defaults are given as sv values by the caller. Returns false on error. */
+ * defaults are given as sv values by the caller; slot_at (if not NULL) gets
+ * where each given value is. Returns false on error. */
 static bool fbind(builder *b, const char *fn, const fargs *a, const char *const *pnames, int np, int nrequired,
-                  sv *slots, bool *given, loc at) {
+                  sv *slots, bool *given, loc *slot_at, loc at) {
     int pos = 0;
     for (int i = 0; i < a->n; i++) {
         int slot = -1;
@@ -805,16 +891,18 @@ static bool fbind(builder *b, const char *fn, const fargs *a, const char *const 
         }
         if (slot < 0) {
             const char *near = nearest_name(a->names[i], pnames, np);
-            error_at(b->c, a->at[i], "%s() has no argument '%s'%s%s%s", fn, a->names[i], near ? "; did you mean '" : "",
-                     near ? near : "", near ? "'?" : "");
+            error_at(b->c, a->kw_at[i], "%s() has no argument '%s'%s%s%s", fn, a->names[i],
+                     near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
             return false;
         }
         if (given[slot]) {
-            error_at(b->c, a->at[i], "%s() got argument '%s' twice", fn, pnames[slot]);
+            error_at(b->c, a->kw_at[i], "%s() got argument '%s' twice", fn, pnames[slot]);
             return false;
         }
         slots[slot] = a->v[i];
         given[slot] = true;
+        if (slot_at)
+            slot_at[slot] = a->at[i];
     }
     for (int k = 0; k < nrequired; k++)
         if (!given[k]) {
@@ -825,7 +913,12 @@ static bool fbind(builder *b, const char *fn, const fargs *a, const char *const 
 }
 
 static bool dims_list(builder *b, const sv *v, loc at, const char *what, int64_t *out, int *n) {
-    if (v->k == SV_NUM) {
+    for (int i = 0; (v->k == SV_TUPLE || v->k == SV_LIST) && i < v->n; i++)
+        if (v->items[i].k == SV_BATCH) {
+            error_at(b->c, at, "%s cannot contain the batch size '%s'", what, b->batch);
+            return false;
+        }
+    if (v->k == SV_NUM || v->k == SV_BATCH) {
         *n = 1;
         return want_int(b, v, at, what, out);
     }
@@ -905,7 +998,7 @@ static ir_node *fn_reshape(builder *b, ir_node *x, const fargs *a, int first, lo
             error_at(b->c, at, "reshape sizes must be known when compiling");
             return NULL;
         }
-        if (v->k == SV_NUM && v->v.kind == V_STR && strcmp(v->v.s, "\001batch") == 0) {
+        if (v->k == SV_BATCH) {
             out.d[i] = (dim){1, true};
             known_sym = true;
             continue;
@@ -941,6 +1034,10 @@ static ir_node *fn_reshape(builder *b, ir_node *x, const fargs *a, int first, lo
         out.d[infer] = (dim){total / known, tsym && !known_sym};
     } else if (total != known || tsym != known_sym) {
         error_at(b->c, at, "shape '%s' is invalid for input of shape %s", shp(b, &out), shp(b, &x->sh));
+        return NULL;
+    }
+    if (!numel_ok(&out)) {
+        error_at(b->c, at, "reshape: shape '%s' is too large: more than 2^40 elements", shp(b, &out));
         return NULL;
     }
     return reshape_to(b, x, &out, at, NULL);
@@ -1049,7 +1146,10 @@ static ir_node *cat(builder *b, const sv *list, int64_t d, loc at) {
                      shp(b, &first->sh), shp(b, &t->sh));
             return NULL;
         }
-        n->sh.d[ax].k += t->sh.d[ax].k;
+        if (__builtin_add_overflow(n->sh.d[ax].k, t->sh.d[ax].k, &n->sh.d[ax].k) || n->sh.d[ax].k > DPC_MAX_NUMEL) {
+            error_at(b->c, at, "cat(): the result is too large: more than 2^40 elements");
+            return NULL;
+        }
         if (i < IR_MAX_IN)
             add_in(n, t);
         else {
@@ -1060,9 +1160,12 @@ static ir_node *cat(builder *b, const sv *list, int64_t d, loc at) {
     return n;
 }
 
-static bool call_function(builder *b, frame *f, const char *fn, const fargs *a, loc at, sv *out) {
+static DPC_NOINLINE bool call_function(builder *b, frame *f, const char *fn, const fargs *a, loc at, sv *out) {
     sv s[8] = {0};
     bool g[8] = {0};
+    loc sat[8];
+    for (int i = 0; i < 8; i++)
+        sat[i] = at;
     ir_node *x = NULL, *r = NULL;
     static const char *const P_X[] = {"input"};
     static const char *const P_GELU[] = {"input", "approximate"};
@@ -1081,13 +1184,13 @@ static bool call_function(builder *b, frame *f, const char *fn, const fargs *a, 
     (void)f;
     for (size_t i = 0; i < sizeof unaries / sizeof *unaries; i++)
         if (strcmp(fn, unaries[i].name) == 0) {
-            if (!fbind(b, fn, a, P_X, 1, 1, s, g, at) || !want_tensor(b, &s[0], at, fn, &x))
+            if (!fbind(b, fn, a, P_X, 1, 1, s, g, sat, at) || !want_tensor(b, &s[0], at, fn, &x))
                 return false;
             r = unary(b, unaries[i].op, x, at, NULL);
             goto done;
         }
     if (strcmp(fn, "gelu") == 0) {
-        if (!fbind(b, fn, a, P_GELU, 2, 1, s, g, at) || !want_tensor(b, &s[0], at, fn, &x))
+        if (!fbind(b, fn, a, P_GELU, 2, 1, s, g, sat, at) || !want_tensor(b, &s[0], at, fn, &x))
             return false;
         bool tanh_ = false;
         if (g[1]) {
@@ -1101,13 +1204,13 @@ static bool call_function(builder *b, frame *f, const char *fn, const fargs *a, 
         r = unary(b, tanh_ ? OP_GELU_TANH : OP_GELU, x, at, NULL);
     } else if (strcmp(fn, "softmax") == 0 || strcmp(fn, "log_softmax") == 0) {
         int64_t d;
-        if (!fbind(b, fn, a, P_SOFTMAX, 2, 2, s, g, at) || !want_tensor(b, &s[0], at, fn, &x) ||
+        if (!fbind(b, fn, a, P_SOFTMAX, 2, 2, s, g, sat, at) || !want_tensor(b, &s[0], at, fn, &x) ||
             !want_int(b, &s[1], at, "dim", &d))
             return false;
         r = softmax(b, fn[0] == 's' ? OP_SOFTMAX : OP_LOG_SOFTMAX, x, d, at, NULL);
     } else if (strcmp(fn, "flatten") == 0) {
         int64_t sd = 0, ed = -1;
-        if (!fbind(b, fn, a, P_FLAT, 3, 1, s, g, at) || (s[0].k != SV_TENSOR && !want_tensor(b, &s[0], at, fn, &x)))
+        if (!fbind(b, fn, a, P_FLAT, 3, 1, s, g, sat, at) || (s[0].k != SV_TENSOR && !want_tensor(b, &s[0], at, fn, &x)))
             return false;
         x = s[0].t;
         if ((g[1] && !want_int(b, &s[1], at, "start_dim", &sd)) || (g[2] && !want_int(b, &s[2], at, "end_dim", &ed)))
@@ -1133,9 +1236,10 @@ static bool call_function(builder *b, frame *f, const char *fn, const fargs *a, 
     } else if (strcmp(fn, "transpose") == 0) {
         int64_t d0, d1;
         int n0, n1;
-        if (!fbind(b, fn, a, P_T, 3, 3, s, g, at) || s[0].k != SV_TENSOR) {
-            if (!b->c->nerrors)
-                error_at(b->c, at, "transpose() expects a tensor");
+        if (!fbind(b, fn, a, P_T, 3, 3, s, g, sat, at))
+            return false;
+        if (s[0].k != SV_TENSOR) {
+            error_at(b->c, sat[0], "transpose() expects a tensor, got %s", sv_kind_name(&s[0]));
             return false;
         }
         x = s[0].t;
@@ -1184,17 +1288,17 @@ static bool call_function(builder *b, frame *f, const char *fn, const fargs *a, 
         r = permute(b, x, perm, at);
     } else if (strcmp(fn, "matmul") == 0) {
         ir_node *y;
-        if (!fbind(b, fn, a, P_MM, 2, 2, s, g, at) || !want_tensor(b, &s[0], at, fn, &x) ||
+        if (!fbind(b, fn, a, P_MM, 2, 2, s, g, sat, at) || !want_tensor(b, &s[0], at, fn, &x) ||
             !want_tensor(b, &s[1], at, fn, &y))
             return false;
         r = matmul(b, x, y, at);
     } else if (strcmp(fn, "cat") == 0) {
         int64_t d = 0;
-        if (!fbind(b, fn, a, P_CAT, 2, 1, s, g, at) || (g[1] && !want_int(b, &s[1], at, "dim", &d)))
+        if (!fbind(b, fn, a, P_CAT, 2, 1, s, g, sat, at) || (g[1] && !want_int(b, &s[1], at, "dim", &d)))
             return false;
         r = cat(b, &s[0], d, at);
     } else if (strcmp(fn, "mean") == 0 || strcmp(fn, "sum") == 0 || strcmp(fn, "amax") == 0) {
-        if (!fbind(b, fn, a, P_RED, 3, 1, s, g, at) || !want_tensor(b, &s[0], at, fn, &x))
+        if (!fbind(b, fn, a, P_RED, 3, 1, s, g, sat, at) || !want_tensor(b, &s[0], at, fn, &x))
             return false;
         int64_t dims[IR_MAX_RANK];
         int nd = 0;
@@ -1215,12 +1319,12 @@ static bool call_function(builder *b, frame *f, const char *fn, const fargs *a, 
         ir_op op = fn[0] == 'm' ? OP_MEAN : fn[0] == 's' ? OP_SUM : OP_AMAX;
         r = nd == 0 ? x : reduce(b, op, x, dims, nd, keep, at);
     } else if (strcmp(fn, "layer_norm") == 0) {
-        if (!fbind(b, fn, a, P_LN, 5, 2, s, g, at) || !want_tensor(b, &s[0], at, fn, &x))
+        if (!fbind(b, fn, a, P_LN, 5, 2, s, g, sat, at) || !want_tensor(b, &s[0], at, fn, &x))
             return false;
         int64_t ns[IR_MAX_RANK];
         int nd;
         double eps = 1e-5;
-        if (!dims_list(b, &s[1], at, "normalized_shape", ns, &nd))
+        if (!dims_list(b, &s[1], sat[1], "normalized_shape", ns, &nd))
             return false;
         if (g[4] && !num_of(&s[4], &eps)) {
             error_at(b->c, at, "eps must be a number");
@@ -1233,9 +1337,10 @@ static bool call_function(builder *b, frame *f, const char *fn, const fargs *a, 
             return false;
         r = layernorm(b, x, ns, nd, w, bias, eps, at, NULL, "layer_norm");
     } else if (strcmp(fn, "dropout") == 0) {
-        if (!fbind(b, fn, a, P_DROP, 4, 1, s, g, at) || s[0].k != SV_TENSOR) {
-            if (!b->c->nerrors)
-                error_at(b->c, at, "dropout() expects a tensor");
+        if (!fbind(b, fn, a, P_DROP, 4, 1, s, g, sat, at))
+            return false;
+        if (s[0].k != SV_TENSOR) {
+            error_at(b->c, sat[0], "dropout() expects a tensor, got %s", sv_kind_name(&s[0]));
             return false;
         }
         double p = 0.5;
@@ -1248,7 +1353,7 @@ static bool call_function(builder *b, frame *f, const char *fn, const fargs *a, 
         return false; /* caller reports unknown names */
     }
 done:
-    if (!r)
+    if (!r || !check_size(b, r, at, fn))
         return false;
     out->k = SV_TENSOR;
     out->t = r;
@@ -1277,7 +1382,7 @@ static inst *find_member(inst *self, const char *name) {
     return NULL;
 }
 
-static void unknown_name(builder *b, frame *f, const char *name, loc at, bool callee) {
+static DPC_NOINLINE void unknown_name(builder *b, frame *f, const char *name, loc at, bool callee) {
     const char *cands[256];
     int n = 0;
     for (int i = 0; i < f->locals.len && n < 200; i++)
@@ -1297,7 +1402,7 @@ static void unknown_name(builder *b, frame *f, const char *name, loc at, bool ca
         error_at(b->c, at, "%s '%s'", what, name);
 }
 
-static bool resolve_name(builder *b, frame *f, const node *n, sv *out) {
+static DPC_NOINLINE bool resolve_name(builder *b, frame *f, const node *n, sv *out) {
     sv *v = lookup(f, n->str);
     if (v) {
         *out = *v;
@@ -1317,99 +1422,209 @@ static bool resolve_name(builder *b, frame *f, const node *n, sv *out) {
         }
     if (b->batch && strcmp(n->str, b->batch) == 0) {
         /* the batch size, for reshape(y, N, seq, dim) */
-        out->k = SV_NUM;
-        out->v = (val){.kind = V_STR, .s = "\001batch"};
+        out->k = SV_BATCH;
         return true;
     }
     unknown_name(b, f, n->str, n->at, false);
     return false;
 }
 
-static bool eval_call(builder *b, frame *f, const node *n, sv *out) {
+/* Where a call's callee resolves to: a module, a builtin function, or an
+ * error (reported). */
+static DPC_NOINLINE bool call_named(builder *b, frame *f, const node *n, const fargs *a, sv *out) {
+    const node *callee = n->lhs;
+    sv *local = lookup(f, callee->str);
+    inst *mod = NULL;
+    if (local && local->k == SV_MODULE)
+        mod = local->mod;
+    else if (!local)
+        mod = find_member(f->self, callee->str);
+    if (mod)
+        return call_module(b, mod, a, n->at, out);
+    if (local) {
+        if (!local->poison)
+            error_at(b->c, callee->at, "'%s' is %s, not a module", callee->str, sv_kind_name(local));
+        return false;
+    }
+    if (is_function(callee->str)) {
+        int before = b->c->nerrors;
+        if (call_function(b, f, callee->str, a, n->at, out))
+            return true;
+        if (b->c->nerrors == before)
+            error_at(b->c, n->at, "internal error: %s() failed without a diagnostic; please report this",
+                     callee->str);
+        return false;
+    }
+    if (strcmp(callee->str, "range") == 0) {
+        error_at(b->c, callee->at, "range() is only allowed in a list comprehension member");
+        return false;
+    }
+    if (builtin_lookup(callee->str)) {
+        error_at(b->c, callee->at, "modules are created as members, not in forward: add 'x = %s(...)' to the module",
+                 callee->str);
+        return false;
+    }
+    unknown_name(b, f, callee->str, callee->at, true);
+    return false;
+}
+
+static DPC_NOINLINE bool eval_call(builder *b, frame *f, const node *n, sv *out) {
     int na = n->args.len;
     fargs a = {na, arena_alloc(&b->c->arena, sizeof(sv) * (size_t)(na + 1)),
                arena_alloc(&b->c->arena, sizeof(char *) * (size_t)(na + 1)),
+               arena_alloc(&b->c->arena, sizeof(loc) * (size_t)(na + 1)),
                arena_alloc(&b->c->arena, sizeof(loc) * (size_t)(na + 1))};
     for (int i = 0; i < na; i++) {
         const arg *ag = n->args.items[i];
         a.names[i] = ag->name;
         a.at[i] = ag->value->at;
+        a.kw_at[i] = ag->at;
         if (!eval(b, f, ag->value, &a.v[i]))
             return false;
     }
-    const node *callee = n->lhs;
-    inst *mod = NULL;
-    if (callee->kind == ND_NAME) {
-        sv *local = lookup(f, callee->str);
-        if (local && local->k == SV_MODULE)
-            mod = local->mod;
-        else if (!local)
-            mod = find_member(f->self, callee->str);
-        if (!mod && !local) {
-            if (is_function(callee->str)) {
-                int before = b->c->nerrors;
-                if (call_function(b, f, callee->str, &a, n->at, out))
-                    return true;
-                if (b->c->nerrors == before)
-                    error_at(b->c, n->at, "%s() failed", callee->str);
-                return false;
-            }
-            if (builtin_lookup(callee->str) || strcmp(callee->str, "range") == 0) {
-                error_at(b->c, callee->at, "modules are created as members, not in forward: add 'x = %s(...)' to the module", callee->str);
-                return false;
-            }
-            unknown_name(b, f, callee->str, callee->at, true);
-            return false;
-        }
-        if (!mod) {
-            error_at(b->c, callee->at, "'%s' is %s, not a module", callee->str, sv_kind_name(local));
-            return false;
-        }
-    } else {
-        sv c;
-        if (!eval(b, f, callee, &c))
-            return false;
-        if (c.k != SV_MODULE) {
-            error_at(b->c, callee->at, "%s is not callable", sv_kind_name(&c));
-            return false;
-        }
-        mod = c.mod;
+    if (n->lhs->kind == ND_NAME)
+        return call_named(b, f, n, &a, out);
+    sv *c = arena_alloc(&b->c->arena, sizeof *c);
+    if (!eval(b, f, n->lhs, c))
+        return false;
+    if (c->k != SV_MODULE) {
+        error_at(b->c, n->lhs->at, "%s is not callable", sv_kind_name(c));
+        return false;
     }
-    return call_module(b, mod, a.v, a.names, a.at, na, n->at, out);
+    return call_module(b, c->mod, &a, n->at, out);
 }
 
-static bool eval_binop(builder *b, frame *f, const node *n, sv *out) {
-    sv l, r;
-    bool ok_l = eval(b, f, n->lhs, &l), ok_r = eval(b, f, n->rhs, &r); /* both, for their errors */
-    if (!ok_l || !ok_r)
+/* l op r, both evaluated. */
+static DPC_NOINLINE bool binop_values(builder *b, const node *n, const sv *l, const sv *r, sv *out) {
+    memset(out, 0, sizeof *out);
+    if (l->k == SV_BATCH || r->k == SV_BATCH) {
+        error_at(b->c, n->at,
+                 "the batch size '%s' cannot be used in arithmetic (it is known only at run time); "
+                 "in reshape(), write -1 for the size to infer",
+                 b->batch);
         return false;
-    if (l.k == SV_NUM && r.k == SV_NUM) {
+    }
+    if (l->k == SV_NUM && r->k == SV_NUM) {
         out->k = SV_NUM;
-        return sema_arith(b->c, n->op, &l.v, &r.v, n->at, &out->v);
+        return sema_arith(b->c, n->op, &l->v, &r->v, n->at, &out->v);
     }
     if (n->op == '@') {
         ir_node *x, *y;
-        if (!want_tensor(b, &l, n->at, "'@'", &x) || !want_tensor(b, &r, n->at, "'@'", &y))
+        if (!want_tensor(b, l, n->at, "'@'", &x) || !want_tensor(b, r, n->at, "'@'", &y))
             return false;
         out->t = matmul(b, x, y, n->at);
         out->k = SV_TENSOR;
-        return out->t != NULL;
+        return out->t != NULL && check_size(b, out->t, n->at, "'@'");
     }
     ir_op op = n->op == '+' ? OP_ADD : n->op == '-' ? OP_SUB : n->op == '*' ? OP_MUL : n->op == '/' ? OP_DIV : OP_COUNT;
     if (op == OP_COUNT) {
         error_at(b->c, n->at, "operator not supported on tensors");
         return false;
     }
-    ir_node *x = as_tensor(b, &l, n->lhs->at, "arithmetic"), *y = as_tensor(b, &r, n->rhs->at, "arithmetic");
+    ir_node *x = as_tensor(b, l, n->lhs->at, "arithmetic"), *y = as_tensor(b, r, n->rhs->at, "arithmetic");
     if (!x || !y)
         return false;
     out->t = elementwise(b, op, x, y, n->at, NULL);
     out->k = SV_TENSOR;
+    return out->t != NULL && check_size(b, out->t, n->at, "arithmetic");
+}
+
+/* A chain of binary operators is evaluated in a loop down its left operands
+ * (a + b + c + ... parses as ((a + b) + c) + ...), so a flat chain of any
+ * length needs no recursion; only right operands recurse (see ast.c). */
+static DPC_NOINLINE bool eval_binop(builder *b, frame *f, const node *n, sv *out) {
+    int len = 0;
+    for (const node *p = n; p->kind == ND_BINOP; p = p->lhs)
+        len++;
+    const node **spine = arena_alloc(&b->c->arena, sizeof *spine * (size_t)len);
+    const node *leaf = n;
+    for (int i = 0; i < len; i++, leaf = leaf->lhs)
+        spine[i] = leaf;
+    sv *acc = arena_alloc(&b->c->arena, 2 * sizeof *acc), *r = acc + 1;
+    bool ok = eval(b, f, leaf, acc);
+    for (int i = len - 1; i >= 0; i--) {
+        bool ok_r = eval(b, f, spine[i]->rhs, r); /* both sides, for their errors */
+        ok = ok && ok_r && binop_values(b, spine[i], acc, r, out);
+        if (ok)
+            *acc = *out;
+    }
+    return ok;
+}
+
+static DPC_NOINLINE bool neg_value(builder *b, const node *n, const sv *v, sv *out) {
+    if (v->k == SV_NUM) {
+        val zero = {.kind = V_INT, .i = 0};
+        out->k = SV_NUM;
+        return sema_arith(b->c, '-', &zero, &v->v, n->at, &out->v);
+    }
+    if (v->k == SV_BATCH) {
+        error_at(b->c, n->at, "the batch size '%s' cannot be used in arithmetic (it is known only at run time)",
+                 b->batch);
+        return false;
+    }
+    ir_node *x;
+    if (!want_tensor(b, v, n->at, "unary '-'", &x))
+        return false;
+    out->k = SV_TENSOR;
+    out->t = unary(b, OP_NEG, x, n->at, NULL);
     return out->t != NULL;
 }
 
-static bool eval(builder *b, frame *f, const node *n, sv *out) {
-    memset(out, 0, sizeof *out);
+/* A ModuleList, a Sequential or a tuple as a sequence: its length, or -1. */
+static int seq_len(const sv *v) {
+    if (v->k == SV_TUPLE)
+        return v->n;
+    if ((v->k == SV_LIST || v->k == SV_MODULE) && v->mod &&
+        (v->mod->bi == BI_MODULELIST || v->mod->bi == BI_SEQUENTIAL))
+        return v->mod->children.len;
+    return -1;
+}
+
+/* Entry i of a sequence (seq_len(v) > i). */
+static sv seq_item(const sv *v, int64_t i) {
+    if (v->k == SV_TUPLE)
+        return v->items[i];
+    inst *m = ((inst_child *)v->mod->children.items[i])->mod;
+    return (sv){.k = m->bi == BI_MODULELIST ? SV_LIST : SV_MODULE, .mod = m};
+}
+
+static DPC_NOINLINE bool index_value(builder *b, const node *n, const sv *base, const sv *idx, sv *out) {
+    int len = seq_len(base);
+    if (len < 0) {
+        error_at(b->c, n->at, "only ModuleLists, Sequentials and tuples can be indexed, not %s", sv_kind_name(base));
+        return false;
+    }
+    int64_t i;
+    if (!want_int(b, idx, n->rhs->at, "an index", &i))
+        return false;
+    if (i < -len || i >= len) {
+        error_at(b->c, n->rhs->at, "index %lld is out of range (length %d)", (long long)i, len);
+        return false;
+    }
+    *out = seq_item(base, i < 0 ? i + len : i);
+    return true;
+}
+
+static DPC_NOINLINE bool eval_index(builder *b, frame *f, const node *n, sv *out) {
+    sv *bi = arena_alloc(&b->c->arena, 2 * sizeof *bi);
+    if (!eval(b, f, n->lhs, &bi[0]) || !eval(b, f, n->rhs, &bi[1]))
+        return false;
+    return index_value(b, n, &bi[0], &bi[1], out);
+}
+
+static DPC_NOINLINE bool eval_seq(builder *b, frame *f, const node *n, sv *out) {
+    out->n = n->args.len;
+    out->items = arena_alloc(&b->c->arena, sizeof(sv) * (size_t)(out->n + 1));
+    for (int i = 0; i < out->n; i++)
+        if (!eval(b, f, n->args.items[i], &out->items[i]))
+            return false;
+    /* a tuple, or a list: a plain sequence in forward (cat's argument) */
+    out->k = n->kind == ND_TUPLE ? SV_TUPLE : SV_LIST;
+    out->mod = NULL;
+    return true;
+}
+
+static bool eval_node(builder *b, frame *f, const node *n, sv *out) {
     switch (n->kind) {
     case ND_INT: out->k = SV_NUM; out->v = (val){.kind = V_INT, .i = n->ival}; return true;
     case ND_FLOAT: out->k = SV_NUM; out->v = (val){.kind = V_FLOAT, .f = n->fval}; return true;
@@ -1418,67 +1633,14 @@ static bool eval(builder *b, frame *f, const node *n, sv *out) {
     case ND_NONE: out->k = SV_NONE; return true;
     case ND_NAME: return resolve_name(b, f, n, out);
     case ND_NEG: {
-        sv v;
-        if (!eval(b, f, n->lhs, &v))
-            return false;
-        if (v.k == SV_NUM) {
-            val zero = {.kind = V_INT, .i = 0};
-            out->k = SV_NUM;
-            return sema_arith(b->c, '-', &zero, &v.v, n->at, &out->v);
-        }
-        ir_node *x;
-        if (!want_tensor(b, &v, n->at, "unary '-'", &x))
-            return false;
-        out->k = SV_TENSOR;
-        out->t = unary(b, OP_NEG, x, n->at, NULL);
-        return out->t != NULL;
+        sv *v = arena_alloc(&b->c->arena, sizeof *v);
+        return eval(b, f, n->lhs, v) && neg_value(b, n, v, out);
     }
     case ND_BINOP: return eval_binop(b, f, n, out);
     case ND_CALL: return eval_call(b, f, n, out);
-    case ND_INDEX: {
-        sv base, idx;
-        if (!eval(b, f, n->lhs, &base) || !eval(b, f, n->rhs, &idx))
-            return false;
-        if (base.k != SV_LIST && base.k != SV_TUPLE) {
-            error_at(b->c, n->at, "only ModuleLists and tuples can be indexed, not %s", sv_kind_name(&base));
-            return false;
-        }
-        int64_t i;
-        if (!want_int(b, &idx, n->rhs->at, "an index", &i))
-            return false;
-        int len = base.k == SV_LIST ? base.mod->children.len : base.n;
-        if (i < -len || i >= len) {
-            error_at(b->c, n->rhs->at, "index %lld is out of range (length %d)", (long long)i, len);
-            return false;
-        }
-        if (i < 0)
-            i += len;
-        if (base.k == SV_TUPLE) {
-            *out = base.items[i];
-            return true;
-        }
-        out->k = SV_MODULE;
-        out->mod = ((inst_child *)base.mod->children.items[i])->mod;
-        if (out->mod->bi == BI_MODULELIST)
-            out->k = SV_LIST;
-        return true;
-    }
+    case ND_INDEX: return eval_index(b, f, n, out);
     case ND_TUPLE:
-    case ND_LIST: {
-        out->k = n->kind == ND_TUPLE ? SV_TUPLE : SV_LIST;
-        if (out->k == SV_LIST) {
-            /* a list in forward is a plain sequence (cat's argument) */
-            out->k = SV_TUPLE;
-        }
-        out->n = n->args.len;
-        out->items = arena_alloc(&b->c->arena, sizeof(sv) * (size_t)(out->n + 1));
-        for (int i = 0; i < out->n; i++)
-            if (!eval(b, f, n->args.items[i], &out->items[i]))
-                return false;
-        if (n->kind == ND_LIST)
-            out->k = SV_LIST, out->mod = NULL;
-        return true;
-    }
+    case ND_LIST: return eval_seq(b, f, n, out);
     case ND_LISTCOMP:
         error_at(b->c, n->at, "list comprehensions are only allowed in module members");
         return false;
@@ -1486,66 +1648,119 @@ static bool eval(builder *b, frame *f, const node *n, sv *out) {
     return false;
 }
 
+/* Every level of expression evaluation goes through here: the nesting is
+ * counted in all, through module calls (enter). Temporaries live in the
+ * arena, not in these recursive frames, to keep the stack small. */
+static bool eval(builder *b, frame *f, const node *n, sv *out) {
+    memset(out, 0, sizeof *out);
+    if (!enter(b, n->at))
+        return false;
+    bool ok = eval_node(b, f, n, out);
+    b->nest--;
+    return ok;
+}
+
 /* ------------------------------------------------------- statements */
 
-static bool exec_stmt(builder *b, frame *f, const stmt *s) {
-    switch (s->kind) {
-    case ST_ASSIGN: {
-        sv v;
-        if (!eval(b, f, s->values.items[0], &v)) {
-            sv bad = {.poison = true};
-            for (int i = 0; i < s->targets.len; i++)
-                bind(b, f, s->targets.items[i], &bad);
-            return false;
-        }
-        if (s->targets.len == 1) {
-            bind(b, f, s->targets.items[0], &v);
-            return true;
-        }
-        if (v.k != SV_TUPLE || v.n != s->targets.len) {
-            error_at(b->c, s->at, "cannot unpack %s into %d names", v.k == SV_TUPLE ? "a tuple of another length" : sv_kind_name(&v),
+/* Binds every name a failed statement (or a loop body that did not run)
+ * would have assigned to a poison value: using one reports nothing more. */
+static void poison_targets(builder *b, frame *f, const stmt *s) {
+    static const sv bad = {.poison = true};
+    if (!s)
+        return;
+    for (int i = 0; i < s->targets.len; i++) /* assigned names, or the loop variable */
+        bind(b, f, s->targets.items[i], &bad);
+    if (s->kind == ST_FOR)
+        for (int i = 0; i < s->body.len; i++)
+            poison_targets(b, f, s->body.items[i]);
+}
+
+static DPC_NOINLINE bool exec_assign(builder *b, frame *f, const stmt *s) {
+    sv *v = arena_alloc(&b->c->arena, sizeof *v);
+    if (!eval(b, f, s->values.items[0], v)) {
+        poison_targets(b, f, s);
+        return false;
+    }
+    if (s->targets.len == 1) {
+        bind(b, f, s->targets.items[0], v);
+        return true;
+    }
+    if (v->k != SV_TUPLE || v->n != s->targets.len) {
+        if (v->k == SV_TUPLE)
+            error_at(b->c, s->at, "cannot unpack %d value%s into %d names", v->n, v->n == 1 ? "" : "s",
                      s->targets.len);
-            return false;
-        }
-        for (int i = 0; i < v.n; i++)
-            bind(b, f, s->targets.items[i], &v.items[i]);
-        return true;
+        else
+            error_at(b->c, s->at, "cannot unpack %s into %d names", sv_kind_name(v), s->targets.len);
+        poison_targets(b, f, s);
+        return false;
     }
-    case ST_RETURN: {
-        if (s->values.len == 1) {
-            if (!eval(b, f, s->values.items[0], &f->ret))
+    for (int i = 0; i < v->n; i++)
+        bind(b, f, s->targets.items[i], &v->items[i]);
+    return true;
+}
+
+static DPC_NOINLINE bool exec_return(builder *b, frame *f, const stmt *s) {
+    if (s->values.len == 1) {
+        if (!eval(b, f, s->values.items[0], &f->ret))
+            return false;
+    } else {
+        f->ret.k = SV_TUPLE;
+        f->ret.n = s->values.len;
+        f->ret.items = arena_alloc(&b->c->arena, sizeof(sv) * (size_t)s->values.len);
+        for (int i = 0; i < s->values.len; i++)
+            if (!eval(b, f, s->values.items[i], &f->ret.items[i]))
                 return false;
-        } else {
-            f->ret.k = SV_TUPLE;
-            f->ret.n = s->values.len;
-            f->ret.items = arena_alloc(&b->c->arena, sizeof(sv) * (size_t)s->values.len);
-            for (int i = 0; i < s->values.len; i++)
-                if (!eval(b, f, s->values.items[i], &f->ret.items[i]))
-                    return false;
-        }
-        f->returned = true;
-        return true;
     }
-    case ST_FOR: {
-        sv it;
-        const node *iter = s->values.items[0];
-        if (!eval(b, f, iter, &it))
+    f->returned = true;
+    return true;
+}
+
+/* The iterable of a for loop (reported when it is not one), or NULL. */
+static DPC_NOINLINE bool for_iterable(builder *b, frame *f, const node *iter, sv *it) {
+    if (iter->kind == ND_CALL && iter->lhs->kind == ND_NAME && strcmp(iter->lhs->str, "range") == 0 &&
+        !lookup(f, "range") && !find_member(f->self, "range")) {
+        error_at(b->c, iter->at,
+                 "'for' in forward iterates over a ModuleList or a Sequential; range() loops are not "
+                 "supported in forward (build the modules with a list comprehension member)");
+        return false;
+    }
+    if (!eval(b, f, iter, it))
+        return false;
+    if (it->k == SV_TUPLE || seq_len(it) < 0) {
+        error_at(b->c, iter->at, "'for' iterates over a ModuleList or a Sequential, not %s", sv_kind_name(it));
+        return false;
+    }
+    return true;
+}
+
+static DPC_NOINLINE bool exec_for(builder *b, frame *f, const stmt *s) {
+    sv *it = arena_alloc(&b->c->arena, sizeof *it);
+    if (!for_iterable(b, f, s->values.items[0], it)) {
+        poison_targets(b, f, s);
+        return false;
+    }
+    for (int i = 0, n = seq_len(it); i < n && !f->returned; i++) {
+        sv mv = seq_item(it, i);
+        bind(b, f, s->targets.items[0], &mv);
+        if (!exec_block(b, f, &s->body)) {
+            poison_targets(b, f, s);
             return false;
-        if (it.k != SV_LIST || !it.mod) {
-            error_at(b->c, iter->at, "'for' iterates over a ModuleList, not %s", sv_kind_name(&it));
-            return false;
         }
-        for (int i = 0; i < it.mod->children.len && !f->returned; i++) {
-            inst *m = ((inst_child *)it.mod->children.items[i])->mod;
-            sv mv = {.k = m->bi == BI_MODULELIST ? SV_LIST : SV_MODULE, .mod = m};
-            bind(b, f, s->targets.items[0], &mv);
-            if (!exec_block(b, f, &s->body))
-                return false;
-        }
-        return true;
     }
+    return true;
+}
+
+static bool exec_stmt(builder *b, frame *f, const stmt *s) {
+    if (!enter(b, s->at))
+        return false;
+    bool ok = false;
+    switch (s->kind) {
+    case ST_ASSIGN: ok = exec_assign(b, f, s); break;
+    case ST_RETURN: ok = exec_return(b, f, s); break;
+    case ST_FOR: ok = exec_for(b, f, s); break;
     }
-    return false;
+    b->nest--;
+    return ok;
 }
 
 static bool exec_block(builder *b, frame *f, const vec *body) {
@@ -1566,7 +1781,7 @@ static ir_dtype parse_dtype(builder *b, const param *p) {
     return IR_F32;
 }
 
-static bool root_inputs(builder *b, frame *f) {
+static DPC_NOINLINE bool root_inputs(builder *b, frame *f) {
     inst *root = b->m->root;
     const module_def *d = root->def;
     int before = b->c->nerrors;
@@ -1585,11 +1800,8 @@ static bool root_inputs(builder *b, frame *f) {
             n->input_index = b->g->scalars.len;
             if (p->deflt) {
                 val dv;
-                if (sema_eval(b->c, b->m, root, p->deflt, &dv)) {
-                    double x = dv.kind == V_FLOAT ? dv.f : (double)dv.i;
-                    if (dv.kind != V_FLOAT && dv.kind != V_INT && dv.kind != V_BOOL)
-                        error_at(b->c, p->deflt->at, "the default of '%s' must be a number", p->name);
-                    n->fa = x;
+                if (sema_eval(b->c, b->m, root, p->deflt, &dv) && sema_scalar_default(b->c, p, &dv, p->deflt->at)) {
+                    n->fa = dv.kind == V_FLOAT ? dv.f : (double)dv.i;
                     n->flag = true; /* has a default */
                 }
             }
@@ -1639,7 +1851,17 @@ static bool root_inputs(builder *b, frame *f) {
                 error_at(b->c, dn->at, "a dimension must be a non-negative int");
                 continue;
             }
+            if (dv.i > DPC_MAX_DIM) {
+                error_at(b->c, dn->at, "dimension %lld of input '%s' is too large (limit %lld)", (long long)dv.i,
+                         p->name, (long long)DPC_MAX_DIM);
+                continue;
+            }
             n->sh.d[k] = (dim){dv.i, false};
+        }
+        if (b->c->nerrors == before && !numel_ok(&n->sh)) {
+            error_at(b->c, p->at, "input '%s' is too large: %s has more than 2^40 elements per sample", p->name,
+                     shp(b, &n->sh));
+            continue;
         }
         vec_push(b->g->arena, &b->g->inputs, n);
         v.k = SV_TENSOR;

@@ -1,8 +1,10 @@
 /* main.c - the dpc command line (docs/cli.md). The only place that prints
  * and chooses exit codes: 0 success, 1 user error, 2 bad usage. */
+#include "artifact.h"
 #include "kcache.h"
 #include "model.h"
 #include "npy.h"
+#include "nvrtc_compile.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -15,13 +17,14 @@
 
 static const char *USAGE =
     "usage:\n"
-    "  dpc compile MODEL.dp [-o MODEL.dpa] [--weights W.safetensors] [--arch sm_90[,sm_80...]]\n"
-    "  dpc print   MODEL.dp                 module tree, exactly as print(model) in PyTorch\n"
-    "  dpc ir      MODEL.dp [--stage parsed|fused]\n"
+    "  dpc compile MODEL.dp|OLD.dpa [-o MODEL.dpa] [--weights W.safetensors] [--arch sm_90[,sm_80...]]\n"
+    "  dpc inspect MODEL.dpa                summary of a compiled artifact\n"
+    "  dpc print   MODEL.dp|MODEL.dpa       module tree, exactly as print(model) in PyTorch\n"
+    "  dpc ir      MODEL.dp|MODEL.dpa [--stage parsed|fused]\n"
     "  dpc graph   MODEL.dp [-o FILE.dot|FILE.svg]\n"
-    "  dpc source  MODEL.dp [--target cpu|cuda]\n"
+    "  dpc source  MODEL.dp|MODEL.dpa [--target cpu|cuda]\n"
     "  dpc init    MODEL.dp -o W.safetensors [--seed S]\n"
-    "  dpc run     MODEL.dp --weights W.safetensors --input X.npy [--input Y.npy ...]\n"
+    "  dpc run     MODEL.dp|MODEL.dpa [--weights W.safetensors] --input X.npy [--input Y.npy ...]\n"
     "              [--kw NAME=VALUE ...] [--devices LIST] [-v] -o OUT.npy [-o OUT2.npy ...]\n"
     "  dpc bench   MODEL.dp --batch B [--devices LIST] [--weights W] [--iters K] [--json]\n"
     "  dpc cache   ls|clear\n";
@@ -112,7 +115,10 @@ static int parse_opts(int argc, char **argv, opts *o, const char *allowed) {
     return 0;
 }
 
+static int front_dpa(const char *path, dpc_front **f);
 static int front(const char *path, front_stage st, dpc_front **f) {
+    if (dpc_artifact_path(path))
+        return front_dpa(path, f);
     dpc_buf diags;
     dpc_err e;
     dpc_buf_init(&diags);
@@ -129,7 +135,10 @@ static int front(const char *path, front_stage st, dpc_front **f) {
     return 0;
 }
 
+static int load_dpa(const char *path, dpc_model **m);
 static int compile_model(const char *path, dpc_model **m) {
+    if (dpc_artifact_path(path))
+        return load_dpa(path, m);
     dpc_buf diags;
     dpc_err e;
     dpc_buf_init(&diags);
@@ -307,12 +316,127 @@ static int parse_kw(const dpc_model *m, const opts *o, double *scalars) {
     return 0;
 }
 
+/* ---- .dpa artifacts: dpc compile, dpc inspect, and loading for the other verbs */
+
+static dpc_artifact *g_dpa; /* the artifact this process loaded */
+
+static void free_dpa(void) { dpc_artifact_free(g_dpa); }
+
+/* Reads and verifies an artifact; the model comes from its stored sources. */
+static int load_dpa(const char *path, dpc_model **m) {
+    static bool registered;
+    dpc_err e;
+    if (!registered)
+        registered = atexit(free_dpa) == 0;
+    dpc_artifact_free(g_dpa);
+    g_dpa = NULL;
+    dpc_status s = dpc_artifact_read(path, &g_dpa, &e);
+    if (s == DPC_OK)
+        s = dpc_artifact_instantiate(g_dpa, m, &e);
+    return s == DPC_OK ? 0 : fail(s, &e);
+}
+
+static int front_dpa(const char *path, dpc_front **f) {
+    dpc_model *m;
+    int rc = load_dpa(path, &m);
+    if (rc)
+        return rc;
+    *f = m->front;
+    m->front = NULL;
+    dpc_model_free(m);
+    return 0;
+}
+
+/* run without --weights: the weights embedded in the artifact */
+static dpc_status dpa_weights(dpc_safetensors **st, dpc_err *e) {
+    return dpc_artifact_take_weights(g_dpa, st, e);
+}
+
+static int cmd_compile(int argc, char **argv) {
+    opts o;
+    int rc = parse_opts(argc, argv, &o, "owa");
+    if (rc)
+        return rc;
+    if (o.nout > 1)
+        return usage_error("%s", "compile writes one artifact: give -o once");
+    char def[4096];
+    const char *out = o.nout ? o.out[0] : NULL;
+    if (!out) {
+        size_t n = strlen(o.model);
+        if (n > 3 && strcmp(o.model + n - 3, ".dp") == 0)
+            snprintf(def, sizeof def, "%.*s.dpa", (int)(n - 3), o.model);
+        else
+            snprintf(def, sizeof def, "%s.dpa", o.model);
+        out = def;
+    }
+    if (!strcmp(out, o.model) || (o.weights && !strcmp(out, o.weights)))
+        return usage_error("-o '%s' would overwrite an input", out);
+    char archbuf[1024];
+    const char *archs[DPC_ARTIFACT_MAX_ARCHS];
+    int narchs = 0;
+    if (o.arch) {
+        if (strlen(o.arch) >= sizeof archbuf)
+            return usage_error("%s", "--arch list too long");
+        snprintf(archbuf, sizeof archbuf, "%s", o.arch);
+        for (char *p = archbuf;;) {
+            char *q = strchr(p, ',');
+            if (q)
+                *q = 0;
+            if (!dpc_nvrtc_arch_valid(p))
+                return usage_error("bad --arch '%s' (expected sm_XX or compute_XX, e.g. sm_90)", p);
+            if (narchs == DPC_ARTIFACT_MAX_ARCHS)
+                return usage_error("%s", "too many --arch entries");
+            archs[narchs++] = p;
+            if (!q)
+                break;
+            p = q + 1;
+        }
+    }
+    dpc_artifact_opts ao = {.weights = o.weights, .archs = archs, .narchs = narchs,
+                            .cuda_suffix = getenv("DPC_FAULT_CUDA_SOURCE")};
+    dpc_buf img, diags, warn;
+    dpc_buf_init(&diags);
+    dpc_buf_init(&warn);
+    dpc_err e;
+    dpc_status s = dpc_artifact_build(o.model, &ao, &img, &diags, &warn, &e);
+    if (warn.len)
+        fprintf(stderr, "dpc: warning: %s\n", warn.data);
+    dpc_buf_free(&warn);
+    if (s == DPC_OK)
+        s = dpc_write_file_atomic(out, img.data, img.len, &e);
+    dpc_buf_free(&img);
+    if (s != DPC_OK && diags.len) {
+        fputs(diags.data, stderr);
+        dpc_buf_free(&diags);
+        return 1;
+    }
+    dpc_buf_free(&diags);
+    return s == DPC_OK ? 0 : fail(s, &e);
+}
+
+static int cmd_inspect(int argc, char **argv) {
+    opts o;
+    int rc = parse_opts(argc, argv, &o, "");
+    if (rc)
+        return rc;
+    if (!dpc_artifact_path(o.model))
+        return usage_error("inspect takes a compiled artifact (.dpa), got '%s'", o.model);
+    dpc_model *m;
+    if ((rc = load_dpa(o.model, &m)))
+        return rc;
+    dpc_buf out;
+    dpc_buf_init(&out);
+    dpc_artifact_describe(g_dpa, m, &out);
+    dpc_model_free(m);
+    return emit(&out);
+}
+
 static int cmd_run(int argc, char **argv) {
     opts o;
     int rc = parse_opts(argc, argv, &o, "oiwkdb");
     if (rc)
         return rc;
-    if (!o.weights)
+    if (!o.weights && !dpc_artifact_path(o.model))
         return usage_error("%s", "run needs --weights W.safetensors");
     if (o.nout == 0)
         return usage_error("%s", "run needs -o OUT.npy for each returned tensor");
@@ -348,7 +472,7 @@ static int cmd_run(int argc, char **argv) {
     }
     if (parse_kw(m, &o, scalars))
         goto done;
-    if ((s = dpc_st_read(o.weights, &st, &e)) != DPC_OK)
+    if ((s = o.weights ? dpc_st_read(o.weights, &st, &e) : dpa_weights(&st, &e)) != DPC_OK)
         goto failed;
     dpc_buf warn;
     dpc_buf_init(&warn);
@@ -685,6 +809,7 @@ int main(int argc, char **argv) {
     struct { const char *name; int (*fn)(int, char **); } cmds[] = {
         {"print", cmd_print}, {"ir", cmd_ir}, {"source", cmd_source}, {"init", cmd_init},
         {"run", cmd_run}, {"graph", cmd_graph}, {"cache", cmd_cache}, {"bench", cmd_bench},
+        {"compile", cmd_compile}, {"inspect", cmd_inspect},
     };
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (!strcmp(cmd, cmds[i].name))

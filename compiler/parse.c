@@ -75,11 +75,14 @@ static void import_one(reader *r, const src_file *from, const import_decl *im, i
     }
     dir_of(from->path, dir, sizeof dir);
     snprintf(joined, sizeof joined, "%s/%s", dir, im->path);
-    if (!realpath(joined, real)) {
+    const char *mtext = NULL; /* imports served from memory (dpc_ctx.read_import) */
+    size_t mlen = 0;
+    if (c->read_import ? !c->read_import(c->import_ud, joined, real, sizeof real, &mtext, &mlen)
+                       : !realpath(joined, real)) {
         error_at(c, im->at, "cannot import '%s': file not found", im->path);
         return;
     }
-    if (!under_root(r, real)) {
+    if (!mtext && !under_root(r, real)) {
         error_at(c, im->at, "import '%s' leaves the model's directory '%s'", im->path, r->root_dir);
         return;
     }
@@ -102,12 +105,15 @@ static void import_one(reader *r, const src_file *from, const import_decl *im, i
     char *text;
     size_t len;
     dpc_err e;
-    if (dpc_read_file(joined, MAX_SOURCE_BYTES, &text, &len, &e) != DPC_OK) {
+    if (mtext)
+        text = (char *)mtext, len = mlen;
+    else if (dpc_read_file(joined, MAX_SOURCE_BYTES, &text, &len, &e) != DPC_OK) {
         error_at(c, im->at, "cannot import '%s': %s", im->path, e.msg);
         return;
     }
     src_file *f = add_file(c, joined, text, len);
-    free(text);
+    if (!mtext)
+        free(text);
     vec_push(&c->arena, &r->stack, arena_strdup(&c->arena, real));
     parse_text(r, f, depth + 1);
     r->stack.len--;

@@ -6,6 +6,7 @@
 #include "compiler.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define MAX_RANGE 4096
@@ -24,6 +25,9 @@ typedef struct sema {
     int ninst;
     const module_def *stack[MAX_INST_DEPTH];
     int depth;
+    int nest;         /* eval levels in progress, through constructions too */
+    bool nest_error;  /* DPC_MAX_EVAL_NEST was reported */
+    bool consts_only; /* sema_eval: a constant expression, nothing is built */
 } sema;
 
 static bool eval(sema *s, const env *e, const node *n, val *out);
@@ -87,18 +91,22 @@ static bool int_binop(sema *s, int op, int64_t a, int64_t b, loc at, int64_t *r)
             *r = op == 'f' ? q : m;
         }
         break;
-    case 'p':
+    case 'p': {
         if (b < 0) {
             error_at(s->c, at, "negative integer exponent %lld", (long long)b);
             return false;
         }
-        *r = 1;
-        for (int64_t i = 0; i < b && ok; i++) {
-            ok = !__builtin_mul_overflow(*r, a, r);
-            if (*r == 0 || *r == 1)
-                break;
+        /* by squaring: a few steps whatever b is; 0, 1 and -1 never overflow */
+        int64_t base = a, acc = 1;
+        for (int64_t k = b; k > 0 && ok; k >>= 1) {
+            if (k & 1)
+                ok = !__builtin_mul_overflow(acc, base, &acc);
+            if (ok && k > 1)
+                ok = !__builtin_mul_overflow(base, base, &base);
         }
+        *r = acc;
         break;
+    }
     default:
         error_at(s->c, at, "operator not allowed on integers here");
         return false;
@@ -142,16 +150,46 @@ bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out
     return true;
 }
 
-static bool eval_binop(sema *s, const env *e, const node *n, val *out) {
-    val a, b;
-    bool ok_l = eval(s, e, n->lhs, &a), ok_r = eval(s, e, n->rhs, &b); /* both, for their errors */
-    if (!ok_l || !ok_r)
+/* A chain of binary operators is evaluated in a loop down its left operands
+ * (a + b + c + ... parses as ((a + b) + c) + ...), so a flat chain of any
+ * length needs no recursion; only right operands recurse (see ast.c). */
+static DPC_NOINLINE bool eval_binop(sema *s, const env *e, const node *n, val *out) {
+    int len = 0;
+    for (const node *p = n; p->kind == ND_BINOP; p = p->lhs)
+        len++;
+    const node **spine = arena_alloc(&s->c->arena, sizeof *spine * (size_t)len);
+    const node *leaf = n;
+    for (int i = 0; i < len; i++, leaf = leaf->lhs)
+        spine[i] = leaf;
+    val acc, r, t;
+    bool ok = eval(s, e, leaf, &acc);
+    for (int i = len - 1; i >= 0; i--) {
+        bool ok_r = eval(s, e, spine[i]->rhs, &r); /* both sides, for their errors */
+        ok = ok && ok_r && sema_arith(s->c, spine[i]->op, &acc, &r, spine[i]->at, &t);
+        if (ok)
+            acc = t;
+    }
+    if (ok)
+        *out = acc;
+    return ok;
+}
+
+bool sema_scalar_default(dpc_ctx *c, const param *p, val *v, loc at) {
+    if (p->kind == PT_FLOAT && v->kind == V_INT) {
+        v->kind = V_FLOAT;
+        v->f = (double)v->i;
+    }
+    val_kind want = p->kind == PT_INT ? V_INT : p->kind == PT_FLOAT ? V_FLOAT : V_BOOL;
+    if (v->kind != want) {
+        error_at(c, at, "the default of '%s' must be %s, got %s", p->name,
+                 want == V_INT ? "an int" : want == V_FLOAT ? "a float" : "a bool", val_kind_name(v->kind));
         return false;
-    return sema_arith(s->c, n->op, &a, &b, n->at, out);
+    }
+    return true;
 }
 
 bool sema_eval(dpc_ctx *c, model *m, const inst *self, const node *n, val *out) {
-    sema s = {.c = c, .m = m};
+    sema s = {.c = c, .m = m, .consts_only = true};
     env e = {self ? self->pnames : NULL, self ? self->pvals : NULL, self ? self->np : 0};
     return eval(&s, &e, n, out);
 }
@@ -171,7 +209,7 @@ static inst *new_inst(sema *s, builtin_kind bi, const char *type, loc at) {
     return in;
 }
 
-static bool eval_args(sema *s, const env *e, const node *call, bound_arg **out, int *n) {
+static DPC_NOINLINE bool eval_args(sema *s, const env *e, const node *call, bound_arg **out, int *n) {
     int k = call->args.len;
     bound_arg *b = arena_alloc(&s->c->arena, sizeof *b * (size_t)(k ? k : 1));
     bool ok = true;
@@ -179,6 +217,7 @@ static bool eval_args(sema *s, const env *e, const node *call, bound_arg **out, 
         const arg *a = call->args.items[i];
         b[i].name = a->name;
         b[i].at = a->value->at;
+        b[i].name_at = a->at;
         ok &= eval(s, e, a->value, &b[i].v);
     }
     *out = b;
@@ -227,12 +266,12 @@ static inst *instantiate_user(sema *s, const module_def *d, const bound_arg *arg
                     slot = j;
             if (slot < 0) {
                 const char *near = nearest_name(args[i].name, in->pnames, np);
-                error_at(c, args[i].at, "%s() has no parameter '%s'%s%s%s", d->name, args[i].name,
+                error_at(c, args[i].name_at, "%s() has no parameter '%s'%s%s%s", d->name, args[i].name,
                          near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
                 continue;
             }
             if (set[slot]) {
-                error_at(c, args[i].at, "%s() got parameter '%s' twice", d->name, args[i].name);
+                error_at(c, args[i].name_at, "%s() got parameter '%s' twice", d->name, args[i].name);
                 continue;
             }
         }
@@ -263,10 +302,7 @@ static inst *instantiate_user(sema *s, const module_def *d, const bound_arg *arg
             e.n = j; /* a default may use the parameters before it */
             if (!eval(s, &e, p->deflt, &in->pvals[j]))
                 continue;
-            if (p->kind == PT_FLOAT && in->pvals[j].kind == V_INT) {
-                in->pvals[j].kind = V_FLOAT;
-                in->pvals[j].f = (double)in->pvals[j].i;
-            }
+            sema_scalar_default(c, p, &in->pvals[j], p->deflt->at);
         }
     }
     if (c->nerrors != before)
@@ -311,7 +347,7 @@ static bool add_member(sema *s, inst *in, const char *name, val *v, loc at) {
     return true;
 }
 
-static void unknown_callee(sema *s, const env *e, const node *callee) {
+static DPC_NOINLINE void unknown_callee(sema *s, const env *e, const node *callee) {
     const char *name = callee->str;
     static const char *const functions[] = {"relu", "gelu", "silu", "sigmoid", "tanh", "softmax",
                                             "log_softmax", "flatten", "dropout", "layer_norm"};
@@ -336,14 +372,18 @@ static void unknown_callee(sema *s, const env *e, const node *callee) {
     (void)e;
 }
 
-static bool eval_call(sema *s, const env *e, const node *n, val *out) {
+static DPC_NOINLINE bool eval_call(sema *s, const env *e, const node *n, val *out) {
+    if (s->consts_only) {
+        error_at(s->c, n->at, "a constant integer expression is needed here, not a call");
+        return false;
+    }
     if (n->lhs->kind != ND_NAME) {
         error_at(s->c, n->at, "only modules can be called here");
         return false;
     }
     const char *name = n->lhs->str;
-    bound_arg *args;
-    int nargs;
+    bound_arg *args = NULL;
+    int nargs = 0;
     if (strcmp(name, "range") == 0) {
         error_at(s->c, n->at, "range() is only allowed in a list comprehension");
         return false;
@@ -375,7 +415,7 @@ static bool eval_call(sema *s, const env *e, const node *n, val *out) {
     return true;
 }
 
-static bool eval_listcomp(sema *s, const env *e, const node *n, val *out) {
+static DPC_NOINLINE bool eval_listcomp(sema *s, const env *e, const node *n, val *out) {
     const node *it = n->rhs;
     if (it->kind != ND_CALL || it->lhs->kind != ND_NAME || strcmp(it->lhs->str, "range") != 0 ||
         it->args.len != 1 || ((arg *)it->args.items[0])->name) {
@@ -411,7 +451,59 @@ static bool eval_listcomp(sema *s, const env *e, const node *n, val *out) {
     return true;
 }
 
+static bool eval_node(sema *s, const env *e, const node *n, val *out);
+
+/* Every level of evaluation goes through here, constructions included, so
+ * the nesting is bounded in all (DPC_MAX_EVAL_NEST). */
 static bool eval(sema *s, const env *e, const node *n, val *out) {
+    if (s->nest >= DPC_MAX_EVAL_NEST) {
+        memset(out, 0, sizeof *out);
+        if (!s->nest_error)
+            error_at(s->c, n->at, "modules and expressions nested too deeply (limit %d levels in all)",
+                     DPC_MAX_EVAL_NEST);
+        s->nest_error = true;
+        return false;
+    }
+    s->nest++;
+    bool ok = eval_node(s, e, n, out);
+    s->nest--;
+    return ok;
+}
+
+static DPC_NOINLINE bool eval_neg(sema *s, const env *e, const node *n, val *out) {
+    val v;
+    if (!eval(s, e, n->lhs, &v))
+        return false;
+    if (v.kind == V_INT) {
+        if (v.i == INT64_MIN) {
+            error_at(s->c, n->at, "integer overflow");
+            return false;
+        }
+        out->kind = V_INT;
+        out->i = -v.i;
+        return true;
+    }
+    if (v.kind == V_FLOAT) {
+        out->kind = V_FLOAT;
+        out->f = -v.f;
+        return true;
+    }
+    error_at(s->c, n->at, "cannot negate %s", val_kind_name(v.kind));
+    return false;
+}
+
+static DPC_NOINLINE bool unknown_name(sema *s, const env *e, const node *n) {
+    const char *near = nearest_name(n->str, e->names, e->n);
+    if (near)
+        error_at(s->c, n->at, "unknown name '%s'; did you mean '%s'?", n->str, near);
+    else if (builtin_lookup(n->str) || find_module(&s->m->prog, n->str))
+        error_at(s->c, n->at, "module '%s' must be called: '%s(...)'", n->str, n->str);
+    else
+        error_at(s->c, n->at, "unknown name '%s'", n->str);
+    return false;
+}
+
+static bool eval_node(sema *s, const env *e, const node *n, val *out) {
     memset(out, 0, sizeof *out);
     switch (n->kind) {
     case ND_INT: out->kind = V_INT; out->i = n->ival; return true;
@@ -425,37 +517,8 @@ static bool eval(sema *s, const env *e, const node *n, val *out) {
                 *out = e->vals[i];
                 return true;
             }
-        {
-            const char *near = nearest_name(n->str, e->names, e->n);
-            if (near)
-                error_at(s->c, n->at, "unknown name '%s'; did you mean '%s'?", n->str, near);
-            else if (builtin_lookup(n->str) || find_module(&s->m->prog, n->str))
-                error_at(s->c, n->at, "module '%s' must be called: '%s(...)'", n->str, n->str);
-            else
-                error_at(s->c, n->at, "unknown name '%s'", n->str);
-        }
-        return false;
-    case ND_NEG: {
-        val v;
-        if (!eval(s, e, n->lhs, &v))
-            return false;
-        if (v.kind == V_INT) {
-            if (v.i == INT64_MIN) {
-                error_at(s->c, n->at, "integer overflow");
-                return false;
-            }
-            out->kind = V_INT;
-            out->i = -v.i;
-            return true;
-        }
-        if (v.kind == V_FLOAT) {
-            out->kind = V_FLOAT;
-            out->f = -v.f;
-            return true;
-        }
-        error_at(s->c, n->at, "cannot negate %s", val_kind_name(v.kind));
-        return false;
-    }
+        return unknown_name(s, e, n);
+    case ND_NEG: return eval_neg(s, e, n, out);
     case ND_BINOP: return eval_binop(s, e, n, out);
     case ND_CALL: return eval_call(s, e, n, out);
     case ND_TUPLE:
@@ -485,6 +548,36 @@ static void assign_paths(sema *s, inst *in, const char *path) {
         inst_child *ch = in->children.items[i];
         const char *p = path[0] ? arena_printf(&s->c->arena, "%s.%s", path, ch->name) : ch->name;
         assign_paths(s, ch->mod, p);
+    }
+}
+
+/* Every parameter within DPC_MAX_NUMEL elements, all of them within
+ * DPC_MAX_PARAM_BYTES bytes (the builtins' size arguments are at most
+ * DPC_MAX_DIM each, but a weight multiplies several). */
+static DPC_NOINLINE void check_param_sizes(dpc_ctx *c, model *m) {
+    int64_t total = 0;
+    for (int i = 0; i < m->params.len; i++) {
+        const param_entry *p = m->params.items[i];
+        int64_t n = 1;
+        bool big = false;
+        char dims[256];
+        size_t pos = 0;
+        for (int k = 0; k < p->rank; k++) {
+            big |= __builtin_mul_overflow(n, p->shape[k] > 0 ? p->shape[k] : 1, &n) || n > DPC_MAX_NUMEL;
+            pos += (size_t)snprintf(dims + pos, sizeof dims - pos, "%s%lld", k ? ", " : "", (long long)p->shape[k]);
+            if (pos >= sizeof dims)
+                pos = sizeof dims - 1;
+        }
+        if (big) {
+            error_at(c, p->owner->at, "parameter %s [%s] is too large: more than 2^40 elements", p->key, dims);
+            return;
+        }
+        total += n * (p->is_int ? 8 : 4);
+        if (total > DPC_MAX_PARAM_BYTES) {
+            error_at(c, p->owner->at, "the parameters up to %s take more than 2^40 bytes (1 TiB), the limit",
+                     p->key);
+            return;
+        }
     }
 }
 
@@ -520,5 +613,6 @@ bool sema_instantiate(dpc_ctx *c, model *m) {
     } else
         m->root = top;
     assign_paths(&s, m->root, "");
+    check_param_sizes(c, m);
     return c->nerrors == 0;
 }

@@ -26,6 +26,16 @@ int dplex(DPSTYPE *yylval, DPLTYPE *yylloc, void *scanner);
 #include <string.h>
 static void dperror(DPLTYPE *l, void *scanner, parser_state *ps, const char *msg);
 #define L(at) ps_loc(ps, (at).first_line, (at).first_column)
+/* The right-hand side of an assignment: one expression, or a tuple. */
+static node *rhs_value(parser_state *ps, vec v) {
+    if (v.len == 0)
+        return ast_node(ps, ND_NONE, ps_loc(ps, 0, 0));
+    for (int i = 0; i < v.len; i++)
+        ps_expr(ps, v.items[i]);
+    if (v.len == 1)
+        return v.items[0];
+    return ast_seq(ps, ND_TUPLE, v, ((node *)v.items[0])->at);
+}
 /* NULL items come from error recovery and are dropped. */
 static vec vadd(parser_state *ps, vec v, void *x) { if (x) vec_push(&ps->c->arena, &v, x); return v; }
 static vec vec1(parser_state *ps, void *x) { return vadd(ps, (vec){0}, x); }
@@ -81,12 +91,21 @@ top_items
 
 top_item
     : IMPORT STRING {
-        import_decl *d = arena_alloc(&ps->c->arena, sizeof *d);
-        d->path = $2; d->at = L(@2);
-        vec_push(&ps->c->arena, &ps->imports, d);
+        ps->opnest = 0;
+        if ($2 == dp_bad_string)
+            ; /* unterminated: already reported */
+        else if ($2[0] == 0)
+            error_at(ps->c, L(@2), "empty import path");
+        else {
+            import_decl *d = arena_alloc(&ps->c->arena, sizeof *d);
+            d->path = $2; d->at = L(@2);
+            vec_push(&ps->c->arena, &ps->imports, d);
+        }
       }
-    | module_def { vec_push(&ps->c->arena, &ps->modules, $1); }
+    | module_def { ps->opnest = 0; vec_push(&ps->c->arena, &ps->modules, $1); }
     | IDENT '=' expr {
+        ps->opnest = 0;
+        ps_expr(ps, $3);
         if (strcmp($1, "model") != 0)
             error_at(ps->c, L(@1), "only 'model = ...' may be assigned at the top level, not '%s'", $1);
         else {
@@ -95,7 +114,7 @@ top_item
                 error_at(ps->c, L(@1), "the model is named twice");
         }
       }
-    | error
+    | error { ps->opnest = 0; }
     ;
 
 seps : sep | seps sep ;
@@ -131,7 +150,7 @@ module_def
 
 ctor_params
     : %empty { $$ = (vec){0}; }
-    | '(' params ')' { $$ = $2; }
+    | '(' params ')' { $$ = $2; ps_check_params(ps, &$$); }
     ;
 
 body_items
@@ -141,6 +160,8 @@ body_items
 
 body_item
     : IDENT '=' expr {
+        ps->opnest = 0;
+        ps_expr(ps, $3);
         member *m = arena_alloc(&ps->c->arena, sizeof *m);
         m->name = $1; m->at = L(@1); m->value = $3;
         $$ = m;
@@ -149,9 +170,10 @@ body_item
         /* a module_def shell whose first field (name) is NULL marks a forward */
         module_def *f = arena_alloc(&ps->c->arena, sizeof *f);
         f->forward_at = L(@1); f->fparams = $3; f->body = $5;
+        ps_check_params(ps, &f->fparams);
         $$ = f;
       }
-    | error { $$ = NULL; }
+    | error { ps->opnest = 0; $$ = NULL; }
     ;
 
 params
@@ -170,13 +192,23 @@ param
         $$ = ps_param(ps, $1, L(@1), $3, L(@3), NULL, NULL);
       }
     | IDENT ':' IDENT '=' expr {
-        $$ = ps_param(ps, $1, L(@1), $3, L(@3), NULL, $5);
+        ps->opnest = 0;
+        $$ = ps_param(ps, $1, L(@1), $3, L(@3), NULL, ps_expr(ps, $5));
       }
     | IDENT ':' '[' dims ']' {
         $$ = ps_param(ps, $1, L(@1), NULL, L(@3), &$4, NULL);
       }
     | IDENT ':' IDENT '[' dims ']' {
         $$ = ps_param(ps, $1, L(@1), $3, L(@3), &$5, NULL);
+      }
+    /* a tensor cannot have a default: parsed, so that the error says so */
+    | IDENT ':' '[' dims ']' '=' expr {
+        ps->opnest = 0;
+        $$ = ps_param(ps, $1, L(@1), NULL, L(@3), &$4, ps_expr(ps, $7));
+      }
+    | IDENT ':' IDENT '[' dims ']' '=' expr {
+        ps->opnest = 0;
+        $$ = ps_param(ps, $1, L(@1), $3, L(@3), &$5, ps_expr(ps, $8));
       }
     | IDENT {
         error_at(ps->c, L(@1), "parameter '%s' needs a type (for example '%s: int' or '%s: [N, 10]')", $1, $1, $1);
@@ -185,7 +217,12 @@ param
     ;
 
 dims
-    : exprs
+    : exprs {
+        ps->opnest = 0;
+        for (int i = 0; i < $1.len; i++)
+            ps_expr(ps, $1.items[i]);
+        $$ = $1;
+      }
     ;
 
 block
@@ -199,27 +236,35 @@ stmt_list
     ;
 
 stmt
-    : IDENT '=' expr {
+    : IDENT '=' exprs {
+        ps->opnest = 0;
         $$ = ps_stmt(ps, ST_ASSIGN, L(@1));
         vec_push(&ps->c->arena, &$$->targets, (void *)$1);
-        vec_push(&ps->c->arena, &$$->values, $3);
+        vec_push(&ps->c->arena, &$$->values, rhs_value(ps, $3));
       }
-    | targets '=' expr {
+    | targets '=' exprs {
+        ps->opnest = 0;
         $$ = ps_stmt(ps, ST_ASSIGN, L(@1));
         $$->targets = $1;
-        vec_push(&ps->c->arena, &$$->values, $3);
+        vec_push(&ps->c->arena, &$$->values, rhs_value(ps, $3));
       }
     | RETURN exprs {
+        ps->opnest = 0;
         $$ = ps_stmt(ps, ST_RETURN, L(@1));
+        for (int i = 0; i < $2.len; i++)
+            ps_expr(ps, $2.items[i]);
         $$->values = $2;
       }
-    | FOR IDENT IN expr block {
+    | FOR IDENT IN expr {
+        ps->opnest = 0;
+        ps_expr(ps, $4);
+      } block {
         $$ = ps_stmt(ps, ST_FOR, L(@1));
         vec_push(&ps->c->arena, &$$->targets, (void *)$2);
         vec_push(&ps->c->arena, &$$->values, $4);
-        $$->body = $5;
+        $$->body = $6;
       }
-    | error { $$ = NULL; }
+    | error { ps->opnest = 0; $$ = NULL; }
     ;
 
 targets
@@ -244,9 +289,14 @@ expr
     | expr '%' expr { $$ = ast_binop(ps, '%', $1, $3, L(@2)); }
     | expr '@' expr { $$ = ast_binop(ps, '@', $1, $3, L(@2)); }
     | expr FLOORDIV expr { $$ = ast_binop(ps, 'f', $1, $3, L(@2)); }
-    | expr POW expr { $$ = ast_binop(ps, 'p', $1, $3, L(@2)); }
-    | '-' expr %prec UMINUS { $$ = ast_unary(ps, $2, L(@1)); }
-    | '+' expr %prec UMINUS { $$ = $2; }
+    /* these three nest without brackets: operator_open counts them */
+    | expr POW operator_open expr { $$ = ast_binop(ps, 'p', $1, $4, L(@2)); ps->opnest--; }
+    | '-' operator_open expr %prec UMINUS { $$ = ast_unary(ps, $3, L(@1)); ps->opnest--; }
+    | '+' operator_open expr %prec UMINUS { $$ = $3; ps->opnest--; }
+    ;
+
+operator_open
+    : %empty { ps_open_operator(ps, L(@0)); }
     ;
 
 postfix
@@ -307,11 +357,15 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, parser_
     (void)scanner;
     if (ps->too_deep)
         return 0;
+    const DPLTYPE *l = yypcontext_location(ctx);
+    if (l->first_line == ps->unterminated_line)
+        return 0; /* the unterminated string said it all */
     enum { MAXEXP = 64 };
     yysymbol_kind_t exp[MAXEXP];
     int n = yypcontext_expected_tokens(ctx, exp, MAXEXP);
     yysymbol_kind_t got = yypcontext_token(ctx);
-    const DPLTYPE *l = yypcontext_location(ctx);
+    /* a newline the scanner made up before a keyword: name the keyword */
+    bool resync = got == YYSYMBOL_NL && ps->resync_nl;
     /* operators are summarised as "an operator", operands as "an expression" */
     const char *names[MAXEXP];
     int k = 0;
@@ -330,7 +384,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, parser_
             op = true;
         else if (either)
             op |= !operand;
-        else if (!literal)
+        else if (!literal || !operand)
             names[k++] = nm;
     }
     if (operand)
@@ -339,7 +393,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, parser_
         names[k++] = "an operator";
     char msg[512];
     int len = snprintf(msg, sizeof msg, "syntax error, unexpected %s",
-                       got == YYSYMBOL_YYEMPTY ? "token" : yysymbol_name(got));
+                       resync ? ps->resync_kw : got == YYSYMBOL_YYEMPTY ? "token" : yysymbol_name(got));
     if (k > 0 && k <= 6) {
         len += snprintf(msg + len, sizeof msg - (size_t)len, ", expecting ");
         for (int i = 0; i < k && len < (int)sizeof msg; i++)
@@ -347,7 +401,10 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, parser_
                             i == 0 ? "" : i == k - 1 ? " or " : ", ", names[i]);
     }
     error_at(ps->c, L(*l), "%s", msg);
-    if (ps->paren > 0 && ps->open_line > 0 && ps->open_line < l->first_line)
+    if (resync && ps->resync_open_line > 0 && ps->resync_open_line < l->first_line)
+        note_at(ps->c, ps_loc(ps, ps->resync_open_line, ps->resync_open_col), "'%c' opened here was never closed",
+                ps->resync_open_char);
+    else if (ps->paren > 0 && ps->open_line > 0 && ps->open_line < l->first_line)
         note_at(ps->c, ps_loc(ps, ps->open_line, ps->open_col), "'%c' opened here was never closed",
                 ps->open_char);
     return 0;
@@ -358,7 +415,7 @@ static void dperror(DPLTYPE *l, void *scanner, parser_state *ps, const char *msg
     if (ps->too_deep)
         return; /* the scanner already said why it stopped */
     if (strcmp(msg, "memory exhausted") == 0) {
-        error_at(ps->c, L(*l), "expression nested too deeply");
+        error_at(ps->c, L(*l), "expression nested too deeply (limit %d)", ps->c->max_depth);
         return;
     }
     error_at(ps->c, L(*l), "%s", msg);

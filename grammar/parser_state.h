@@ -19,7 +19,18 @@ typedef struct parser_state {
     int open_line, open_col; /* the outermost ( or [ still open */
     char open_char;
     int nest;       /* depth of all brackets, { included, for the nesting limit */
+    int opnest;     /* unary +/- and ** still waiting for their operand: they
+                     * nest without brackets, so they have their own count */
     bool too_deep;  /* the nesting limit was hit: the scanner stops */
+    bool line_has_token, prev_has_token; /* a token before this one on its line? */
+    /* A newline the scanner made up because a line starts with a keyword
+     * while a ( or [ is open (see dp.l): the syntax error it causes names the
+     * keyword and points at the bracket. Valid until the next token. */
+    bool resync_nl;
+    const char *resync_kw;
+    int resync_open_line, resync_open_col;
+    char resync_open_char;
+    int unterminated_line; /* line of the last unterminated string (its syntax errors are noise) */
     int errors_before;
     /* results */
     vec imports;    /* import_decl* */
@@ -35,8 +46,12 @@ extern _Thread_local jmp_buf *dp_lex_fatal;
 
 loc ps_loc(parser_state *ps, int line, int col);
 
-/* AST constructors (ast.c). Each records the subtree height and reports a
- * single error when an expression nests deeper than the limit. */
+/* The value of an unterminated string: "" (compared by address). */
+extern const char dp_bad_string[];
+
+/* AST constructors (ast.c). Each records the subtree height (node.depth);
+ * ps_expr, called on every complete expression, reports once per file an
+ * expression that nests deeper than the limit. */
 node *ast_node(parser_state *ps, node_kind k, loc at);
 node *ast_binop(parser_state *ps, int op, node *l, node *r, loc at);
 node *ast_unary(parser_state *ps, node *e, loc at);
@@ -45,6 +60,12 @@ node *ast_index(parser_state *ps, node *base, node *idx, loc at);
 node *ast_seq(parser_state *ps, node_kind k, vec items, loc at);
 node *ast_listcomp(parser_state *ps, node *elem, const char *var, node *iter, loc at);
 arg *ast_arg(parser_state *ps, const char *name, node *value, loc at);
+node *ps_expr(parser_state *ps, node *e);
+/* Counts a unary operator or ** waiting for its operand (at: the operator);
+ * false once past the nesting limit, which stops the scan. */
+void ps_open_operator(parser_state *ps, loc at);
+/* Reports parameters declared twice in one list. */
+void ps_check_params(parser_state *ps, const vec *params);
 stmt *ps_stmt(parser_state *ps, stmt_kind k, loc at);
 /* A parameter `name: type`, `name: type = default`, `name: [dims]` or
  * `name: dtype[dims]`; dims == NULL for scalars. */

@@ -6,8 +6,11 @@
  * (or oneDNN, chosen at build time, see docs/performance.md). */
 #include "backend.h"
 #include "kcache.h"
+#include "memplan.h"
 
 #include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -60,7 +63,7 @@ struct dpc_replica {
 /* GEMM threads: the most a replica may use (its share of the cores), and
  * the count last given to the library. Small products run on one thread:
  * waking a second one costs more than it saves (measured, bench/). */
-static int gemm_threads_max = 1;
+static _Atomic int gemm_threads_max = 1; /* shared by every model in the process */
 static _Thread_local int gemm_threads_now = -1;
 #define GEMM_PARALLEL_MIN (1 << 22) /* multiply-adds */
 
@@ -128,10 +131,12 @@ static int run_argv(char *const *argv, const char *log_path) {
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* "gcc (Debian 12.2.0-14) 12.2.0" + the CPU model: both change the code. */
-static void toolchain_id(char *out, size_t n) {
-    static char id[512];
-    if (!id[0]) {
+/* "gcc (Debian 12.2.0-14) 12.2.0" + the CPU model: both change the code.
+ * Found once per process. */
+static char toolchain[512];
+static void find_toolchain(void) {
+    char *id = toolchain;
+    {
         char tmpl[] = "/tmp/dpc-ccv-XXXXXX";
         int fd = mkstemp(tmpl);
         if (fd >= 0) {
@@ -150,15 +155,20 @@ static void toolchain_id(char *out, size_t n) {
         char line[256];
         while (c && fgets(line, sizeof line, c))
             if (strncmp(line, "model name", 10) == 0) {
-                strncat(id, line, sizeof id - strlen(id) - 1);
+                strncat(id, line, sizeof toolchain - strlen(id) - 1);
                 break;
             }
         if (c)
             fclose(c);
         if (!id[0])
-            snprintf(id, sizeof id, "unknown");
+            snprintf(id, sizeof toolchain, "unknown");
     }
-    snprintf(out, n, "%s", id);
+}
+
+static void toolchain_id(char *out, size_t n) {
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    pthread_once(&once, find_toolchain);
+    snprintf(out, n, "%s", toolchain);
 }
 
 static dpc_status compile_so(const char *src, const char *key, char *so_path, size_t n, dpc_err *e) {
@@ -245,65 +255,15 @@ static dpc_status cpu_prepare(dpc_backend *be, const kgraph *kg, dpc_err *e) {
 
 /* ---------------------------------------------------- memory plan */
 
-static size_t buf_bytes(const kbuf *b, int64_t N) {
-    int64_t el = b->sym ? b->elems * N : b->elems;
-    size_t bytes = (size_t)el * (size_t)b->esize;
-    return (bytes + 63) & ~(size_t)63;
-}
-
-typedef struct placed {
-    size_t off, size;
-    int first, last;
-} placed;
-
-/* Greedy by size, largest first: each temporary goes to the lowest offset
- * that overlaps no buffer whose lifetime overlaps its own. */
+/* Offsets from the shared planner (memplan.c); inputs and outputs stay in
+ * the caller's tensors. */
 static dpc_status plan(cpu_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
     const kgraph *kg = cb->kg;
     int nb = kg->bufs.len;
-    int *order = calloc((size_t)nb + 1, sizeof(int));
-    placed *pl = calloc((size_t)nb + 1, sizeof(placed));
-    if (!order || !pl) {
-        free(order);
-        free(pl);
-        return dpc_errf(e, DPC_ENOMEM, "out of memory planning buffers");
-    }
-    int n = 0;
-    for (int i = 0; i < nb; i++) {
-        const kbuf *b = kg->bufs.items[i];
-        if (b->kind == BUF_TEMP || b->kind == BUF_SCRATCH)
-            order[n++] = i;
-    }
-    for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && buf_bytes(kg->bufs.items[order[j]], N) > buf_bytes(kg->bufs.items[order[j - 1]], N); j--) {
-            int t = order[j];
-            order[j] = order[j - 1];
-            order[j - 1] = t;
-        }
     size_t total = 0;
-    int np = 0;
-    for (int i = 0; i < n; i++) {
-        const kbuf *b = kg->bufs.items[order[i]];
-        size_t size = buf_bytes(b, N), off = 0;
-        bool moved = true;
-        while (moved) {
-            moved = false;
-            for (int j = 0; j < np; j++) {
-                bool live = !(pl[j].last < b->first || b->last < pl[j].first);
-                bool mem = off < pl[j].off + pl[j].size && pl[j].off < off + size;
-                if (live && mem) {
-                    off = pl[j].off + pl[j].size;
-                    moved = true;
-                }
-            }
-        }
-        pl[np++] = (placed){off, size, b->first, b->last};
-        r->offset[order[i]] = off;
-        if (off + size > total)
-            total = off + size;
-    }
-    free(order);
-    free(pl);
+    dpc_status s = dpc_memplan(kg, N, false, r->offset, &total, e);
+    if (s != DPC_OK)
+        return s;
     if (total > r->arena_bytes) {
         free(r->arena);
         r->arena = dpc_aligned_alloc(total ? total : 64);

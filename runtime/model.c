@@ -114,25 +114,52 @@ dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warn
     dpc_buf_free(&extra);
     if (s != DPC_OK)
         return s;
-    if (!m->be) {
-        s = dpc_backend_cpu_new(&m->kg, m->params, &m->be, e);
-        if (s == DPC_OK)
-            s = m->be->prepare(m->be, &m->kg, e);
+    if (m->be && strcmp(m->be->name, "cpu") != 0 && m->ndev > 0) {
+        /* the CUDA backend holds device copies of the old weights: rebuild it */
+        dpc_device devs[DPC_MAX_DEVICES];
+        int n = m->ndev;
+        memcpy(devs, m->devs, sizeof(dpc_device) * (size_t)n);
+        for (int i = 0; i < m->ndev; i++)
+            m->be->replica_free(m->be, m->rep[i]);
+        m->ndev = 0;
+        m->be->destroy(m->be);
+        m->be = NULL;
+        return dpc_model_set_devices(m, devs, n, e);
     }
+    /* the backend is created with the devices (dpc_model_set_devices, or
+     * the CPU by default at the first run): a CUDA run needs no C compiler */
     return s;
 }
 
 dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e) {
+    int ncuda = 0;
     for (int i = 0; i < n; i++)
-        if (devs[i].kind != DPC_DEV_CPU) {
-            char nm[32];
-            dpc_device_name(&devs[i], nm, sizeof nm);
-            return dpc_errf(e, DPC_EUSER, "device %s: the CUDA backend is not available in this build yet; use cpu",
-                            nm);
-        }
+        ncuda += devs[i].kind == DPC_DEV_CUDA;
+    if (ncuda && ncuda != n)
+        return dpc_errf(e, DPC_EUSER, "the device list mixes cpu and cuda devices; use one kind");
+    if (!m->params)
+        return dpc_errf(e, DPC_EUSAGE, "bind the weights (dpc_model_bind) before choosing devices");
     for (int i = 0; i < m->ndev; i++)
         m->be->replica_free(m->be, m->rep[i]);
     m->ndev = 0;
+    /* the backend follows the device kind: a new one replaces the old only
+     * once it is ready, so a failed switch leaves the model as it was */
+    const char *want = ncuda ? "cuda" : "cpu";
+    if (!m->be || strcmp(m->be->name, want) != 0) {
+        dpc_backend *be = NULL;
+        dpc_status s = ncuda ? dpc_backend_cuda_new(&m->kg, m->params, &be, e)
+                             : dpc_backend_cpu_new(&m->kg, m->params, &be, e);
+        if (s == DPC_OK)
+            s = be->prepare(be, &m->kg, e);
+        if (s != DPC_OK) {
+            if (be)
+                be->destroy(be);
+            return s;
+        }
+        if (m->be)
+            m->be->destroy(m->be);
+        m->be = be;
+    }
     for (int i = 0; i < n; i++) {
         dpc_status s = m->be->replica_new(m->be, devs[i].index, &m->rep[i], e);
         if (s != DPC_OK)
@@ -145,10 +172,12 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
         if (s != DPC_OK)
             return s;
     }
-    /* replicas share the cores: each replica's GEMMs get its share */
-    const char *env = getenv("DPC_GEMM_THREADS");
-    int threads = env && atoi(env) > 0 ? atoi(env) : dpc_dp_threads_per_replica(0, n);
-    dpc_cpu_set_gemm_threads(threads);
+    if (!ncuda) {
+        /* replicas share the cores: each replica's GEMMs get its share */
+        const char *env = getenv("DPC_GEMM_THREADS");
+        int threads = env && atoi(env) > 0 ? atoi(env) : dpc_dp_threads_per_replica(0, n);
+        dpc_cpu_set_gemm_threads(threads);
+    }
     return DPC_OK;
 }
 

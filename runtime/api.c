@@ -1,0 +1,560 @@
+/* api.c - libdpc's public API (dpc.h) over the runtime: artifacts
+ * (artifact.h), models (model.h), tensors and .npy files.
+ *
+ * A dpc_program holds the verified artifact, a model compiled from its
+ * sources at load (`sig`: never changes, so the signature, the names it
+ * hands out and the text calls need no lock and stay valid as long as the
+ * program), and the model that runs (`m`, with weights bound). Binding
+ * always works on a fresh model (compiled again from the artifact, which
+ * takes milliseconds) that replaces `m` only when everything succeeded, so
+ * a failed bind leaves the program as it was. Devices are recorded and
+ * applied once weights are bound (the backend that runs replicas exists
+ * only from then on). */
+#include "artifact.h"
+#include "npy.h"
+
+#include "dpc.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* dpc.h repeats these for users; inside the library they come from base.h
+ * and tensor.h. They must agree. */
+_Static_assert(DPC_OK == 0 && DPC_EUSER == 1 && DPC_EUSAGE == 2 && DPC_ENOMEM == 3 && DPC_EIO == 4 &&
+                   DPC_EDEVICE == 5 && DPC_EINTERNAL == 6,
+               "dpc.h and base.h disagree on dpc_status");
+_Static_assert(DPC_F32 == 0 && DPC_F64 == 1 && DPC_F16 == 2 && DPC_BF16 == 3 && DPC_I64 == 4 && DPC_I32 == 5 &&
+                   DPC_I8 == 6 && DPC_U8 == 7 && DPC_BOOL == 8 && DPC_I16 == 9 && DPC_NUM_DTYPES == 10,
+               "dpc.h and tensor.h disagree on dpc_dtype");
+_Static_assert(DPC_MAX_RANK == 8, "dpc.h and tensor.h disagree on DPC_MAX_RANK");
+
+#define MAX_SCALARS 64
+#define MAX_INPUTS 64
+
+struct dpc_program {
+    pthread_mutex_t lock;
+    dpc_artifact *art;
+    dpc_model *sig; /* compiled from art at load; read-only afterwards */
+    dpc_model *m;   /* the model that runs, weights bound; NULL before the first bind */
+    bool bound;
+    dpc_device devs[DPC_MAX_DEVICES];
+    int ndev;
+    bool devs_pending; /* devs not applied to m yet */
+    char err[DPC_ERR_MSG];
+    char warn[DPC_ERR_MSG];
+};
+
+static _Thread_local char tl_err[DPC_ERR_MSG];
+
+/* Records a failure (thread and handle) and returns its status. */
+static dpc_status fail(dpc_program *p, dpc_status s, const char *msg) {
+    snprintf(tl_err, sizeof tl_err, "%s", msg);
+    if (p)
+        snprintf(p->err, sizeof p->err, "%s", msg);
+    return s;
+}
+
+static dpc_status failf(dpc_program *p, dpc_status s, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static dpc_status failf(dpc_program *p, dpc_status s, const char *fmt, ...) {
+    char msg[DPC_ERR_MSG];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return fail(p, s, msg);
+}
+
+static dpc_status done(dpc_program *p, dpc_status s, const dpc_err *e) {
+    return s == DPC_OK ? DPC_OK : fail(p, s, e->msg);
+}
+
+/* Calls on a program: lock it and clear its last error. The lock is not
+ * part of the program's observable state, hence the casts on const. */
+static dpc_program *enter(const dpc_program *cp) {
+    dpc_program *p = (dpc_program *)cp;
+    pthread_mutex_lock(&p->lock);
+    p->err[0] = 0;
+    return p;
+}
+static dpc_status leave(dpc_program *p, dpc_status s) {
+    pthread_mutex_unlock(&p->lock);
+    return s;
+}
+
+/* ------------------------------------------------------------ library */
+
+const char *dpc_version(void) { return DPC_VERSION; }
+int dpc_artifact_format(void) { return DPC_ARTIFACT_FORMAT; }
+const char *dpc_last_error(void) { return tl_err; }
+
+/* ------------------------------------------------------------ programs */
+
+static dpc_status load(dpc_artifact *a, dpc_program **out) {
+    dpc_err e;
+    dpc_program *p = dpc_calloc(1, sizeof *p);
+    if (!p) {
+        dpc_artifact_free(a);
+        return fail(NULL, DPC_ENOMEM, "out of memory");
+    }
+    dpc_status s = dpc_artifact_instantiate(a, &p->sig, &e);
+    if (s != DPC_OK) {
+        dpc_artifact_free(a);
+        dpc_free(p);
+        return done(NULL, s, &e);
+    }
+    pthread_mutex_init(&p->lock, NULL);
+    p->art = a;
+    p->devs[0] = (dpc_device){DPC_DEV_CPU, 0};
+    p->ndev = 1;
+    p->devs_pending = true;
+    *out = p;
+    return DPC_OK;
+}
+
+dpc_status dpc_program_load(const char *path, dpc_program **out) {
+    if (!out)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_load: out is NULL");
+    *out = NULL;
+    if (!path)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_load: path is NULL");
+    dpc_err e;
+    dpc_artifact *a;
+    dpc_status s = dpc_artifact_read(path, &a, &e);
+    return s == DPC_OK ? load(a, out) : done(NULL, s, &e);
+}
+
+dpc_status dpc_program_load_memory(const void *data, size_t len, const char *name, dpc_program **out) {
+    if (!out)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_load_memory: out is NULL");
+    *out = NULL;
+    if (!data && len)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_load_memory: data is NULL");
+    dpc_err e;
+    dpc_artifact *a;
+    dpc_status s = dpc_artifact_parse(data ? data : "", len, name ? name : "<memory>", &a, &e);
+    return s == DPC_OK ? load(a, out) : done(NULL, s, &e);
+}
+
+void dpc_program_free(dpc_program *p) {
+    if (!p)
+        return;
+    dpc_model_free(p->m);
+    dpc_model_free(p->sig);
+    dpc_artifact_free(p->art);
+    pthread_mutex_destroy(&p->lock);
+    dpc_free(p);
+}
+
+const char *dpc_program_error(const dpc_program *p) { return p ? p->err : "no program (NULL)"; }
+const char *dpc_program_warning(const dpc_program *p) { return p ? p->warn : ""; }
+
+int dpc_program_has_embedded_weights(const dpc_program *p) { return p && dpc_artifact_has_weights(p->art); }
+
+/* Binds st into a fresh model that replaces p->m on success. */
+static dpc_status bind(dpc_program *p, const dpc_safetensors *st, dpc_err *e) {
+    dpc_model *m;
+    dpc_status s = dpc_artifact_instantiate(p->art, &m, e);
+    if (s != DPC_OK)
+        return s;
+    dpc_buf warn;
+    dpc_buf_init(&warn);
+    s = dpc_model_bind(m, st, &warn, e);
+    if (s == DPC_OK) {
+        snprintf(p->warn, sizeof p->warn, "%s", warn.data ? warn.data : "");
+        dpc_model_free(p->m);
+        p->m = m;
+        p->bound = true;
+        p->devs_pending = true;
+    } else {
+        dpc_model_free(m);
+    }
+    dpc_buf_free(&warn);
+    return s;
+}
+
+static dpc_status bind_image(dpc_program *p, const void *data, size_t len, const char *name) {
+    dpc_err e;
+    dpc_safetensors *st;
+    dpc_status s = dpc_st_parse(data, len, &st, &e);
+    if (s != DPC_OK) {
+        dpc_err_prefix(&e, "%s: ", name);
+        return done(p, s, &e);
+    }
+    p->warn[0] = 0;
+    s = bind(p, st, &e);
+    dpc_st_free(st);
+    return done(p, s, &e);
+}
+
+dpc_status dpc_program_bind_weights(dpc_program *cp, const char *path) {
+    if (!cp)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_bind_weights: program is NULL");
+    dpc_program *p = enter(cp);
+    if (!path)
+        return leave(p, fail(p, DPC_EUSAGE, "dpc_program_bind_weights: path is NULL"));
+    dpc_err e;
+    char *data;
+    size_t len;
+    dpc_status s = dpc_read_file(path, SIZE_MAX / 2, &data, &len, &e);
+    if (s != DPC_OK)
+        return leave(p, done(p, s, &e));
+    s = bind_image(p, data, len, path);
+    dpc_free(data);
+    return leave(p, s);
+}
+
+dpc_status dpc_program_bind_weights_memory(dpc_program *cp, const void *data, size_t len) {
+    if (!cp)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_bind_weights_memory: program is NULL");
+    dpc_program *p = enter(cp);
+    if (!data && len)
+        return leave(p, fail(p, DPC_EUSAGE, "dpc_program_bind_weights_memory: data is NULL"));
+    return leave(p, bind_image(p, data ? data : "", len, "<memory>"));
+}
+
+dpc_status dpc_program_set_devices(dpc_program *cp, const char *devices) {
+    if (!cp)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_set_devices: program is NULL");
+    dpc_program *p = enter(cp);
+    if (!devices)
+        return leave(p, fail(p, DPC_EUSAGE, "dpc_program_set_devices: devices is NULL"));
+    dpc_err e;
+    dpc_device devs[DPC_MAX_DEVICES];
+    int n;
+    dpc_status s = dpc_parse_devices(devices, devs, DPC_MAX_DEVICES, &n, &e);
+    if (s != DPC_OK)
+        return leave(p, done(p, s, &e));
+    if (p->bound && (s = dpc_model_set_devices(p->m, devs, n, &e)) != DPC_OK) {
+        p->devs_pending = true; /* the old list is gone: apply it again before the next run */
+        return leave(p, done(p, s, &e));
+    }
+    memcpy(p->devs, devs, sizeof *devs * (size_t)n);
+    p->ndev = n;
+    p->devs_pending = !p->bound;
+    return leave(p, DPC_OK);
+}
+
+/* ------------------------------------------------- forward's signature */
+
+static const ir_graph *graph(const dpc_program *p) { return &p->sig->front->g; }
+
+const char *dpc_program_name(const dpc_program *p) { return p ? graph(p)->model_name : ""; }
+int dpc_program_num_inputs(const dpc_program *p) { return p ? graph(p)->inputs.len : 0; }
+int dpc_program_num_scalars(const dpc_program *p) { return p ? graph(p)->scalars.len : 0; }
+int dpc_program_num_outputs(const dpc_program *p) { return p ? graph(p)->outputs.len : 0; }
+
+static void node_shape(const ir_node *n, int *rank, int64_t *shape) {
+    if (rank)
+        *rank = n->sh.rank;
+    for (int i = 0; shape && i < n->sh.rank; i++)
+        shape[i] = n->sh.d[i].sym ? -n->sh.d[i].k : n->sh.d[i].k;
+}
+
+static dpc_dtype node_dtype(const ir_node *n) { return n->dt == IR_I64 ? DPC_I64 : n->dt == IR_I32 ? DPC_I32 : DPC_F32; }
+
+dpc_status dpc_program_input(const dpc_program *cp, int i, const char **name, dpc_dtype *dtype, int *rank,
+                             int64_t *shape) {
+    if (!cp)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_input: program is NULL");
+    dpc_program *p = enter(cp);
+    const ir_graph *g = graph(p);
+    if (i < 0 || i >= g->inputs.len)
+        return leave(p, failf(p, DPC_EUSAGE, "input %d out of range: %s has %d", i, g->model_name, g->inputs.len));
+    const ir_node *n = g->inputs.items[i];
+    if (name)
+        *name = n->name;
+    if (dtype)
+        *dtype = node_dtype(n);
+    node_shape(n, rank, shape);
+    return leave(p, DPC_OK);
+}
+
+dpc_status dpc_program_output(const dpc_program *cp, int i, dpc_dtype *dtype, int *rank, int64_t *shape) {
+    if (!cp)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_output: program is NULL");
+    dpc_program *p = enter(cp);
+    const ir_graph *g = graph(p);
+    if (i < 0 || i >= g->outputs.len)
+        return leave(p, failf(p, DPC_EUSAGE, "output %d out of range: %s returns %d", i, g->model_name,
+                              g->outputs.len));
+    const ir_node *n = g->outputs.items[i];
+    if (dtype)
+        *dtype = node_dtype(n);
+    node_shape(n, rank, shape);
+    return leave(p, DPC_OK);
+}
+
+dpc_status dpc_program_scalar(const dpc_program *cp, int i, const char **name, dpc_scalar_type *type,
+                              int *has_default, double *default_value) {
+    if (!cp)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_scalar: program is NULL");
+    dpc_program *p = enter(cp);
+    const ir_graph *g = graph(p);
+    if (i < 0 || i >= g->scalars.len)
+        return leave(p, failf(p, DPC_EUSAGE, "scalar %d out of range: %s has %d", i, g->model_name,
+                              g->scalars.len));
+    const ir_node *n = g->scalars.items[i];
+    if (name)
+        *name = n->name;
+    if (type)
+        *type = (dpc_scalar_type)n->ia[0];
+    if (has_default)
+        *has_default = n->flag;
+    if (default_value)
+        *default_value = n->flag ? n->fa : 0;
+    return leave(p, DPC_OK);
+}
+
+/* ----------------------------------------------------------------- run */
+
+static dpc_status scalars_from_kw(dpc_program *p, const char *const *names, const double *values, int nkw,
+                                  double *out) {
+    const ir_graph *g = graph(p);
+    if (g->scalars.len > MAX_SCALARS)
+        return failf(p, DPC_EUSER, "%s has more than %d scalar parameters", g->model_name, MAX_SCALARS);
+    if (nkw < 0 || (nkw > 0 && (!names || !values)))
+        return fail(p, DPC_EUSAGE, "dpc_program_run: keyword names or values missing");
+    bool given[MAX_SCALARS] = {0};
+    for (int i = 0; i < g->scalars.len; i++)
+        out[i] = ((const ir_node *)g->scalars.items[i])->fa;
+    for (int k = 0; k < nkw; k++) {
+        int idx = -1;
+        for (int i = 0; names[k] && i < g->scalars.len; i++)
+            if (strcmp(((const ir_node *)g->scalars.items[i])->name, names[k]) == 0)
+                idx = i;
+        if (idx < 0)
+            return failf(p, DPC_EUSER, "forward of %s has no scalar parameter '%.100s'", g->model_name,
+                         names[k] ? names[k] : "(null)");
+        if (given[idx])
+            return failf(p, DPC_EUSER, "scalar parameter '%s' given twice", names[k]);
+        const ir_node *s = g->scalars.items[idx];
+        double v = values[k];
+        if (s->ia[0] == 2 && v != 0 && v != 1)
+            return failf(p, DPC_EUSER, "'%s' is a bool, got %g (use 0 or 1)", s->name, v);
+        if (s->ia[0] == 1 && (v != v || v != (double)(long long)v))
+            return failf(p, DPC_EUSER, "'%s' is an int, got %g", s->name, v);
+        out[idx] = v;
+        given[idx] = true;
+    }
+    for (int i = 0; i < g->scalars.len; i++) {
+        const ir_node *s = g->scalars.items[i];
+        if (!given[i] && !s->flag)
+            return failf(p, DPC_EUSER, "forward of %s needs the scalar parameter '%s'", g->model_name, s->name);
+    }
+    return DPC_OK;
+}
+
+/* Weights bound (the embedded ones by default) and devices applied. */
+static dpc_status ready(dpc_program *p) {
+    dpc_err e;
+    dpc_status s;
+    if (!p->bound) {
+        if (!dpc_artifact_has_weights(p->art))
+            return failf(p, DPC_EUSER,
+                         "%s: no weights: the artifact embeds none; call dpc_program_bind_weights first",
+                         p->art->name);
+        if ((s = bind(p, p->art->st, &e)) != DPC_OK)
+            return done(p, s, &e);
+    }
+    if (p->devs_pending) {
+        if ((s = dpc_model_set_devices(p->m, p->devs, p->ndev, &e)) != DPC_OK)
+            return done(p, s, &e);
+        p->devs_pending = false;
+    }
+    return DPC_OK;
+}
+
+dpc_status dpc_program_run(dpc_program *cp, const dpc_tensor *const *inputs, int ninputs,
+                           const char *const *kw_names, const double *kw_values, int nkw, dpc_tensor **outputs,
+                           int noutputs) {
+    if (!cp)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_run: program is NULL");
+    dpc_program *p = enter(cp);
+    const ir_graph *g = graph(p);
+    if (noutputs != g->outputs.len || (noutputs && !outputs))
+        return leave(p, failf(p, DPC_EUSAGE, "%s returns %d tensor%s, dpc_program_run was given %d output slot%s",
+                              g->model_name, g->outputs.len, g->outputs.len == 1 ? "" : "s", noutputs,
+                              noutputs == 1 ? "" : "s"));
+    for (int i = 0; i < noutputs; i++)
+        outputs[i] = NULL;
+    if (ninputs != g->inputs.len || (ninputs && !inputs))
+        return leave(p, failf(p, DPC_EUSAGE, "forward of %s takes %d tensor input%s, got %d", g->model_name,
+                              g->inputs.len, g->inputs.len == 1 ? "" : "s", ninputs));
+    for (int i = 0; i < ninputs; i++)
+        if (!inputs[i])
+            return leave(p, failf(p, DPC_EUSAGE, "input %d is NULL", i));
+    double scalars[MAX_SCALARS];
+    dpc_status s = scalars_from_kw(p, kw_names, kw_values, nkw, scalars);
+    if (s != DPC_OK || (s = ready(p)) != DPC_OK)
+        return leave(p, s);
+    /* int32 indices are widened, as `dpc run` does */
+    dpc_tensor *wide[MAX_INPUTS] = {0};
+    const dpc_tensor *in[MAX_INPUTS];
+    if (ninputs > MAX_INPUTS)
+        return leave(p, failf(p, DPC_EUSER, "too many inputs (%d)", ninputs));
+    dpc_err e;
+    for (int i = 0; i < ninputs && s == DPC_OK; i++) {
+        const ir_node *n = g->inputs.items[i];
+        in[i] = inputs[i];
+        if (n->dt == IR_I64 && inputs[i]->dtype == DPC_I32) {
+            s = dpc_tensor_convert(inputs[i], DPC_I64, &wide[i], &e);
+            in[i] = wide[i];
+        }
+    }
+    if (s == DPC_OK)
+        s = dpc_model_run(p->m, in, ninputs, scalars, outputs, &e);
+    for (int i = 0; i < ninputs; i++)
+        dpc_tensor_free(wide[i]);
+    if (s != DPC_OK) {
+        for (int i = 0; i < noutputs; i++) {
+            dpc_tensor_free(outputs[i]);
+            outputs[i] = NULL;
+        }
+        return leave(p, done(p, s, &e));
+    }
+    p->warn[0] = 0;
+    for (int w = 0; w < p->m->last.nwarnings && w < DPC_DP_MAX_WARNINGS; w++) {
+        size_t l = strlen(p->warn);
+        snprintf(p->warn + l, sizeof p->warn - l, "%s%s", l ? "; " : "", p->m->last.warnings[w]);
+    }
+    return leave(p, DPC_OK);
+}
+
+/* ---------------------------------------------------------------- text */
+
+static dpc_status put_text(dpc_program *p, dpc_buf *b, char *buf, size_t cap, size_t *len) {
+    if (b->oom) {
+        dpc_buf_free(b);
+        return fail(p, DPC_ENOMEM, "out of memory");
+    }
+    const char *t = b->data ? b->data : "";
+    if (len)
+        *len = b->len;
+    if (buf && cap) {
+        size_t n = b->len < cap - 1 ? b->len : cap - 1;
+        memcpy(buf, t, n);
+        buf[n] = 0;
+    }
+    dpc_buf_free(b);
+    return DPC_OK;
+}
+
+static dpc_status text_args(dpc_program *p, const char *fn, char *buf, size_t cap) {
+    if (!buf && cap)
+        return failf(p, DPC_EUSAGE, "%s: buf is NULL but cap is %zu", fn, cap);
+    return DPC_OK;
+}
+
+dpc_status dpc_program_print(const dpc_program *cp, char *buf, size_t cap, size_t *len) {
+    if (!cp)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_print: program is NULL");
+    dpc_program *p = enter(cp);
+    dpc_status s = text_args(p, "dpc_program_print", buf, cap);
+    if (s != DPC_OK)
+        return leave(p, s);
+    dpc_buf b;
+    dpc_buf_init(&b);
+    repr_model(&p->sig->front->m, &b);
+    return leave(p, put_text(p, &b, buf, cap, len));
+}
+
+dpc_status dpc_program_ir(const dpc_program *cp, int fused, char *buf, size_t cap, size_t *len) {
+    if (!cp)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_ir: program is NULL");
+    dpc_program *p = enter(cp);
+    dpc_status s = text_args(p, "dpc_program_ir", buf, cap);
+    if (s != DPC_OK)
+        return leave(p, s);
+    dpc_buf b;
+    dpc_buf_init(&b);
+    if (fused)
+        fuse_print(&p->sig->kg, &b);
+    else
+        ir_print(&p->sig->front->g, &b);
+    return leave(p, put_text(p, &b, buf, cap, len));
+}
+
+dpc_status dpc_program_source(const dpc_program *cp, const char *target, char *buf, size_t cap, size_t *len) {
+    if (!cp)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_source: program is NULL");
+    dpc_program *p = enter(cp);
+    dpc_status s = text_args(p, "dpc_program_source", buf, cap);
+    if (s != DPC_OK)
+        return leave(p, s);
+    bool cuda = target && strcmp(target, "cuda") == 0;
+    if (!cuda && !(target && strcmp(target, "cpu") == 0))
+        return leave(p, failf(p, DPC_EUSAGE, "unknown target '%.40s' (cpu or cuda)", target ? target : "(null)"));
+    dpc_buf b;
+    dpc_buf_init(&b);
+    if (cuda)
+        emit_cuda(&p->sig->kg, &b);
+    else
+        emit_c(&p->sig->kg, &b);
+    return leave(p, put_text(p, &b, buf, cap, len));
+}
+
+dpc_status dpc_program_describe(const dpc_program *cp, char *buf, size_t cap, size_t *len) {
+    if (!cp)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_describe: program is NULL");
+    dpc_program *p = enter(cp);
+    dpc_status s = text_args(p, "dpc_program_describe", buf, cap);
+    if (s != DPC_OK)
+        return leave(p, s);
+    dpc_buf b;
+    dpc_buf_init(&b);
+    dpc_artifact_describe(p->art, p->sig, &b);
+    return leave(p, put_text(p, &b, buf, cap, len));
+}
+
+/* ------------------------------------------------------------- tensors */
+
+dpc_status dpc_tensor_create(dpc_dtype dtype, int rank, const int64_t *shape, const void *data, dpc_tensor **out) {
+    if (!out)
+        return fail(NULL, DPC_EUSAGE, "dpc_tensor_create: out is NULL");
+    *out = NULL;
+    if ((unsigned)dtype >= DPC_NUM_DTYPES)
+        return failf(NULL, DPC_EUSAGE, "dpc_tensor_create: unknown dtype %d", (int)dtype);
+    if (rank > 0 && !shape)
+        return fail(NULL, DPC_EUSAGE, "dpc_tensor_create: shape is NULL");
+    dpc_err e;
+    dpc_tensor *t;
+    dpc_status s = dpc_tensor_new(dtype, rank, shape, &t, &e);
+    if (s != DPC_OK)
+        return done(NULL, s, &e);
+    if (data && t->nbytes)
+        memcpy(t->data, data, t->nbytes);
+    *out = t;
+    return DPC_OK;
+}
+
+dpc_status dpc_tensor_load_npy(const char *path, dpc_tensor **out) {
+    if (!out || !path)
+        return fail(NULL, DPC_EUSAGE, "dpc_tensor_load_npy: path or out is NULL");
+    dpc_err e;
+    dpc_status s = dpc_npy_read(path, out, &e);
+    return done(NULL, s, &e);
+}
+
+dpc_status dpc_tensor_load_npy_memory(const void *data, size_t len, dpc_tensor **out) {
+    if (!out || (!data && len))
+        return fail(NULL, DPC_EUSAGE, "dpc_tensor_load_npy_memory: data or out is NULL");
+    dpc_err e;
+    dpc_status s = dpc_npy_parse(data ? data : "", len, out, &e);
+    return done(NULL, s, &e);
+}
+
+dpc_status dpc_tensor_save_npy(const dpc_tensor *t, const char *path) {
+    if (!t || !path)
+        return fail(NULL, DPC_EUSAGE, "dpc_tensor_save_npy: tensor or path is NULL");
+    dpc_err e;
+    dpc_status s = dpc_npy_write(path, t, &e);
+    return done(NULL, s, &e);
+}
+
+dpc_dtype dpc_tensor_dtype(const dpc_tensor *t) { return t->dtype; }
+int dpc_tensor_rank(const dpc_tensor *t) { return t->rank; }
+int64_t dpc_tensor_dim(const dpc_tensor *t, int i) { return i >= 0 && i < t->rank ? t->shape[i] : -1; }
+size_t dpc_tensor_nbytes(const dpc_tensor *t) { return t->nbytes; }
+void *dpc_tensor_data(dpc_tensor *t) { return t->data; }

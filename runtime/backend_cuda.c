@@ -1,0 +1,885 @@
+/* backend_cuda.c - the CUDA backend: runs the CUDA dialect of the kernels
+ * (emit_cuda.c) on NVIDIA GPUs through the dlopen'ed driver.
+ *
+ *   prepare      renders the source and the launch plan, loads the driver
+ *                (so a machine without one fails here, clearly)
+ *   replica_new  on the first replica of a device: its primary context,
+ *                NVRTC for the device's architecture (a CUBIN; PTX for the
+ *                newest architecture NVRTC knows when it does not know the
+ *                device's), through the kernel cache; the module and every
+ *                function; the weights, copied once (host to the first
+ *                device, device to device by peer copy for the others).
+ *                Per replica: a stream, a cuBLASLt handle, a small control
+ *                block (error flag, scalars), pinned staging memory.
+ *   launch       plans memory once per batch size (one cuMemAlloc arena,
+ *                liveness reuse by memplan.c, inputs and outputs included),
+ *                stages inputs in pinned memory and enqueues: error flag
+ *                reset, scalars and inputs to the device, every step of the
+ *                plan, outputs and error flag back. The first forward at a
+ *                batch size runs step by step; the second captures the
+ *                same sequence into a CUDA graph, replayed from then on.
+ *   sync         waits for the stream, reports the error flag (an embedding
+ *                index out of range, with its .dp line), copies outputs to
+ *                the caller's tensors.
+ * Every driver, NVRTC and cuBLASLt call is checked and named in the error.
+ * A sticky error (illegal address...) poisons the CUDA context: the backend
+ * then refuses all further work with the first such message. */
+#include "backend.h"
+#include "cublaslt.h"
+#include "dataparallel.h"
+#include "cuda_driver.h"
+#include "faults.h"
+#include "memplan.h"
+#include "nvrtc_compile.h"
+
+#include <nvrtc.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* Must match the PRELUDE of emit_cuda.c. */
+typedef struct dpc_kerr {
+    int kernel; /* 1-based index of the first failing kernel, 0 none */
+    int pad;
+    long long index, limit;
+} dpc_kerr;
+
+typedef struct dpc_kctx {
+    CUdeviceptr scalars;
+    CUdeviceptr err;
+    long long N;
+    long long g;
+} dpc_kctx;
+
+#define MAX_SCALARS 64
+#define CTL_SCALARS 64 /* offset of the scalars in the control block */
+#define CTL_BYTES 512
+#define HOST_IO 512    /* offset of the first staged input in pinned memory */
+#define MAX_IMAGES 8
+
+/* What the replicas on one GPU share. */
+typedef struct cu_dev {
+    int ordinal;
+    CUcontext ctx;
+    dpc_cuda_device info;
+    char target[32];   /* what the module was compiled for: sm_90, or compute_XX */
+    CUmodule mod;
+    CUfunction *fn;    /* per plan step; NULL for GEMMs */
+    CUdeviceptr weights;
+} cu_dev;
+
+typedef struct cuda_backend {
+    dpc_backend be;
+    const kgraph *kg;
+    float *const *params;
+    char *src;
+    char unit[256];
+    dpc_cu_plan plan;
+    bool has_gemm;
+    size_t *param_off; /* per buffer: offset of a parameter in a device's weights */
+    size_t weight_bytes;
+    struct {
+        char arch[32];
+        dpc_buf image;
+    } images[MAX_IMAGES];
+    int nimages;
+    cu_dev *devs[DPC_MAX_DEVICES];
+    int ndevs;
+    pthread_mutex_t lock;
+    bool tf32, graphs, sync_each;
+    atomic_int dead;
+    char dead_msg[DPC_ERR_MSG];
+} cuda_backend;
+
+struct dpc_replica {
+    cuda_backend *cb;
+    cu_dev *dev;
+    CUstream stream;
+    dpc_lt *lt;
+    CUdeviceptr ctl; /* dpc_kerr, then the scalars */
+    int64_t planned_N; /* -1: not planned yet */
+    CUdeviceptr arena;
+    size_t arena_bytes;
+    size_t *offset;     /* per buffer, in the arena */
+    CUdeviceptr *ptr;   /* per buffer */
+    size_t *host_off;   /* per input/output buffer, in the pinned staging */
+    void *host;         /* pinned: dpc_kerr, scalars, inputs, outputs */
+    size_t host_bytes;
+    CUgraphExec graph;  /* for planned_N, once captured */
+    bool graph_failed;  /* capture refused at planned_N: run step by step */
+    long runs_at_N;
+    bool pending;       /* launched, not yet synced */
+    int64_t pending_N;
+    dpc_cuda_stats stats;
+};
+
+/* ---------------------------------------------------------- errors */
+
+static bool is_dead(cuda_backend *cb, dpc_err *e, dpc_status *s) {
+    if (!atomic_load(&cb->dead))
+        return false;
+    *s = dpc_errf(e, DPC_EDEVICE, "the CUDA backend stopped after a sticky error and cannot run again in this "
+                                  "process: %s",
+                  cb->dead_msg);
+    return true;
+}
+
+static void mark_dead(cuda_backend *cb, const char *msg) {
+    pthread_mutex_lock(&cb->lock);
+    if (!atomic_load(&cb->dead)) {
+        snprintf(cb->dead_msg, sizeof cb->dead_msg, "%s", msg);
+        atomic_store(&cb->dead, 1);
+    }
+    pthread_mutex_unlock(&cb->lock);
+}
+
+static dpc_status cu_check(cuda_backend *cb, CUresult r, const char *call, dpc_err *e) {
+    if (r == CUDA_SUCCESS)
+        return DPC_OK;
+    dpc_err tmp;
+    if (!e)
+        e = &tmp;
+    dpc_status s = dpc_cuda_check(r, call, e);
+    if (dpc_cuda_is_sticky(r))
+        mark_dead(cb, e->msg);
+    return s;
+}
+
+/* A checked driver call; cb and e must be in scope. */
+#define CK(call) cu_check(cb, dpc_cuda()->call, #call, e)
+#define CK_TRY(call)                                                                               \
+    do {                                                                                           \
+        dpc_status ck_s_ = CK(call);                                                               \
+        if (ck_s_ != DPC_OK)                                                                       \
+            return ck_s_;                                                                          \
+    } while (0)
+
+static const char *kname(const cuda_backend *cb, int k) { return ((const kernel *)cb->kg->kernels.items[k])->name; }
+
+static bool env_flag(const char *name, bool dflt) {
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return dflt;
+    return !(strcmp(v, "0") == 0 || strcmp(v, "no") == 0 || strcmp(v, "off") == 0 || strcmp(v, "false") == 0);
+}
+
+/* ---------------------------------------------------------- compiling */
+
+static const char *const NVRTC_OPTS[] = {"-lineinfo"};
+
+static int newest_nvrtc_arch(int at_most) {
+    int n = 0, best = 0;
+    if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || n > 256)
+        return 0;
+    int archs[256];
+    if (nvrtcGetSupportedArchs(archs) != NVRTC_SUCCESS)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (archs[i] <= at_most && archs[i] > best)
+            best = archs[i];
+    return best;
+}
+
+static dpc_status image_for(cuda_backend *cb, const char *arch, const dpc_buf **out, dpc_err *e) {
+    for (int i = 0; i < cb->nimages; i++)
+        if (strcmp(cb->images[i].arch, arch) == 0) {
+            *out = &cb->images[i].image;
+            return DPC_OK;
+        }
+    if (cb->nimages == MAX_IMAGES)
+        return dpc_errf(e, DPC_EINTERNAL, "too many GPU architectures in one device list");
+    dpc_buf img;
+    dpc_buf_init(&img);
+    bool hit = false;
+    dpc_status s = dpc_nvrtc_compile_cached(cb->src, cb->unit, arch, NVRTC_OPTS, 1, &img, NULL, &hit, e);
+    if (s != DPC_OK) {
+        dpc_buf_free(&img);
+        return s;
+    }
+    snprintf(cb->images[cb->nimages].arch, sizeof cb->images[0].arch, "%s", arch);
+    cb->images[cb->nimages].image = img;
+    *out = &cb->images[cb->nimages++].image;
+    return DPC_OK;
+}
+
+/* Compiles (or finds) the image for dev and loads it. A CUBIN for the
+ * device's own architecture; when NVRTC does not know that architecture, or
+ * the driver refuses the CUBIN, PTX for the newest architecture NVRTC knows
+ * that the device can run, which the driver compiles. */
+static dpc_status load_module(cuda_backend *cb, cu_dev *d, dpc_err *e) {
+    const dpc_buf *img = NULL;
+    snprintf(d->target, sizeof d->target, "%s", d->info.arch);
+    dpc_status s = image_for(cb, d->target, &img, e);
+    bool fallback = s != DPC_OK && strstr(e->msg, "NVRTC_ERROR_INVALID_OPTION") != NULL;
+    if (s == DPC_OK) {
+        CUresult r = dpc_cuda()->cuModuleLoadDataEx(&d->mod, img->data, 0, NULL, NULL);
+        if (r == CUDA_SUCCESS)
+            return DPC_OK;
+        s = cu_check(cb, r, "cuModuleLoadDataEx", e);
+        fallback = r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE ||
+                   r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
+    }
+    if (!fallback)
+        return s;
+    int cc = d->info.cc_major * 10 + d->info.cc_minor, ptx = newest_nvrtc_arch(cc);
+    if (ptx == 0) {
+        dpc_err_prefix(e, "no NVRTC target for %s (compute capability %d.%d): ", d->info.name, d->info.cc_major,
+                       d->info.cc_minor);
+        return s;
+    }
+    snprintf(d->target, sizeof d->target, "compute_%d", ptx);
+    if ((s = image_for(cb, d->target, &img, e)) != DPC_OK)
+        return s;
+    s = CK(cuModuleLoadDataEx(&d->mod, img->data, 0, NULL, NULL));
+    if (s != DPC_OK)
+        dpc_err_prefix(e, "loading PTX for %s on %s: ", d->target, d->info.name);
+    return s;
+}
+
+static void launch_name(const dpc_cu_launch *l, char *out, size_t n) { snprintf(out, n, "%s%s", l->fn, l->suffix); }
+
+/* ---------------------------------------------------------- devices */
+
+static dpc_status upload_weights(cuda_backend *cb, cu_dev *d, dpc_err *e) {
+    const kgraph *kg = cb->kg;
+    if (cb->weight_bytes == 0)
+        return DPC_OK;
+    dpc_status s = CK(cuMemAlloc(&d->weights, cb->weight_bytes));
+    if (s != DPC_OK) {
+        dpc_err_prefix(e, "weights of %zu bytes on cuda:%d: ", cb->weight_bytes, d->ordinal);
+        return s;
+    }
+    /* another device already holds them: a peer copy (NVLink where present) */
+    for (int i = 0; i < cb->ndevs; i++) {
+        cu_dev *src = cb->devs[i];
+        if (src == d || !src->weights)
+            continue;
+        s = CK(cuMemcpyPeerAsync(d->weights, d->ctx, src->weights, src->ctx, cb->weight_bytes, NULL));
+        if (s == DPC_OK)
+            s = CK(cuCtxSynchronize());
+        if (s != DPC_OK)
+            dpc_err_prefix(e, "copying the weights from cuda:%d to cuda:%d: ", src->ordinal, d->ordinal);
+        return s;
+    }
+    for (int i = 0; i < kg->bufs.len; i++) {
+        const kbuf *b = kg->bufs.items[i];
+        if (b->kind != BUF_PARAM)
+            continue;
+        const float *p = cb->params ? cb->params[b->index] : NULL;
+        if (!p && b->elems > 0)
+            return dpc_errf(e, DPC_EINTERNAL, "parameter %s is not bound to weights", b->what ? b->what : "?");
+        if (b->elems > 0 && (s = CK(cuMemcpyHtoD(d->weights + cb->param_off[i], p, (size_t)b->elems * 4))) != DPC_OK)
+            return s;
+    }
+    return DPC_OK;
+}
+
+static cu_dev *find_dev(cuda_backend *cb, int ordinal) {
+    for (int i = 0; i < cb->ndevs; i++)
+        if (cb->devs[i]->ordinal == ordinal)
+            return cb->devs[i];
+    return NULL;
+}
+
+static void dev_free(cuda_backend *cb, cu_dev *d) {
+    if (!d)
+        return;
+    const dpc_cuda_api *cu = dpc_cuda();
+    if (cu && d->ctx && cu->cuCtxSetCurrent(d->ctx) == CUDA_SUCCESS) {
+        if (d->mod)
+            cu->cuModuleUnload(d->mod);
+        if (d->weights)
+            cu->cuMemFree(d->weights);
+    }
+    free(d->fn);
+    free(d);
+}
+
+static dpc_status dev_get(cuda_backend *cb, int ordinal, cu_dev **out, dpc_err *e) {
+    cu_dev *d = find_dev(cb, ordinal);
+    if (d) {
+        *out = d;
+        return dpc_cuda_context(ordinal, &d->ctx, e);
+    }
+    if (cb->ndevs == DPC_MAX_DEVICES)
+        return dpc_errf(e, DPC_EUSAGE, "too many CUDA devices");
+    d = dpc_calloc(1, sizeof *d);
+    if (!d)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    d->ordinal = ordinal;
+    d->fn = dpc_calloc((size_t)cb->plan.nsteps + 1, sizeof(CUfunction));
+    dpc_status s = d->fn ? DPC_OK : dpc_errf(e, DPC_ENOMEM, "out of memory");
+    if (s == DPC_OK)
+        s = dpc_cuda_device_info(ordinal, &d->info, e);
+    if (s == DPC_OK)
+        s = dpc_cuda_context(ordinal, &d->ctx, e);
+    if (s == DPC_OK)
+        s = load_module(cb, d, e);
+    for (int i = 0; s == DPC_OK && i < cb->plan.nsteps; i++) {
+        const dpc_cu_step *st = &cb->plan.steps[i];
+        if (st->kind != DPC_CU_LAUNCH)
+            continue;
+        char name[512];
+        launch_name(&st->u.launch, name, sizeof name);
+        for (int j = 0; j < i && !d->fn[i]; j++) /* im2col: one function, a launch per group */
+            if (cb->plan.steps[j].kind == DPC_CU_LAUNCH && d->fn[j]) {
+                char other[512];
+                launch_name(&cb->plan.steps[j].u.launch, other, sizeof other);
+                if (strcmp(name, other) == 0)
+                    d->fn[i] = d->fn[j];
+            }
+        if (!d->fn[i] && (s = CK(cuModuleGetFunction(&d->fn[i], d->mod, name))) != DPC_OK)
+            dpc_err_prefix(e, "kernel %s: ", name);
+    }
+    if (s == DPC_OK)
+        s = upload_weights(cb, d, e);
+    if (s != DPC_OK) {
+        dpc_err_prefix(e, "cuda:%d: ", ordinal);
+        dev_free(cb, d);
+        return s;
+    }
+    cb->devs[cb->ndevs++] = d;
+    *out = d;
+    return DPC_OK;
+}
+
+/* ---------------------------------------------------------- backend */
+
+static dpc_status cuda_prepare(dpc_backend *be, const kgraph *kg, dpc_err *e) {
+    cuda_backend *cb = (cuda_backend *)be;
+    if (cb->src)
+        return DPC_OK;
+    dpc_status s = dpc_cuda_load(e);
+    if (s != DPC_OK)
+        return s;
+    s = dpc_cuda_program(kg, &cb->src, &cb->plan, e);
+    if (s != DPC_OK)
+        return s;
+    snprintf(cb->unit, sizeof cb->unit, "%s.cu", kg->g->model_name ? kg->g->model_name : "model");
+    for (int i = 0; i < cb->plan.nsteps; i++)
+        cb->has_gemm |= cb->plan.steps[i].kind == DPC_CU_GEMM;
+    cb->param_off = dpc_calloc((size_t)kg->bufs.len + 1, sizeof(size_t));
+    if (!cb->param_off)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    size_t off = 0;
+    for (int i = 0; i < kg->bufs.len; i++) {
+        const kbuf *b = kg->bufs.items[i];
+        if (b->kind != BUF_PARAM)
+            continue;
+        cb->param_off[i] = off;
+        off += dpc_memplan_bytes(b, 1);
+    }
+    cb->weight_bytes = off;
+    return DPC_OK;
+}
+
+static void replica_release(cuda_backend *cb, dpc_replica *r) {
+    const dpc_cuda_api *cu = dpc_cuda();
+    if (cu && r->dev && r->dev->ctx && cu->cuCtxSetCurrent(r->dev->ctx) == CUDA_SUCCESS) {
+        if (r->stream)
+            cu->cuStreamSynchronize(r->stream);
+        if (r->graph)
+            cu->cuGraphExecDestroy(r->graph);
+        dpc_lt_destroy(r->lt);
+        if (r->arena)
+            cu->cuMemFree(r->arena);
+        if (r->ctl)
+            cu->cuMemFree(r->ctl);
+        if (r->host)
+            cu->cuMemFreeHost(r->host);
+        if (r->stream)
+            cu->cuStreamDestroy(r->stream);
+    }
+    free(r->offset);
+    free(r->ptr);
+    free(r->host_off);
+    free(r);
+    (void)cb;
+}
+
+static dpc_status cuda_replica_new(dpc_backend *be, int ordinal, dpc_replica **out, dpc_err *e) {
+    cuda_backend *cb = (cuda_backend *)be;
+    *out = NULL;
+    dpc_status s;
+    if (is_dead(cb, e, &s))
+        return s;
+    if (!cb->src)
+        return dpc_errf(e, DPC_EINTERNAL, "the CUDA backend was not prepared");
+    pthread_mutex_lock(&cb->lock);
+    cu_dev *d = NULL;
+    s = dev_get(cb, ordinal, &d, e);
+    pthread_mutex_unlock(&cb->lock);
+    if (s != DPC_OK)
+        return s;
+    dpc_replica *r = dpc_calloc(1, sizeof *r);
+    int nb = cb->kg->bufs.len;
+    if (r) {
+        r->offset = dpc_calloc((size_t)nb + 1, sizeof(size_t));
+        r->ptr = dpc_calloc((size_t)nb + 1, sizeof(CUdeviceptr));
+        r->host_off = dpc_calloc((size_t)nb + 1, sizeof(size_t));
+    }
+    if (!r || !r->offset || !r->ptr || !r->host_off) {
+        if (r) {
+            free(r->offset);
+            free(r->ptr);
+            free(r->host_off);
+        }
+        free(r);
+        return dpc_errf(e, DPC_ENOMEM, "out of memory creating a replica");
+    }
+    r->cb = cb;
+    r->dev = d;
+    r->planned_N = -1;
+    s = CK(cuStreamCreate(&r->stream, CU_STREAM_NON_BLOCKING));
+    if (s == DPC_OK)
+        s = CK(cuMemAlloc(&r->ctl, CTL_BYTES));
+    if (s == DPC_OK && cb->has_gemm)
+        s = dpc_lt_create(&r->lt, (void *)r->stream, e);
+    if (s != DPC_OK) {
+        dpc_err_prefix(e, "cuda:%d: ", ordinal);
+        replica_release(cb, r);
+        return s;
+    }
+    *out = r;
+    return DPC_OK;
+}
+
+static void cuda_replica_free(dpc_backend *be, dpc_replica *r) {
+    if (r)
+        replica_release((cuda_backend *)be, r);
+}
+
+static void cuda_destroy(dpc_backend *be) {
+    cuda_backend *cb = (cuda_backend *)be;
+    for (int i = 0; i < cb->ndevs; i++)
+        dev_free(cb, cb->devs[i]);
+    for (int i = 0; i < cb->nimages; i++)
+        dpc_buf_free(&cb->images[i].image);
+    free(cb->src);
+    free(cb->param_off);
+    dpc_cu_plan_free(&cb->plan);
+    pthread_mutex_destroy(&cb->lock);
+    free(cb);
+}
+
+/* ---------------------------------------------------------- memory plan */
+
+static size_t raw_bytes(const kbuf *b, int64_t N) { return (size_t)(b->sym ? b->elems * N : b->elems) * (size_t)b->esize; }
+
+static dpc_status plan(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
+    const kgraph *kg = cb->kg;
+    size_t total = 0;
+    dpc_status s = dpc_memplan(kg, N, true, r->offset, &total, e);
+    if (s != DPC_OK)
+        return s;
+    if (r->graph) {
+        dpc_cuda()->cuGraphExecDestroy(r->graph);
+        r->graph = NULL;
+    }
+    r->planned_N = -1;
+    r->graph_failed = false;
+    r->runs_at_N = 0;
+    if (total > r->arena_bytes) {
+        if (r->arena)
+            CK_TRY(cuMemFree(r->arena));
+        r->arena = 0;
+        r->arena_bytes = 0;
+        s = CK(cuMemAlloc(&r->arena, total));
+        if (s != DPC_OK) {
+            dpc_err_prefix(e, "activations of batch %lld (%zu bytes): ", (long long)N, total);
+            return s;
+        }
+        r->arena_bytes = total;
+    }
+    size_t host = HOST_IO;
+    for (int i = 0; i < kg->bufs.len; i++) {
+        const kbuf *b = kg->bufs.items[i];
+        if (b->kind == BUF_PARAM)
+            r->ptr[i] = r->dev->weights + cb->param_off[i];
+        else
+            r->ptr[i] = r->arena + r->offset[i];
+        if (b->kind == BUF_INPUT || b->kind == BUF_OUTPUT) {
+            r->host_off[i] = host;
+            host += dpc_memplan_bytes(b, N);
+        }
+    }
+    if (host > r->host_bytes) {
+        if (r->host)
+            CK_TRY(cuMemFreeHost(r->host));
+        r->host = NULL;
+        r->host_bytes = 0;
+        s = CK(cuMemAllocHost(&r->host, host));
+        if (s != DPC_OK) {
+            dpc_err_prefix(e, "pinned staging of %zu bytes: ", host);
+            return s;
+        }
+        r->host_bytes = host;
+    }
+    r->planned_N = N;
+    r->stats.arena_bytes = r->arena_bytes;
+    return DPC_OK;
+}
+
+/* ---------------------------------------------------------- one forward */
+
+static dpc_status launch_kernel(cuda_backend *cb, dpc_replica *r, int i, int64_t N, dpc_err *e) {
+    const dpc_cu_launch *l = &cb->plan.steps[i].u.launch;
+    int64_t blocks = dpc_cu_blocks(l, N, r->dev->info.sm_count);
+    if (blocks <= 0)
+        return DPC_OK;
+    if (blocks > 0x7fffffffLL)
+        return dpc_errf(e, DPC_EUSER, "kernel %s%s: %lld blocks are more than one launch can take", l->fn, l->suffix,
+                        (long long)blocks);
+    CUdeviceptr ptrs[DPC_CU_MAX_PARAMS];
+    void *args[DPC_CU_MAX_PARAMS + 1];
+    for (int j = 0; j < l->nbufs; j++) {
+        ptrs[j] = r->ptr[l->bufs[j]];
+        args[j] = &ptrs[j];
+    }
+    dpc_kctx ctx = {.scalars = r->ctl + CTL_SCALARS, .err = r->ctl, .N = N, .g = l->g};
+    args[l->nbufs] = &ctx;
+    if (dpc_fault_kernel_should_fail())
+        return dpc_errf(e, DPC_EDEVICE, "cuLaunchKernel failed: injected fault");
+    dpc_status s = CK(cuLaunchKernel(r->dev->fn[i], (unsigned)blocks, 1, 1, DPC_CU_BLOCK, 1, 1, 0, r->stream, args, NULL));
+    r->stats.kernel_launches++;
+    return s;
+}
+
+typedef struct gemm_ctx {
+    cuda_backend *cb;
+    dpc_replica *r;
+    const dpc_cu_gemm *g;
+    dpc_err *e;
+} gemm_ctx;
+
+static dpc_status gemm_call(void *arg, const dpc_cu_gemm_call *c) {
+    gemm_ctx *x = arg;
+    const dpc_cu_gemm *g = x->g;
+    dpc_replica *r = x->r;
+    if (c->batch > 0x7fffffff)
+        return dpc_errf(x->e, DPC_EUSER, "a batch of %lld GEMMs is more than cuBLASLt takes", (long long)c->batch);
+    dpc_lt_gemm_desc d = {0};
+    d.M = c->M;
+    d.N = c->N;
+    d.K = c->K;
+    d.transB = g->transB;
+    d.lda = c->lda;
+    d.ldb = c->ldb;
+    d.ldc = c->ldc;
+    d.batch = (int32_t)c->batch;
+    d.strideA = c->strideA;
+    d.strideB = c->strideB;
+    d.strideC = c->strideC;
+    d.dtype = DPC_LT_F32;
+    d.epilogue = (dpc_lt_epilogue)g->epilogue;
+    d.tf32 = x->cb->tf32;
+    CUdeviceptr bias = g->bias >= 0 ? r->ptr[g->bias] : 0;
+    r->stats.gemms++;
+    return dpc_lt_gemm(r->lt, &d, (const void *)(uintptr_t)(r->ptr[g->a] + (CUdeviceptr)c->offA * 4),
+                       (const void *)(uintptr_t)(r->ptr[g->b] + (CUdeviceptr)c->offB * 4), (const void *)(uintptr_t)bias,
+                       (void *)(uintptr_t)(r->ptr[g->c] + (CUdeviceptr)c->offC * 4), (void *)r->stream, x->e);
+}
+
+static dpc_status run_gemm(cuda_backend *cb, dpc_replica *r, int i, int64_t N, dpc_err *e) {
+    gemm_ctx x = {cb, r, &cb->plan.steps[i].u.gemm, e};
+    return dpc_cu_gemm_expand(x.g, N, gemm_call, &x);
+}
+
+/* The plan's steps, in order. */
+static dpc_status enqueue_steps(cuda_backend *cb, dpc_replica *r, int64_t N, bool capturing, dpc_err *e) {
+    dpc_status s = DPC_OK;
+    for (int i = 0; s == DPC_OK && i < cb->plan.nsteps; i++) {
+        const dpc_cu_step *st = &cb->plan.steps[i];
+        s = st->kind == DPC_CU_LAUNCH ? launch_kernel(cb, r, i, N, e) : run_gemm(cb, r, i, N, e);
+        if (s == DPC_OK && cb->sync_each && !capturing)
+            s = CK(cuStreamSynchronize(r->stream));
+        if (s != DPC_OK)
+            dpc_err_prefix(e, "kernel %s: ", kname(cb, st->kernel));
+    }
+    return s;
+}
+
+/* Everything one forward puts on the stream, graph-capturable: control
+ * block, inputs in, the plan, outputs and error flag out. */
+static dpc_status enqueue(cuda_backend *cb, dpc_replica *r, int64_t N, bool capturing, dpc_err *e) {
+    const kgraph *kg = cb->kg;
+    char *host = r->host;
+    dpc_status s = CK(cuMemsetD8Async(r->ctl, 0, sizeof(dpc_kerr), r->stream));
+    if (s == DPC_OK)
+        s = CK(cuMemcpyHtoDAsync(r->ctl + CTL_SCALARS, host + CTL_SCALARS, MAX_SCALARS * sizeof(float), r->stream));
+    for (int i = 0; s == DPC_OK && i < kg->bufs.len; i++) {
+        const kbuf *b = kg->bufs.items[i];
+        if (b->kind == BUF_INPUT && raw_bytes(b, N))
+            s = CK(cuMemcpyHtoDAsync(r->ptr[i], host + r->host_off[i], raw_bytes(b, N), r->stream));
+    }
+    if (s == DPC_OK)
+        s = enqueue_steps(cb, r, N, capturing, e);
+    for (int i = 0; s == DPC_OK && i < kg->bufs.len; i++) {
+        const kbuf *b = kg->bufs.items[i];
+        if (b->kind == BUF_OUTPUT && raw_bytes(b, N))
+            s = CK(cuMemcpyDtoHAsync(host + r->host_off[i], r->ptr[i], raw_bytes(b, N), r->stream));
+    }
+    if (s == DPC_OK)
+        s = CK(cuMemcpyDtoHAsync(host, r->ctl, sizeof(dpc_kerr), r->stream));
+    return s;
+}
+
+/* Captures enqueue into a graph. False (with the reason in e) when the
+ * driver refuses; the caller then runs step by step. */
+static bool capture(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
+    const dpc_cuda_api *cu = dpc_cuda();
+    if (CK(cuStreamBeginCapture(r->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)) != DPC_OK)
+        return false;
+    long kl = r->stats.kernel_launches, gm = r->stats.gemms;
+    dpc_status s = enqueue(cb, r, N, true, e);
+    CUgraph graph = NULL;
+    CUresult er = cu->cuStreamEndCapture(r->stream, &graph);
+    if (s == DPC_OK)
+        s = cu_check(cb, er, "cuStreamEndCapture", e);
+    if (s == DPC_OK)
+        s = CK(cuGraphInstantiate(&r->graph, graph, 0));
+    if (graph)
+        cu->cuGraphDestroy(graph);
+    if (s != DPC_OK) {
+        r->graph = NULL;
+        r->stats.kernel_launches = kl;
+        r->stats.gemms = gm;
+        return false;
+    }
+    r->stats.graphs_built++;
+    return true;
+}
+
+static dpc_status cuda_launch(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e) {
+    cuda_backend *cb = (cuda_backend *)be;
+    const kgraph *kg = cb->kg;
+    dpc_status s;
+    if (is_dead(cb, e, &s))
+        return s;
+    if (r->pending)
+        return dpc_errf(e, DPC_EINTERNAL, "CUDA replica launched twice without a sync");
+    if (a->fail_at >= 0 && a->fail_at < kg->kernels.len)
+        return dpc_errf(e, DPC_EDEVICE, "injected failure in kernel %s", kname(cb, a->fail_at));
+    r->pending_N = a->N;
+    if (a->N == 0) {
+        r->pending = true;
+        return DPC_OK;
+    }
+    if ((s = CK(cuCtxSetCurrent(r->dev->ctx))) != DPC_OK)
+        return s;
+    if (r->planned_N != a->N && (s = plan(cb, r, a->N, e)) != DPC_OK)
+        return s;
+    /* stage the inputs and scalars in pinned memory */
+    char *host = r->host;
+    memset(host, 0, HOST_IO);
+    for (int i = 0; i < kg->g->scalars.len && i < MAX_SCALARS; i++)
+        ((float *)(host + CTL_SCALARS))[i] = a->scalars ? a->scalars[i] : 0.0f;
+    for (int i = 0; i < kg->bufs.len; i++) {
+        const kbuf *b = kg->bufs.items[i];
+        if (b->kind != BUF_INPUT)
+            continue;
+        const dpc_tensor *t = &a->inputs[b->index];
+        size_t want = raw_bytes(b, a->N);
+        if (t->nbytes != want)
+            return dpc_errf(e, DPC_EINTERNAL, "input %d has %zu bytes, the plan expects %zu", b->index,
+                            (size_t)t->nbytes, want);
+        if (want)
+            memcpy(host + r->host_off[i], t->data, want);
+    }
+    r->stats.forwards++;
+    if (cb->graphs && r->graph) {
+        s = CK(cuGraphLaunch(r->graph, r->stream));
+        r->stats.graph_launches += s == DPC_OK;
+    } else if (cb->graphs && !r->graph_failed && r->runs_at_N > 0) {
+        dpc_err why;
+        if (capture(cb, r, a->N, &why)) {
+            s = CK(cuGraphLaunch(r->graph, r->stream));
+            r->stats.graph_launches += s == DPC_OK;
+        } else {
+            if (atomic_load(&cb->dead))
+                return dpc_errf(e, DPC_EDEVICE, "%s", why.msg);
+            r->graph_failed = true; /* e.g. a driver that cannot capture: step by step */
+            s = enqueue(cb, r, a->N, false, e);
+        }
+    } else {
+        s = enqueue(cb, r, a->N, false, e);
+    }
+    if (s != DPC_OK) {
+        dpc_cuda()->cuStreamSynchronize(r->stream); /* nothing may still write to the staging */
+        return s;
+    }
+    r->runs_at_N++;
+    r->pending = true;
+    return DPC_OK;
+}
+
+static dpc_status cuda_sync(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e) {
+    cuda_backend *cb = (cuda_backend *)be;
+    const kgraph *kg = cb->kg;
+    if (!r->pending)
+        return dpc_errf(e, DPC_EINTERNAL, "CUDA replica synced without a launch");
+    r->pending = false;
+    if (r->pending_N == 0)
+        return DPC_OK;
+    dpc_status s = CK(cuCtxSetCurrent(r->dev->ctx));
+    if (s == DPC_OK)
+        s = CK(cuStreamSynchronize(r->stream));
+    if (s != DPC_OK)
+        return s;
+    const dpc_kerr *ke = r->host;
+    if (ke->kernel > 0 && ke->kernel <= kg->kernels.len) {
+        const kernel *k = kg->kernels.items[ke->kernel - 1];
+        const ir_node *n = k->root ? k->root : k->out;
+        return dpc_errf(e, DPC_EUSER, "%s:%d: index %lld is out of range for embedding %s with %lld rows",
+                        n->at.file ? n->at.file->path : "?", n->at.line, ke->index, n->scope ? n->scope : "",
+                        ke->limit);
+    }
+    if (ke->kernel != 0)
+        return dpc_errf(e, DPC_EINTERNAL, "the error flag holds an unknown kernel %d", ke->kernel);
+    for (int i = 0; i < kg->bufs.len; i++) {
+        const kbuf *b = kg->bufs.items[i];
+        if (b->kind != BUF_OUTPUT)
+            continue;
+        dpc_tensor *t = a->outputs[b->index];
+        size_t want = raw_bytes(b, r->pending_N);
+        if (!t || t->nbytes != want)
+            return dpc_errf(e, DPC_EINTERNAL, "output %d has %zu bytes, the plan gives %zu", b->index,
+                            t ? (size_t)t->nbytes : 0, want);
+        if (want)
+            memcpy(t->data, (char *)r->host + r->host_off[i], want);
+    }
+    return DPC_OK;
+}
+
+static dpc_status cuda_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e) {
+    dpc_status s = cuda_launch(be, r, a, e);
+    if (s != DPC_OK)
+        return s;
+    return cuda_sync(be, r, a, e);
+}
+
+/* ---------------------------------------------------------- benchmarks */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double now_us(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+dpc_status dpc_cuda_bench_steps(dpc_backend *be, dpc_replica *r, int64_t N, bool graph, int warm, int iters,
+                                dpc_cuda_bench *out, dpc_err *e) {
+    cuda_backend *cb = (cuda_backend *)be;
+    const dpc_cuda_api *cu = dpc_cuda();
+    memset(out, 0, sizeof *out);
+    dpc_status s;
+    if (strcmp(be->name, "cuda") != 0)
+        return dpc_errf(e, DPC_EUSAGE, "not a CUDA replica");
+    if (is_dead(cb, e, &s))
+        return s;
+    if (iters < 1 || iters > 100000 || warm < 0 || N < 1)
+        return dpc_errf(e, DPC_EUSAGE, "bad benchmark arguments");
+    if ((s = CK(cuCtxSetCurrent(r->dev->ctx))) != DPC_OK)
+        return s;
+    if (r->planned_N != N && (s = plan(cb, r, N, e)) != DPC_OK)
+        return s;
+    CUgraphExec exec = NULL;
+    if (graph) {
+        if ((s = CK(cuStreamBeginCapture(r->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))) != DPC_OK)
+            return s;
+        s = enqueue_steps(cb, r, N, true, e);
+        CUgraph gr = NULL;
+        CUresult er = cu->cuStreamEndCapture(r->stream, &gr);
+        if (s == DPC_OK)
+            s = cu_check(cb, er, "cuStreamEndCapture", e);
+        if (s == DPC_OK)
+            s = CK(cuGraphInstantiate(&exec, gr, 0));
+        if (gr)
+            cu->cuGraphDestroy(gr);
+        if (s != DPC_OK)
+            return s;
+    }
+    double *ms = dpc_calloc((size_t)iters, sizeof(double));
+    CUevent ev[2] = {NULL, NULL};
+    s = ms ? DPC_OK : dpc_errf(e, DPC_ENOMEM, "out of memory");
+    if (s == DPC_OK)
+        s = CK(cuEventCreate(&ev[0], CU_EVENT_DEFAULT));
+    if (s == DPC_OK)
+        s = CK(cuEventCreate(&ev[1], CU_EVENT_DEFAULT));
+    double host = 0;
+    long kl = r->stats.kernel_launches, gm = r->stats.gemms;
+    for (int it = 0; s == DPC_OK && it < warm + iters; it++) {
+        if ((s = CK(cuEventRecord(ev[0], r->stream))) != DPC_OK)
+            break;
+        double t0 = now_us();
+        s = graph ? CK(cuGraphLaunch(exec, r->stream)) : enqueue_steps(cb, r, N, false, e);
+        double t1 = now_us();
+        if (s == DPC_OK)
+            s = CK(cuEventRecord(ev[1], r->stream));
+        if (s == DPC_OK)
+            s = CK(cuEventSynchronize(ev[1]));
+        float t = 0;
+        if (s == DPC_OK)
+            s = CK(cuEventElapsedTime(&t, ev[0], ev[1]));
+        if (it == warm) {
+            out->kernels_per_forward = (int)(r->stats.kernel_launches - kl);
+            out->gemms_per_forward = (int)(r->stats.gemms - gm);
+        }
+        kl = r->stats.kernel_launches;
+        gm = r->stats.gemms;
+        if (it >= warm) {
+            ms[it - warm] = t;
+            host += t1 - t0;
+        }
+    }
+    if (s == DPC_OK) {
+        qsort(ms, (size_t)iters, sizeof(double), cmp_double);
+        out->ms_median = ms[iters / 2];
+        out->ms_p10 = ms[iters / 10];
+        out->ms_p90 = ms[iters - 1 - iters / 10];
+        out->host_us = host / iters;
+        out->iters = iters;
+        if (graph) { /* a replay launches nothing itself: count the steps */
+            for (int i = 0; i < cb->plan.nsteps; i++)
+                cb->plan.steps[i].kind == DPC_CU_LAUNCH ? out->kernels_per_forward++ : out->gemms_per_forward++;
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            cu->cuEventDestroy(ev[i]);
+    if (exec)
+        cu->cuGraphExecDestroy(exec);
+    free(ms);
+    return s;
+}
+
+bool dpc_cuda_replica_stats(const dpc_backend *be, const dpc_replica *r, dpc_cuda_stats *out) {
+    if (!be || !r || strcmp(be->name, "cuda") != 0)
+        return false;
+    *out = r->stats;
+    return true;
+}
+
+dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, dpc_backend **out, dpc_err *e) {
+    *out = NULL;
+    cuda_backend *cb = dpc_calloc(1, sizeof *cb);
+    if (!cb)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    cb->be = (dpc_backend){"cuda",           cuda_prepare, cuda_replica_new, cuda_run, cuda_replica_free,
+                           cuda_destroy,     cuda_launch,  cuda_sync};
+    cb->kg = kg;
+    cb->params = params;
+    cb->tf32 = env_flag("DPC_CUDA_TF32", false);
+    cb->graphs = env_flag("DPC_CUDA_GRAPHS", true);
+    cb->sync_each = env_flag("DPC_CUDA_SYNC", false);
+    pthread_mutex_init(&cb->lock, NULL);
+    *out = &cb->be;
+    return DPC_OK;
+}

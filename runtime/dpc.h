@@ -1,0 +1,195 @@
+/* dpc.h - the C API of libdpc: load a model compiled with `dpc compile`
+ * (a .dpa artifact), bind its weights, choose devices, run forwards.
+ *
+ * Conventions (docs/c-api.md has the details and an example):
+ *  - Handles are opaque: dpc_program (a loaded artifact) and dpc_tensor (a
+ *    host tensor: dtype, shape, 64-byte aligned C-order data).
+ *  - Every call that can fail returns a dpc_status (DPC_OK is 0). Its
+ *    message is kept per program (dpc_program_error: the last call on it)
+ *    and per thread (dpc_last_error: the last failure of any call, those
+ *    that make a handle included).
+ *  - The library never exits and never prints. It does not install signal
+ *    handlers or change the locale.
+ *  - Thread safety: different programs can be used from different threads
+ *    at the same time. Calls on one program are serialised by a lock inside
+ *    it (dpc_program_error then reports the latest failure on it, from
+ *    whichever thread). Tensors are plain data: share them read-only.
+ *  - Ownership: a function that returns a new handle through an out
+ *    parameter gives it to the caller, who frees it with the matching
+ *    *_free function (which accepts NULL). Inputs are never taken over.
+ *    Names a program hands out (dpc_program_name, input and scalar names)
+ *    live as long as the program.
+ *  - Running a program on the CPU compiles its generated C with the system
+ *    C compiler (`cc`, or $CC) the first time, and caches the result in
+ *    $DPC_CACHE_DIR (default ~/.cache/dpc). */
+#ifndef DPC_H
+#define DPC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define DPC_API __attribute__((visibility("default")))
+#else
+#define DPC_API
+#endif
+
+/* Inside libdpc these types come from its internal headers, with the same
+ * definitions (checked at compile time in api.c). */
+#ifndef DPC_BASE_H
+typedef enum dpc_status {
+    DPC_OK = 0,
+    DPC_EUSER = 1,     /* bad model, file, shape or value supplied by the caller */
+    DPC_EUSAGE = 2,    /* bad arguments to a call */
+    DPC_ENOMEM = 3,    /* out of memory */
+    DPC_EIO = 4,       /* the operating system refused a read or write */
+    DPC_EDEVICE = 5,   /* a device or its toolchain (C compiler, NVRTC, CUDA) failed */
+    DPC_EINTERNAL = 6, /* a bug in dpc */
+} dpc_status;
+#endif
+
+#ifndef DPC_TENSOR_H
+#define DPC_MAX_RANK 8
+typedef enum dpc_dtype {
+    DPC_F32 = 0,
+    DPC_F64 = 1,
+    DPC_F16 = 2,
+    DPC_BF16 = 3,
+    DPC_I64 = 4,
+    DPC_I32 = 5,
+    DPC_I8 = 6,
+    DPC_U8 = 7,
+    DPC_BOOL = 8,
+    DPC_I16 = 9,
+} dpc_dtype;
+typedef struct dpc_tensor dpc_tensor;
+#endif
+
+typedef struct dpc_program dpc_program;
+
+/* Scalar parameter types of forward (dpc_program_scalar). */
+typedef enum dpc_scalar_type { DPC_SCALAR_FLOAT = 0, DPC_SCALAR_INT = 1, DPC_SCALAR_BOOL = 2 } dpc_scalar_type;
+
+/* ------------------------------------------------------------ library */
+
+/* "0.1.0" */
+DPC_API const char *dpc_version(void);
+/* The artifact format this library reads (and `dpc compile` writes). */
+DPC_API int dpc_artifact_format(void);
+/* A short description: "ok", "user error", "usage error", "out of memory", ... */
+DPC_API const char *dpc_status_name(dpc_status s);
+/* The message of the last failed call made by this thread ("" if none). */
+DPC_API const char *dpc_last_error(void);
+
+/* ------------------------------------------------------------ programs */
+
+/* Loads and verifies an artifact: safetensors structure, format and dpc
+ * version, checksum, then the stored sources are compiled again and must
+ * give exactly the stored IR, schedule and generated sources; embedded
+ * weights must match the parameters. No kernel runs before that. On
+ * failure *out is NULL and dpc_last_error() says why. */
+DPC_API dpc_status dpc_program_load(const char *path, dpc_program **out);
+/* The same from memory (copied: data may be freed on return). name is used
+ * in messages and may be NULL. */
+DPC_API dpc_status dpc_program_load_memory(const void *data, size_t len, const char *name, dpc_program **out);
+DPC_API void dpc_program_free(dpc_program *p);
+/* The message of the last call on p that returns a status ("" when it
+ * succeeded). */
+DPC_API const char *dpc_program_error(const dpc_program *p);
+/* Warnings of the last call on p that had any (extra keys in a weights
+ * file, ...), or "". */
+DPC_API const char *dpc_program_warning(const dpc_program *p);
+
+/* Weights: a safetensors file holding the model's state_dict (the keys
+ * `dpc print` implies; "module." prefixes accepted), from a file or from
+ * memory (copied). Missing keys, wrong shapes and non-float dtypes are
+ * errors naming every offending key; extra keys are a warning. On failure
+ * the weights bound before stay in place. Without this call the weights
+ * embedded in the artifact (if any) are used. */
+DPC_API dpc_status dpc_program_bind_weights(dpc_program *p, const char *path);
+DPC_API dpc_status dpc_program_bind_weights_memory(dpc_program *p, const void *data, size_t len);
+/* 1 if the artifact embeds weights, else 0. */
+DPC_API int dpc_program_has_embedded_weights(const dpc_program *p);
+
+/* Devices, as `dpc run --devices`: "cpu", "cpu,cpu,cpu" (one replica per
+ * entry; the batch is split across them as torch.nn.DataParallel does).
+ * The default is "cpu". */
+DPC_API dpc_status dpc_program_set_devices(dpc_program *p, const char *devices);
+
+/* ------------------------------------------------- forward's signature */
+
+DPC_API const char *dpc_program_name(const dpc_program *p); /* the model class, "ParallelModel" */
+DPC_API int dpc_program_num_inputs(const dpc_program *p);   /* tensor parameters of forward */
+DPC_API int dpc_program_num_scalars(const dpc_program *p);  /* scalar (keyword) parameters */
+DPC_API int dpc_program_num_outputs(const dpc_program *p);  /* returned tensors */
+/* Input i: name, dtype (DPC_F32 or DPC_I64), rank and dims; a dim that
+ * scales with the batch is given as -k (k times the batch: usually -1).
+ * Any out pointer may be NULL; shape needs DPC_MAX_RANK entries. */
+DPC_API dpc_status dpc_program_input(const dpc_program *p, int i, const char **name, dpc_dtype *dtype, int *rank,
+                                     int64_t *shape);
+DPC_API dpc_status dpc_program_output(const dpc_program *p, int i, dpc_dtype *dtype, int *rank, int64_t *shape);
+/* Scalar i: name, type, and its default (*has_default 0: required). */
+DPC_API dpc_status dpc_program_scalar(const dpc_program *p, int i, const char **name, dpc_scalar_type *type,
+                                      int *has_default, double *default_value);
+
+/* ----------------------------------------------------------------- run */
+
+/* Runs forward. inputs: the tensor parameters in order (f32 as float32;
+ * i64 as int64, or int32, which is widened). Scalars by keyword: nkw names
+ * and values (ints and bools as doubles; bools 0 or 1); parameters not
+ * given take their defaults. outputs: noutputs (must equal
+ * dpc_program_num_outputs) slots that receive new tensors, owned by the
+ * caller; on failure they are all NULL. Weights must be bound or embedded.
+ * The results are bitwise identical to `dpc run` on the same inputs. */
+DPC_API dpc_status dpc_program_run(dpc_program *p, const dpc_tensor *const *inputs, int ninputs,
+                                   const char *const *kw_names, const double *kw_values, int nkw,
+                                   dpc_tensor **outputs, int noutputs);
+
+/* ---------------------------------------------------------------- text */
+
+/* Text into a caller buffer, snprintf style: writes at most cap bytes
+ * including a terminating NUL (nothing if cap is 0), sets *len (may be
+ * NULL) to the full length without the NUL, and returns DPC_OK; the text
+ * is complete when *len < cap. */
+/* The module tree, exactly as PyTorch's print(model). */
+DPC_API dpc_status dpc_program_print(const dpc_program *p, char *buf, size_t cap, size_t *len);
+/* The graph IR (fused = 0) or the kernel schedule (fused = 1). */
+DPC_API dpc_status dpc_program_ir(const dpc_program *p, int fused, char *buf, size_t cap, size_t *len);
+/* The generated source: target "cpu" (C) or "cuda". */
+DPC_API dpc_status dpc_program_source(const dpc_program *p, const char *target, char *buf, size_t cap, size_t *len);
+/* The `dpc inspect` summary. */
+DPC_API dpc_status dpc_program_describe(const dpc_program *p, char *buf, size_t cap, size_t *len);
+
+/* ------------------------------------------------------------- tensors */
+
+/* A new tensor of dtype and shape (rank 0..DPC_MAX_RANK, dims >= 0; shape
+ * may be NULL for rank 0). data, if not NULL, is copied in (numel * element
+ * size bytes, C order); otherwise the tensor is zero-filled. */
+DPC_API dpc_status dpc_tensor_create(dpc_dtype dtype, int rank, const int64_t *shape, const void *data,
+                                     dpc_tensor **out);
+/* NumPy .npy files and images (see `dpc run` for the accepted dtypes). */
+DPC_API dpc_status dpc_tensor_load_npy(const char *path, dpc_tensor **out);
+DPC_API dpc_status dpc_tensor_load_npy_memory(const void *data, size_t len, dpc_tensor **out);
+/* Written atomically, exactly as numpy.save writes the same array. */
+DPC_API dpc_status dpc_tensor_save_npy(const dpc_tensor *t, const char *path);
+DPC_API void dpc_tensor_free(dpc_tensor *t);
+/* Accessors (t must not be NULL). */
+DPC_API dpc_dtype dpc_tensor_dtype(const dpc_tensor *t);
+DPC_API int dpc_tensor_rank(const dpc_tensor *t);
+DPC_API int64_t dpc_tensor_dim(const dpc_tensor *t, int i); /* -1 when i is out of range */
+DPC_API int64_t dpc_tensor_numel(const dpc_tensor *t);
+DPC_API size_t dpc_tensor_nbytes(const dpc_tensor *t);
+DPC_API void *dpc_tensor_data(dpc_tensor *t); /* never NULL */
+/* NumPy's name of a dtype ("float32", "int64", ...), and its element size. */
+DPC_API const char *dpc_dtype_name(dpc_dtype dtype);
+DPC_API size_t dpc_dtype_size(dpc_dtype dtype);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

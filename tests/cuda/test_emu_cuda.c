@@ -1,0 +1,483 @@
+/* test_emu_cuda.c - the generated CUDA kernels and launch plan compute the
+ * right values, checked without a GPU.
+ *
+ *     test_emu_cuda [--skip-frontend-errors] MODEL.dp...
+ *
+ * For each model: the CUDA source of dpc_cuda_program is compiled as C++
+ * for the CPU with cuda_emu.h (real threads per block, barriers for warp
+ * shuffles and __syncthreads) into a shared object; the launch plan is then
+ * run exactly as backend_cuda.c runs it (dpc_cu_blocks, dpc_cu_gemm_expand,
+ * the memory plan of memplan.c with inputs and outputs in the arena), with
+ * a plain-C GEMM in place of cuBLASLt (same row-major contract as
+ * cublaslt.h). The outputs must match the CPU backend within 1e-5 relative
+ * L2 at batch 1, 3 and 5; the arena starts as NaN so that a read of
+ * something never written shows; an embedding index out of range must
+ * raise the error flag with the kernel's number. Needs a C++20 compiler
+ * ($CXX, else c++); exits 77 without one. */
+#define _GNU_SOURCE
+#include "backend.h"
+#include "memplan.h"
+#include "model.h"
+#include "safetensors.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SKIP 77
+
+#ifndef EMU_HEADER
+#error "EMU_HEADER (the path of cuda_emu.h) must be defined"
+#endif
+
+static int failures;
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            failures++;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+static char tmpdir[64];
+static const char *cxx;
+
+/* Layout of dpc_kctx and dpc_kerr in the generated PRELUDE. */
+typedef struct kerr {
+    int kernel, pad;
+    long long index, limit;
+} kerr;
+typedef struct kctx {
+    const float *scalars;
+    kerr *err;
+    long long N, g;
+} kctx;
+
+typedef void (*emu_fn)(void **args, const void *ctx, unsigned grid);
+
+/* ---- the emulated module ---- */
+
+static void *build_module(const char *path, const char *src, const dpc_cu_plan *plan) {
+    dpc_buf b;
+    dpc_buf_init(&b);
+    dpc_buf_printf(&b, "#include \"%s\"\n", EMU_HEADER);
+    /* <cstdint> has its own int64_t */
+    const char *td = strstr(src, "typedef long long int64_t;");
+    if (td) {
+        dpc_buf_put(&b, src, (size_t)(td - src));
+        dpc_buf_puts(&b, td + strlen("typedef long long int64_t;"));
+    } else
+        dpc_buf_puts(&b, src);
+    dpc_buf_puts(&b, "\n/* test_emu_cuda: one entry point per kernel */\n");
+    for (int i = 0; i < plan->nsteps; i++) {
+        const dpc_cu_step *s = &plan->steps[i];
+        if (s->kind != DPC_CU_LAUNCH)
+            continue;
+        char name[512];
+        snprintf(name, sizeof name, "%s%s", s->u.launch.fn, s->u.launch.suffix);
+        bool dup = false;
+        for (int j = 0; j < i; j++)
+            if (plan->steps[j].kind == DPC_CU_LAUNCH) {
+                char other[512];
+                snprintf(other, sizeof other, "%s%s", plan->steps[j].u.launch.fn, plan->steps[j].u.launch.suffix);
+                dup |= strcmp(name, other) == 0;
+            }
+        if (dup)
+            continue;
+        dpc_buf_printf(&b,
+                       "extern \"C\" void emu_%s(void **a, const void *ctx, unsigned grid) {\n"
+                       "    dpc_kctx c;\n    memcpy(&c, ctx, sizeof c);\n"
+                       "    emu_launch(grid, %d, [&] { %s(",
+                       name, DPC_CU_BLOCK, name);
+        for (int j = 0; j < s->u.launch.nbufs; j++)
+            dpc_buf_printf(&b, "emu_ptr{a[%d]}, ", j);
+        dpc_buf_puts(&b, "c); });\n}\n");
+    }
+    char cpp[128], so[128], log[128];
+    snprintf(cpp, sizeof cpp, "%s/k.cpp", tmpdir);
+    snprintf(so, sizeof so, "%s/k%d.so", tmpdir, rand());
+    snprintf(log, sizeof log, "%s/cxx.log", tmpdir);
+    FILE *f = fopen(cpp, "w");
+    if (!f || !b.data) {
+        CHECK(false, "%s: cannot write %s", path, cpp);
+        dpc_buf_free(&b);
+        return NULL;
+    }
+    fputs(b.data, f);
+    fclose(f);
+    dpc_buf_free(&b);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "%s -std=c++20 -O1 -g0 -w -shared -fPIC -pthread -o %s %s > %s 2>&1", cxx, so, cpp, log);
+    int rc = system(cmd);
+    if (rc != 0) {
+        char *msg = NULL;
+        size_t len = 0;
+        dpc_err e;
+        dpc_read_file(log, 1 << 20, &msg, &len, &e);
+        CHECK(false, "%s: the emulated kernels do not compile as C++:\n%.3000s", path, msg ? msg : "");
+        free(msg);
+        return NULL;
+    }
+    void *h = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+    CHECK(h != NULL, "%s: dlopen: %s", path, dlerror());
+    unlink(so);
+    unlink(cpp);
+    unlink(log);
+    return h;
+}
+
+/* ---- GEMM as cublaslt.h defines it, in double ---- */
+
+typedef struct gemm_args {
+    const dpc_cu_gemm *g;
+    char **ptr;
+} gemm_args;
+
+static dpc_status cpu_gemm(void *arg, const dpc_cu_gemm_call *c) {
+    gemm_args *x = arg;
+    const dpc_cu_gemm *g = x->g;
+    const float *A = (const float *)x->ptr[g->a] + c->offA, *B = (const float *)x->ptr[g->b] + c->offB;
+    const float *bias = g->bias >= 0 ? (const float *)x->ptr[g->bias] : NULL;
+    float *C = (float *)x->ptr[g->c] + c->offC;
+    for (int64_t b = 0; b < (c->batch > 1 ? c->batch : 1); b++) {
+        const float *a = A + b * c->strideA, *bb = B + b * c->strideB;
+        float *cc = C + b * c->strideC;
+        for (int64_t m = 0; m < c->M; m++)
+            for (int64_t n = 0; n < c->N; n++) {
+                double acc = 0;
+                for (int64_t k = 0; k < c->K; k++)
+                    acc += (double)a[m * c->lda + k] * (g->transB ? bb[n * c->ldb + k] : bb[k * c->ldb + n]);
+                if (g->epilogue >= 1)
+                    acc += bias[n];
+                if (g->epilogue == 2 && acc < 0)
+                    acc = 0;
+                if (g->epilogue == 3)
+                    acc = 0.5 * acc * (1 + tanh(0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)));
+                cc[m * c->ldc + n] = (float)acc;
+            }
+    }
+    return DPC_OK;
+}
+
+/* ---- inputs ---- */
+
+static int64_t vocab_of(const dpc_model *m, const ir_node *p) {
+    const ir_graph *g = &m->front->g;
+    int64_t vocab = 1 << 30;
+    for (int j = 0; j < g->nodes.len; j++) {
+        const ir_node *x = g->nodes.items[j];
+        if (x->op == OP_EMBEDDING && x->in[0] == p->id) {
+            const ir_node *w = g->nodes.items[x->in[1]];
+            if (w->sh.d[0].k < vocab)
+                vocab = w->sh.d[0].k;
+        }
+    }
+    return vocab == 1 << 30 ? 2 : vocab;
+}
+
+static int make_inputs(const dpc_model *m, int64_t n, dpc_tensor **t, int bad) {
+    const ir_graph *g = &m->front->g;
+    dpc_err e;
+    for (int i = 0; i < g->inputs.len; i++) {
+        const ir_node *p = g->inputs.items[i];
+        int64_t shape[8];
+        for (int d = 0; d < p->sh.rank; d++)
+            shape[d] = p->sh.d[d].sym ? p->sh.d[d].k * n : p->sh.d[d].k;
+        bool ints = p->dt == IR_I64;
+        if (dpc_tensor_new(ints ? DPC_I64 : DPC_F32, p->sh.rank, shape, &t[i], &e) != DPC_OK)
+            return -1;
+        int64_t cnt = dpc_tensor_numel(t[i]);
+        if (ints) {
+            int64_t vocab = vocab_of(m, p), *v = t[i]->data;
+            for (int64_t k = 0; k < cnt; k++)
+                v[k] = (k * 2654435761LL + n) % vocab;
+            if (bad && cnt > 0)
+                v[cnt / 2] = vocab + 7;
+        } else {
+            float *v = t[i]->data;
+            uint64_t x = 88172645463325252ULL + (uint64_t)(i * 31 + n);
+            for (int64_t k = 0; k < cnt; k++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                v[k] = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+            }
+        }
+    }
+    return g->inputs.len;
+}
+
+/* ---- one emulated forward ---- */
+
+typedef struct emu_model {
+    const kgraph *kg;
+    dpc_cu_plan plan;
+    emu_fn *fn; /* per step */
+    char **param; /* per buffer: aligned copies of the weights */
+} emu_model;
+
+/* Runs the plan at batch n; outputs[j] receive the output buffers. Returns
+ * the error flag's kernel (0 none), -1 on failure. */
+static int emu_forward(emu_model *em, const dpc_model *m, int64_t n, dpc_tensor *const *in, const double *scalars,
+                       float **outputs, kerr *flag) {
+    const kgraph *kg = em->kg;
+    int nb = kg->bufs.len;
+    size_t *off = calloc((size_t)nb + 1, sizeof(size_t)), total = 0;
+    char **ptr = calloc((size_t)nb + 1, sizeof(char *));
+    dpc_err e;
+    if (dpc_memplan(kg, n, true, off, &total, &e) != DPC_OK) {
+        CHECK(false, "memplan: %s", e.msg);
+        free(off);
+        free(ptr);
+        return -1;
+    }
+    char *arena = aligned_alloc(DPC_MEMPLAN_ALIGN, total + DPC_MEMPLAN_ALIGN);
+    memset(arena, 0xff, total + DPC_MEMPLAN_ALIGN); /* NaN: reading what was never written shows */
+    for (int i = 0; i < nb; i++) {
+        const kbuf *b = kg->bufs.items[i];
+        ptr[i] = b->kind == BUF_PARAM ? em->param[i] : arena + off[i];
+        if (b->kind == BUF_INPUT) {
+            size_t bytes = (size_t)(b->sym ? b->elems * n : b->elems) * (size_t)b->esize;
+            memcpy(ptr[i], in[b->index]->data, bytes);
+        }
+    }
+    float sc[64] = {0};
+    for (int i = 0; i < m->front->g.scalars.len && i < 64; i++)
+        sc[i] = (float)scalars[i];
+    memset(flag, 0, sizeof *flag);
+    for (int i = 0; i < em->plan.nsteps; i++) {
+        const dpc_cu_step *s = &em->plan.steps[i];
+        if (s->kind == DPC_CU_GEMM) {
+            gemm_args ga = {&s->u.gemm, ptr};
+            dpc_cu_gemm_expand(&s->u.gemm, n, cpu_gemm, &ga);
+            continue;
+        }
+        const dpc_cu_launch *l = &s->u.launch;
+        int64_t blocks = dpc_cu_blocks(l, n, 132);
+        if (blocks <= 0)
+            continue;
+        if (l->grid == DPC_CU_ELEMS && blocks > 3)
+            blocks = 3; /* grid-stride: fewer threads to start, same result */
+        void *args[DPC_CU_MAX_PARAMS];
+        for (int j = 0; j < l->nbufs; j++)
+            args[j] = ptr[l->bufs[j]];
+        kctx c = {sc, flag, n, l->g};
+        em->fn[i](args, &c, (unsigned)blocks);
+    }
+    for (int i = 0; i < nb; i++) {
+        const kbuf *b = kg->bufs.items[i];
+        if (b->kind == BUF_OUTPUT) {
+            size_t bytes = (size_t)(b->sym ? b->elems * n : b->elems) * (size_t)b->esize;
+            outputs[b->index] = malloc(bytes + 4);
+            memcpy(outputs[b->index], ptr[i], bytes);
+        }
+    }
+    free(arena);
+    free(off);
+    free(ptr);
+    return flag->kernel;
+}
+
+/* Relative L2 error; a tiny output (as a sum that nearly cancels) is
+ * measured against an RMS of 0.05 instead, so that float rounding of O(1)
+ * terms does not count as an error. */
+static double rel_l2(const float *x, const float *y, int64_t n, int64_t *bad) {
+    double num = 0, den = 0;
+    *bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i]) || !isfinite(y[i])) {
+            if (isnan(x[i]) != isnan(y[i]) || (isinf(x[i]) && x[i] != y[i]))
+                (*bad)++;
+            continue;
+        }
+        num += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+        den += (double)y[i] * y[i];
+    }
+    double floor = 5e-2 * sqrt((double)n); /* an RMS of 0.05 */
+    return sqrt(num) / (sqrt(den) > floor ? sqrt(den) : floor);
+}
+
+static bool skip_frontend_errors;
+
+/* PyTorch's init leaves norm biases 0 and scales 1, batch-norm statistics
+ * 0 and 1: every parameter gets noise, so that each one matters (variances
+ * stay positive). */
+static void perturb_weights(dpc_model *m) {
+    const vec *params = &m->front->m.params;
+    uint64_t x = 0x9e3779b97f4a7c15ULL;
+    for (int i = 0; i < params->len; i++) {
+        const param_entry *p = params->items[i];
+        if (!m->params[i] || p->is_int || p->ignored)
+            continue;
+        int64_t n = 1;
+        for (int d = 0; d < p->rank; d++)
+            n *= p->shape[d];
+        size_t kl = strlen(p->key);
+        bool var = kl >= 11 && strcmp(p->key + kl - 11, "running_var") == 0;
+        for (int64_t k = 0; k < n; k++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            float r = (float)((double)(x >> 11) / 9007199254740992.0); /* [0, 1) */
+            m->params[i][k] = var ? 0.5f + r : m->params[i][k] + 0.2f * (r - 0.5f);
+        }
+    }
+}
+
+static void test_model(const char *path) {
+    dpc_model *m = NULL;
+    dpc_buf diags;
+    dpc_buf_init(&diags);
+    dpc_err e = {0};
+    dpc_status s = dpc_model_compile(path, &m, &diags, &e);
+    dpc_buf_free(&diags);
+    if (s != DPC_OK) {
+        if (!skip_frontend_errors)
+            CHECK(false, "%s does not compile: %s", path, e.msg);
+        else
+            printf("%s: the front end refuses it, skipped\n", path);
+        return;
+    }
+    char w[128];
+    snprintf(w, sizeof w, "%s/w.safetensors", tmpdir);
+    dpc_safetensors *st = NULL;
+    s = dpc_model_init_weights(m, 3, w, &e);
+    if (s == DPC_OK)
+        s = dpc_st_read(w, &st, &e);
+    if (s == DPC_OK)
+        s = dpc_model_bind(m, st, NULL, &e);
+    if (st)
+        dpc_st_free(st);
+    unlink(w);
+    if (s == DPC_OK)
+        perturb_weights(m);
+    dpc_device cpu = {DPC_DEV_CPU, 0};
+    if (s == DPC_OK)
+        s = dpc_model_set_devices(m, &cpu, 1, &e);
+    CHECK(s == DPC_OK, "%s: weights and CPU backend: %s", path, e.msg);
+    emu_model em = {.kg = &m->kg};
+    char *src = NULL;
+    if (s == DPC_OK) {
+        s = dpc_cuda_program(&m->kg, &src, &em.plan, &e);
+        CHECK(s == DPC_OK, "%s: %s", path, e.msg);
+    }
+    void *h = s == DPC_OK ? build_module(path, src, &em.plan) : NULL;
+    free(src);
+    if (!h) {
+        dpc_cu_plan_free(&em.plan);
+        dpc_model_free(m);
+        return;
+    }
+    int nb = m->kg.bufs.len;
+    em.fn = calloc((size_t)em.plan.nsteps + 1, sizeof(emu_fn));
+    em.param = calloc((size_t)nb + 1, sizeof(char *));
+    for (int i = 0; i < em.plan.nsteps; i++) {
+        const dpc_cu_step *st2 = &em.plan.steps[i];
+        if (st2->kind != DPC_CU_LAUNCH)
+            continue;
+        char name[600];
+        snprintf(name, sizeof name, "emu_%s%s", st2->u.launch.fn, st2->u.launch.suffix);
+        *(void **)&em.fn[i] = dlsym(h, name);
+        CHECK(em.fn[i] != NULL, "%s: %s missing", path, name);
+    }
+    for (int i = 0; i < nb; i++) {
+        const kbuf *b = m->kg.bufs.items[i];
+        if (b->kind != BUF_PARAM)
+            continue;
+        size_t bytes = dpc_memplan_bytes(b, 1);
+        em.param[i] = aligned_alloc(DPC_MEMPLAN_ALIGN, bytes ? bytes : DPC_MEMPLAN_ALIGN);
+        memcpy(em.param[i], m->params[b->index], (size_t)b->elems * 4);
+    }
+    bool complete = true;
+    for (int i = 0; i < em.plan.nsteps; i++)
+        complete &= em.plan.steps[i].kind != DPC_CU_LAUNCH || em.fn[i];
+    const ir_graph *g = &m->front->g;
+    double scalars[64];
+    for (int i = 0; i < g->scalars.len && i < 64; i++)
+        scalars[i] = ((const ir_node *)g->scalars.items[i])->fa;
+    bool ints = false;
+    for (int i = 0; i < g->inputs.len; i++)
+        ints |= ((const ir_node *)g->inputs.items[i])->dt == IR_I64;
+    const int64_t batches[] = {1, 3, 5};
+    double worst = 0;
+    for (int bi = 0; complete && bi < 3; bi++) {
+        int64_t n = batches[bi];
+        dpc_tensor *in[64] = {0}, *ref[64] = {0};
+        float *got[64] = {0};
+        int nin = make_inputs(m, n, in, 0);
+        s = dpc_model_run(m, (const dpc_tensor *const *)in, nin, scalars, ref, &e);
+        CHECK(s == DPC_OK, "%s: CPU run at batch %lld: %s", path, (long long)n, e.msg);
+        kerr flag;
+        int rc = s == DPC_OK ? emu_forward(&em, m, n, in, scalars, got, &flag) : -1;
+        CHECK(rc == 0, "%s: batch %lld: error flag %d", path, (long long)n, rc);
+        for (int o = 0; rc == 0 && o < g->outputs.len; o++) {
+            int64_t bad, cnt = dpc_tensor_numel(ref[o]);
+            double r = rel_l2(got[o], ref[o]->data, cnt, &bad);
+            if (r > worst)
+                worst = r;
+            CHECK(r <= 1e-5 && bad == 0, "%s: batch %lld output %d: rel_l2 %.3e, %lld non-finite mismatches", path,
+                  (long long)n, o, r, (long long)bad);
+        }
+        for (int i = 0; i < 64; i++) {
+            dpc_tensor_free(in[i]);
+            dpc_tensor_free(ref[i]);
+            free(got[i]);
+        }
+    }
+    if (complete && ints) { /* an index out of range raises the flag */
+        dpc_tensor *in[64] = {0};
+        float *got[64] = {0};
+        int nin = make_inputs(m, 3, in, 1);
+        (void)nin;
+        kerr flag;
+        int rc = emu_forward(&em, m, 3, in, scalars, got, &flag);
+        bool embed = rc > 0 && rc <= m->kg.kernels.len &&
+                     ((const kernel *)m->kg.kernels.items[rc - 1])->kind == KK_EMBED;
+        CHECK(embed && flag.index >= flag.limit, "%s: bad index: flag %d index %lld limit %lld", path, rc,
+              flag.index, flag.limit);
+        for (int i = 0; i < 64; i++) {
+            dpc_tensor_free(in[i]);
+            free(got[i]);
+        }
+    }
+    printf("%s: %d steps emulated at batch 1, 3, 5; worst rel_l2 against the CPU backend %.2e\n", path,
+           em.plan.nsteps, worst);
+    for (int i = 0; i < nb; i++)
+        free(em.param[i]);
+    free(em.param);
+    free(em.fn);
+    dlclose(h);
+    dpc_cu_plan_free(&em.plan);
+    dpc_model_free(m);
+}
+
+int main(int argc, char **argv) {
+    cxx = getenv("CXX") && *getenv("CXX") ? getenv("CXX") : "c++";
+    char probe[300];
+    snprintf(probe, sizeof probe, "%s --version > /dev/null 2>&1", cxx);
+    if (system(probe) != 0) {
+        printf("no C++ compiler (%s): skipped\n", cxx);
+        return SKIP;
+    }
+    snprintf(tmpdir, sizeof tmpdir, "/tmp/dpc-emu-XXXXXX");
+    if (!mkdtemp(tmpdir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    int first = 1;
+    if (argc > 1 && strcmp(argv[1], "--skip-frontend-errors") == 0) {
+        skip_frontend_errors = true;
+        first = 2;
+    }
+    for (int i = first; i < argc; i++)
+        test_model(argv[i]);
+    rmdir(tmpdir);
+    if (failures) {
+        fprintf(stderr, "test_emu_cuda: %d check(s) failed\n", failures);
+        return 1;
+    }
+    printf("test_emu_cuda: %d model(s), all checks passed\n", argc - first);
+    return 0;
+}
