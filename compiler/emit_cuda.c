@@ -101,6 +101,17 @@ static const char *cd_str(char *b, size_t n, dpc_cu_dim d) {
     return b;
 }
 
+/* As text for a comment: 8, N, 8*N. */
+static const char *cd_txt(char *b, size_t n, dpc_cu_dim d) {
+    if (d.p == 0)
+        snprintf(b, n, "%lld", (long long)d.k);
+    else if (d.k == 1)
+        snprintf(b, n, d.p == 1 ? "N" : "N*N");
+    else
+        snprintf(b, n, d.p == 1 ? "%lld*N" : "%lld*N*N", (long long)d.k);
+    return b;
+}
+
 /* ---------------------------------------------------------- line mapping */
 
 static void count_lines(cg *g) {
@@ -326,7 +337,7 @@ static void kernel_head(cg *g, const char *fn, const plist *pl) {
     g->saved_counted = g->counted;
     g->saved_lines = g->lines;
     snprintf(g->fn_name, sizeof g->fn_name, "%s", fn);
-    dpc_buf_printf(g->o, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", DPC_CU_BLOCK, fn);
+    dpc_buf_printf(g->o, "extern \"C\" __global__ void %s(", fn);
     for (int i = 0; i < pl->n; i++)
         dpc_buf_printf(g->o, "%s%s *__restrict__ b%d, ", pl->wr[i] ? "" : "const ", ctype(g, pl->id[i]), pl->id[i]);
     dpc_buf_puts(g->o, "const dpc_kctx ctx_) {\n"
@@ -420,7 +431,7 @@ static void emit_chain_kernel(cg *g, const kernel *k, const char *fn, int from, 
     dpc_buf_printf(g->o, "\n/* %s: %s%d elementwise op%s over [", fn, seed ? "epilogue, " : "", k->ops.len - from,
                    k->ops.len - from == 1 ? "" : "s");
     for (int i = 0; i < os->rank; i++)
-        dpc_buf_printf(g->o, "%s%s", i ? ", " : "", cd_str(t, sizeof t, cd_of(os->d[i])));
+        dpc_buf_printf(g->o, "%s%s", i ? ", " : "", cd_txt(t, sizeof t, cd_of(os->d[i])));
     dpc_buf_printf(g->o, "]%s */\n", vec ? ", four per thread (float4)" : "");
     kernel_head(g, fn, &pl);
     dpc_buf_printf(g->o, "    const long long total = %s;\n", cd_str(t, sizeof t, total));
@@ -606,10 +617,11 @@ static void emit_matmul(cg *g, const kernel *k) {
         }
     }
     char t1[64], t2[64];
-    dpc_buf_printf(g->o, "\n/* %s: matmul [%s, K] x [K, %s] (K = %s)", k->name, cd_str(t1, sizeof t1, m->M),
-                   cd_str(t2, sizeof t2, Nn), cd_str(t1, sizeof t1, K));
+    char t3[64];
+    dpc_buf_printf(g->o, "\n/* %s: matmul [%s, %s] x [%s, %s]", k->name, cd_txt(t1, sizeof t1, m->M),
+                   cd_txt(t3, sizeof t3, K), t3, cd_txt(t2, sizeof t2, Nn));
     if (!cd_one(m->batch))
-        dpc_buf_printf(g->o, ", batch %s", cd_str(t1, sizeof t1, m->batch));
+        dpc_buf_printf(g->o, ", batch %s", cd_txt(t1, sizeof t1, m->batch));
     if (m->nloops)
         dpc_buf_printf(g->o, ", %d host loop%s", m->nloops, m->nloops == 1 ? "" : "s");
     dpc_buf_printf(g->o, " through cuBLASLt (%s:%d)%s */\n", n->at.file ? n->at.file->path : "?", n->at.line,

@@ -58,7 +58,10 @@ int64_t shape_numel(const shape *s, bool *sym) {
     int64_t k = 1;
     *sym = false;
     for (int i = 0; i < s->rank; i++) {
-        k *= s->d[i].k;
+        /* the IR builder keeps every shape within DPC_MAX_NUMEL elements;
+         * saturate rather than overflow if a shape came from elsewhere */
+        if (__builtin_mul_overflow(k, s->d[i].k, &k))
+            k = INT64_MAX;
         *sym |= s->d[i].sym;
     }
     return k;
@@ -79,6 +82,10 @@ static void print_attrs(const ir_node *n, dpc_buf *out) {
     switch (n->op) {
     case OP_CONST:
     case OP_SCALAR:
+        if (n->op == OP_SCALAR && !n->flag) {
+            dpc_buf_puts(out, " required"); /* no default: dpc run needs --kw */
+            break;
+        }
         dpc_format_pyfloat(n->fa, num, sizeof num);
         dpc_buf_printf(out, " %s%s", n->op == OP_SCALAR ? "default=" : "", num);
         break;

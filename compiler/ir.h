@@ -99,7 +99,9 @@ ir_node *ir_new(ir_graph *g, ir_op op, loc at);
 void ir_print(const ir_graph *g, dpc_buf *out);
 void shape_str(const shape *s, const char *batch, char *out, size_t n);
 bool shape_eq(const shape *a, const shape *b);
-/* Elements as k * N^p: returns k and sets *sym (p is at most 1). */
+/* Elements as k * N^p: returns k and sets *sym (p is at most 1). Shapes the
+ * IR builder makes have at most DPC_MAX_NUMEL elements; others saturate at
+ * INT64_MAX instead of overflowing. */
 int64_t shape_numel(const shape *s, bool *sym);
 int ir_cat_count(const ir_node *n);
 int ir_cat_operand(const ir_node *n, int i);

@@ -616,14 +616,20 @@ static bool one_tensor_arg(builder *b, inst *m, const fargs *a, loc at) {
 
 /* Sequential: its modules one after another, the value in *cur. */
 static DPC_NOINLINE bool call_sequential(builder *b, inst *m, sv *cur, loc at) {
-    const char *nm = NULL;
-    fargs one = {1, cur, &nm, &at, &at};
+    /* the call's bits in the arena: this frame recurses through nested Sequentials */
+    fargs *one = arena_alloc(&b->c->arena, sizeof *one + sizeof(sv) + sizeof(char *) + 2 * sizeof(loc));
+    sv *next = (sv *)(one + 1);
+    one->n = 1;
+    one->v = cur;
+    one->names = (const char **)(next + 1);
+    one->at = (loc *)(one->names + 1);
+    one->kw_at = one->at + 1;
+    one->at[0] = one->kw_at[0] = at;
     for (int i = 0; i < m->children.len; i++) {
         inst_child *ch = m->children.items[i];
-        sv next = {0};
-        if (!call_module(b, ch->mod, &one, at, &next))
+        if (!call_module(b, ch->mod, one, at, next))
             return false;
-        *cur = next;
+        *cur = *next;
     }
     return true;
 }

@@ -20,7 +20,7 @@ static void add_indented(dpc_buf *out, const char *s) {
 }
 
 /* Assembles "Name(...)" from lines (each a NUL-terminated string). */
-static char *assemble(const char *name, char **lines, int n, int nextra) {
+static DPC_NOINLINE char *assemble(const char *name, char **lines, int n, int nextra) {
     dpc_buf b;
     dpc_buf_init(&b);
     dpc_buf_puts(&b, name);
@@ -39,7 +39,7 @@ static char *assemble(const char *name, char **lines, int n, int nextra) {
     return dpc_buf_take(&b);
 }
 
-static char *child_line(const char *key, const char *child_repr) {
+static DPC_NOINLINE char *child_line(const char *key, const char *child_repr) {
     dpc_buf b;
     dpc_buf_init(&b);
     dpc_buf_printf(&b, "(%s): ", key);

@@ -574,7 +574,7 @@ static DPC_NOINLINE void check_param_sizes(dpc_ctx *c, model *m) {
         }
         total += n * (p->is_int ? 8 : 4);
         if (total > DPC_MAX_PARAM_BYTES) {
-            error_at(c, p->owner->at, "the parameters up to %s take more than 2^40 bytes (1 TiB), the limit",
+            error_at(c, p->owner->at, "the parameters are too large: more than 2^40 bytes (1 TiB) in all, reached at %s",
                      p->key);
             return;
         }

@@ -197,13 +197,30 @@ static dpc_status out_shape(void *ctx, int output, int64_t rows, dpc_tensor *spe
     return DPC_OK;
 }
 
+static dpc_run_args run_args(const run_ctx *rc, int r, const dpc_replica_io *io) {
+    const dpc_model *m = rc->m;
+    return (dpc_run_args){.N = io->rows < 0 ? 0 : io->rows, .inputs = io->inputs, .scalars = rc->scalars,
+                          .outputs = io->outputs, .fail_at = r == m->fail_replica ? m->fail_kernel : -1};
+}
+
+/* CPU replicas run here, each on its pool thread. GPU replicas are only
+ * launched here, all from the calling thread, and finished in replica_sync:
+ * no thread per device. */
 static dpc_status replica(void *ctx, int r, const dpc_device *dev, dpc_replica_io *io, dpc_err *e) {
     run_ctx *rc = ctx;
     dpc_model *m = rc->m;
-    (void)dev;
-    dpc_run_args a = {.N = io->rows < 0 ? 0 : io->rows, .inputs = io->inputs, .scalars = rc->scalars,
-                      .outputs = io->outputs, .fail_at = r == m->fail_replica ? m->fail_kernel : -1};
+    dpc_run_args a = run_args(rc, r, io);
+    if (dev->kind == DPC_DEV_CUDA && m->be->launch)
+        return m->be->launch(m->be, m->rep[r], &a, e);
     return m->be->run(m->be, m->rep[r], &a, e);
+}
+
+static dpc_status replica_sync(void *ctx, int r, const dpc_device *dev, dpc_replica_io *io, dpc_err *e) {
+    run_ctx *rc = ctx;
+    dpc_model *m = rc->m;
+    dpc_run_args a = run_args(rc, r, io);
+    (void)dev;
+    return m->be->sync(m->be, m->rep[r], &a, e);
 }
 
 static dpc_status check_inputs(const dpc_model *m, const dpc_tensor *const *in, int n, dpc_err *e) {
@@ -249,6 +266,10 @@ dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninp
     for (int i = 0; i < g->inputs.len && i < 64; i++)
         names[i] = ((ir_node *)g->inputs.items[i])->name;
     dpc_dp_opts opts = {.input_names = names, .out_shape = out_shape};
+    if (m->be->launch && m->be->sync) {
+        opts.async_kinds = 1u << DPC_DEV_CUDA;
+        opts.sync = replica_sync;
+    }
     return dpc_dp_forward_ex(m->pool, m->devs, m->ndev, replica, &rc, inputs, ninputs, scalars, g->scalars.len,
                              g->outputs.len, outputs, &opts, &m->last, e);
 }

@@ -424,7 +424,7 @@ static dpc_status check_tensor(const dpc_tensor *t, dpc_err *e) {
             return dpc_errf(e, DPC_EUSAGE, "negative dimension in tensor shape");
         h.shape[i] = t->shape[i];
     }
-    size_t nbytes;
+    size_t nbytes = 0;
     dpc_status st = data_size(&h, &nbytes, e);
     if (!st && (nbytes != t->nbytes || (nbytes && !t->data)))
         return dpc_errf(e, DPC_EUSAGE, "tensor holds %zu bytes but its dtype and shape need %zu", t->nbytes,

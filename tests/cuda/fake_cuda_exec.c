@@ -232,7 +232,19 @@ static CUresult f_cuMemGetInfo(size_t *f, size_t *t) {
 typedef struct module {
     char *image;
     size_t len;
+    char **fns; /* function handles: their names, freed with the module */
+    int nfns;
 } module;
+
+static CUfunction new_function(module *mod, const char *name) {
+    char **f = realloc(mod->fns, sizeof(char *) * (size_t)(mod->nfns + 1));
+    if (!f)
+        return NULL;
+    mod->fns = f;
+    mod->fns[mod->nfns] = strdup(name);
+    INC(functions);
+    return (CUfunction)mod->fns[mod->nfns++];
+}
 
 static CUresult f_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, CUjit_option *o, void **v) {
     const unsigned char *p = image;
@@ -258,6 +270,9 @@ static CUresult f_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n,
 }
 static CUresult f_cuModuleUnload(CUmodule m) {
     module *mod = (module *)m;
+    for (int i = 0; i < mod->nfns; i++)
+        free(mod->fns[i]);
+    free(mod->fns);
     free(mod->image);
     free(mod);
     DEC(modules);
@@ -270,16 +285,14 @@ static CUresult f_cuModuleGetFunction(CUfunction *f, CUmodule m, const char *nam
     size_t n = strlen(name);
     for (size_t i = 1; i + n < mod->len; i++)
         if (mod->image[i - 1] == 0 && memcmp(mod->image + i, name, n + 1) == 0) {
-            *f = (CUfunction)strdup(name);
-            INC(functions);
-            return CUDA_SUCCESS;
+            *f = new_function(mod, name);
+            return *f ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
         }
     char entry[600];
     snprintf(entry, sizeof entry, ".entry %s(", name);
     if (strstr(mod->image, entry)) {
-        *f = (CUfunction)strdup(name);
-        INC(functions);
-        return CUDA_SUCCESS;
+        *f = new_function(mod, name);
+        return *f ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
     }
     snprintf(fake_exec_stats.last_missing, sizeof fake_exec_stats.last_missing, "%s", name);
     return CUDA_ERROR_NOT_FOUND;

@@ -55,7 +55,7 @@ static void check_plan(const char *path, const dpc_model *m, const char *src, co
             const dpc_cu_launch *l = &s->u.launch;
             char name[512], decl[600];
             fn_name(l, name, sizeof name);
-            snprintf(decl, sizeof decl, "__launch_bounds__(%d) %s(", DPC_CU_BLOCK, name);
+            snprintf(decl, sizeof decl, "extern \"C\" __global__ void %s(", name);
             CHECK(strstr(src, decl) != NULL, "%s: step %d launches %s, which the source lacks", path, i, name);
             CHECK(l->nbufs >= 1 && l->nbufs <= DPC_CU_MAX_PARAMS, "%s: %s has %d buffers", path, name, l->nbufs);
             for (int b = 0; b < l->nbufs; b++)

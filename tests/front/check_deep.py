@@ -4,12 +4,14 @@
     check_deep.py DPC [STACK_KB]        (default 1024)
 
 The front end bounds nesting (brackets and expression height: 200, module
-instances: 64) so that its recursive passes (parser actions, constant
-evaluation, IR building, printing) stay shallow. This generates models that
-go right up to those limits, but not past them, and runs `dpc print` and
-`dpc ir` on each under `ulimit -s STACK_KB` (through sh -c): each must exit 0
-with output on stdout and nothing on stderr. A stack overflow shows up as a
-SIGSEGV.
+instances: 64, and all levels of evaluation together, through module calls
+and constructions: 600, DPC_MAX_EVAL_NEST in compiler.h) so that its
+recursive passes (parser actions, constant evaluation, IR building,
+printing) stay shallow. This generates models that go right up to those
+limits, but not past them, and runs `dpc print` and `dpc ir` on each under
+`ulimit -s STACK_KB` (through sh -c): each must exit 0 with output on stdout
+and nothing on stderr. A stack overflow shows up as a SIGSEGV. The limits
+leave room: every case fits in about 0.3 MiB, even under ASan at -O0.
 """
 
 import os
@@ -22,6 +24,18 @@ import tempfile
 def model(expr, members="    fc = Linear(4, 4)\n", params="x: [N, 4]"):
     return ("module M {\n" + members + "    forward(" + params + ") {\n        return " + expr
             + "\n    }\n}\nmodel = DataParallel(M())\n")
+
+
+def chain(depth, line, member):
+    """L{depth-1} ... L0, each calling the one below from `line`, with the
+    expression wrapped so that the levels add up to just under the limit in
+    all (DPC_MAX_EVAL_NEST): the deepest recursion the passes allow."""
+    s = ""
+    for i in range(depth):
+        inner = member % ("L%d()" % (i - 1)) if i else member % "Linear(4, 4)"
+        s += "module L%d {\n    c = %s\n    forward(x: [N, 4]) {\n        %s\n        return x\n    }\n}\n" % (
+            i, inner, line)
+    return s + "model = DataParallel(L%d())\n" % (depth - 1)
 
 
 def user_chain(depth):
@@ -49,6 +63,15 @@ CASES = {
     "list_190": model("cat(" + "[" * 1 + ", ".join(["x"] * 190) + "]" + ", 1)"),
     "user_modules_64": user_chain(64),
     "modulelist_4096": model("x", members="    l = [Linear(4, 4) for _ in range(4096)]\n"),
+    # a flat chain is a loop, not a recursion: any length compiles
+    "plus_100000": model(" + ".join(["x"] * 100000)),
+    "pow_198": model("x * " + " ** ".join(["1"] * 199)),
+    # 64 nested modules, each adding 9 levels: about 600 in all
+    "calls_64x6": chain(64, "x = " + "relu(" * 6 + "c(x)" + ")" * 6, "%s"),
+    "arith_64x6": chain(64, "x = " + "x * (" * 6 + "c(x)" + ")" * 6, "%s"),
+    "neg_64x6": chain(64, "x = " + "-" * 6 + "c(x)", "%s"),
+    "sequential_64x6": chain(64, "x = c(x)", "Sequential(" * 6 + "%s" + ")" * 6),
+    "for_64x6": chain(64, "for b in c { " * 6 + "x = b(x)" + " }" * 6, "[%s]"),
 }
 
 
