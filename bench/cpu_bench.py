@@ -63,6 +63,7 @@ def main():
     ap.add_argument('--dpc', default=os.path.join(ROOT, 'build', 'dpc'))
     ap.add_argument('--dpc-alt', default=None, help='a second build (e.g. with oneDNN) to compare GEMM libraries')
     ap.add_argument('--json', default=None)
+    ap.add_argument('--threads', type=int, default=0, help='GEMM/torch threads for every row (default: 1 at batch 1, all cores above)')
     a = ap.parse_args()
     peak_bin = '/tmp/dpc-peak'
     subprocess.run(['cc', '-O2', '-march=native', '-o', peak_bin, os.path.join(HERE, 'peak.c')], check=True)
@@ -76,7 +77,7 @@ def main():
     for model in ['mlp', 'parallel_model']:
         path = os.path.join(ROOT, 'models', model + '.dp')
         for batch in [1, 64, 256]:
-            threads = 1 if batch == 1 else ncores
+            threads = a.threads or (1 if batch == 1 else ncores)
             d = dpc_bench(a.dpc, path, batch, threads=threads)
             t = torch_bench(path, batch, threads)
             alt = dpc_bench(a.dpc_alt, path, batch, threads=threads) if a.dpc_alt else None
