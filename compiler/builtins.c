@@ -325,7 +325,9 @@ static bool check_values(dpc_ctx *c, inst *in, const loc *arg_at) {
     case BI_DROPOUT:
     case BI_DROPOUT2D: {
         double p = inst_float(in, 0);
-        NEED(p >= 0 && p <= 1, 0, "dropout probability has to be between 0 and 1, but got %g", p);
+        char num[64];
+        dpc_format_pyfloat(p, num, sizeof num); /* as Python prints it: nan, not -nan */
+        NEED(p >= 0 && p <= 1, 0, "dropout probability has to be between 0 and 1, but got %s", num);
         break;
     }
     case BI_GELU:
@@ -382,9 +384,10 @@ bool builtin_bind_values(dpc_ctx *c, inst *in, const bound_arg *args, int nargs,
     dpc_arena *a = &c->arena;
     in->type_name = b->name;
     if (b->variadic) {
-        /* Sequential(*modules) keeps its modules as children; Identity ignores its args */
+        /* Sequential(*modules) keeps its modules as children; Identity(*args,
+         * **kwargs) ignores its arguments, keywords included, as PyTorch's */
         for (int i = 0; i < nargs; i++) {
-            if (args[i].name) {
+            if (args[i].name && in->bi != BI_IDENTITY) {
                 error_at(c, args[i].name_at, "%s() takes no keyword argument '%s'", b->name, args[i].name);
                 continue;
             }

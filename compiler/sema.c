@@ -314,6 +314,10 @@ static inst *instantiate_user(sema *s, const module_def *d, const bound_arg *arg
         for (int j = 0; j < i; j++)
             if (strcmp(((member *)d->members.items[j])->name, mb->name) == 0)
                 error_at(c, mb->at, "member '%s' is defined twice in module '%s'", mb->name, d->name);
+        for (int j = 0; j < np; j++)
+            if (strcmp(in->pnames[j], mb->name) == 0)
+                error_at(c, mb->at, "member '%s' has the name of a constructor parameter of module '%s'", mb->name,
+                         d->name);
         val v;
         if (eval(s, &e, mb->value, &v))
             add_member(s, in, mb->name, &v, mb->value->at);
