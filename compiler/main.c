@@ -431,6 +431,28 @@ static int cmd_inspect(int argc, char **argv) {
     return emit(&out);
 }
 
+/* --devices LIST, or the CPU alone. Returns 0 or the exit status. */
+static int devices_opt(const opts *o, dpc_device *devs, int *ndev) {
+    dpc_err e;
+    *ndev = 1;
+    devs[0] = (dpc_device){DPC_DEV_CPU, 0};
+    if (!o->devices)
+        return 0;
+    dpc_status s = dpc_parse_devices(o->devices, devs, DPC_MAX_DEVICES, ndev, &e);
+    return s == DPC_OK ? 0 : fail(s, &e);
+}
+
+/* What run and bench hold until they return. */
+static void free_run(dpc_tensor **in, dpc_tensor **out, dpc_safetensors *st, dpc_model *m) {
+    for (int i = 0; i < MAX_IO; i++) {
+        dpc_tensor_free(in[i]);
+        dpc_tensor_free(out[i]);
+    }
+    if (st)
+        dpc_st_free(st);
+    dpc_model_free(m);
+}
+
 static int cmd_run(int argc, char **argv) {
     opts o;
     int rc = parse_opts(argc, argv, &o, "oiwkdb");
@@ -441,14 +463,10 @@ static int cmd_run(int argc, char **argv) {
     if (o.nout == 0)
         return usage_error("%s", "run needs -o OUT.npy for each returned tensor");
     dpc_device devs[DPC_MAX_DEVICES];
-    int ndev = 1;
+    int ndev;
     dpc_err e;
-    devs[0] = (dpc_device){DPC_DEV_CPU, 0};
-    if (o.devices) {
-        dpc_status s = dpc_parse_devices(o.devices, devs, DPC_MAX_DEVICES, &ndev, &e);
-        if (s != DPC_OK)
-            return fail(s, &e);
-    }
+    if ((rc = devices_opt(&o, devs, &ndev)))
+        return rc;
     dpc_model *m;
     if ((rc = compile_model(o.model, &m)))
         return rc;
@@ -539,13 +557,7 @@ static int cmd_run(int argc, char **argv) {
 failed:
     rc = fail(s, &e);
 done:
-    for (int i = 0; i < MAX_IO; i++) {
-        dpc_tensor_free(in[i]);
-        dpc_tensor_free(out[i]);
-    }
-    if (st)
-        dpc_st_free(st);
-    dpc_model_free(m);
+    free_run(in, out, st, m);
     return rc;
 }
 
@@ -661,12 +673,11 @@ static int cmd_bench(int argc, char **argv) {
     if (o.iters && (*end || iters <= 0 || iters > 1000000))
         return usage_error("--iters needs a positive count, got '%s'", o.iters);
     dpc_device devs[DPC_MAX_DEVICES];
-    int ndev = 1;
+    int ndev;
     dpc_err e;
-    devs[0] = (dpc_device){DPC_DEV_CPU, 0};
     dpc_status s;
-    if (o.devices && (s = dpc_parse_devices(o.devices, devs, DPC_MAX_DEVICES, &ndev, &e)) != DPC_OK)
-        return fail(s, &e);
+    if ((rc = devices_opt(&o, devs, &ndev)))
+        return rc;
     dpc_model *m;
     if ((rc = compile_model(o.model, &m)))
         return rc;
@@ -761,13 +772,7 @@ failed:
     rc = fail(s, &e);
 done:
     free(times);
-    for (int i = 0; i < MAX_IO; i++) {
-        dpc_tensor_free(in[i]);
-        dpc_tensor_free(out[i]);
-    }
-    if (st)
-        dpc_st_free(st);
-    dpc_model_free(m);
+    free_run(in, out, st, m);
     return rc;
 }
 
