@@ -124,25 +124,33 @@ void emit_coords(dpc_buf *o, const char *indent, const shape *os) {
     dpc_buf_printf(o, "%s(void)rem;\n", indent);
 }
 
+void emit_leaf(dpc_buf *o, const ir_node *leaf) {
+    char num[64];
+    if (leaf->op == OP_SCALAR) {
+        dpc_buf_printf(o, "ctx->scalars[%d]", leaf->input_index);
+        return;
+    }
+    if (leaf->op == OP_BATCH) { /* this replica's batch size, as x.shape[0] in PyTorch */
+        dpc_buf_puts(o, "((float)N)");
+        return;
+    }
+    dpc_format_pyfloat(leaf->fa, num, sizeof num);
+    if (strchr(num, 'n') || strchr(num, 'i'))
+        dpc_buf_printf(o, "((float)(%s))", strcmp(num, "nan") == 0 ? "NAN" : num[0] == '-' ? "-INFINITY" : "INFINITY");
+    else
+        dpc_buf_printf(o, "%sf", num);
+}
+
 /* A C expression for operand x of an elementwise op. */
 static void operand(const kgraph *kg, const kernel *k, dpc_buf *o, const ir_node *x, const shape *os,
                     const char *pre) {
     const kaccess *a = &kg->acc[x->id];
-    char num[64];
     if (in_chain(k, x) || (k->root == x && k->kind != KK_COPY)) {
         dpc_buf_printf(o, "v%d", x->id);
         return;
     }
     if (a->kind == ACC_LEAF) {
-        if (x->op == OP_SCALAR)
-            dpc_buf_printf(o, "ctx->scalars[%d]", x->input_index);
-        else {
-            dpc_format_pyfloat(x->fa, num, sizeof num);
-            if (strchr(num, 'n') || strchr(num, 'i'))
-                dpc_buf_printf(o, "((float)(%s))", strcmp(num, "nan") == 0 ? "NAN" : num[0] == '-' ? "-INFINITY" : "INFINITY");
-            else
-                dpc_buf_printf(o, "%sf", num);
-        }
+        emit_leaf(o, a->base);
         return;
     }
     dpc_buf_printf(o, "%sb%d[", pre, kg->buf_of[x->id]);
@@ -291,7 +299,6 @@ static void emit_gemm(const kgraph *kg, const kernel *k, dpc_buf *o) {
         ys.rank = 2;
         ys.d[1] = (dim){1, false};
     }
-    int64_t K = xs.d[xs.rank - 1].k;
     shape bs = {0};
     int rb = xs.rank - 2 > ys.rank - 2 ? xs.rank - 2 : ys.rank - 2;
     bs.rank = rb;
@@ -300,11 +307,13 @@ static void emit_gemm(const kgraph *kg, const kernel *k, dpc_buf *o) {
         dim dx = ix >= 0 ? xs.d[ix] : (dim){1, false}, dy = iy >= 0 ? ys.d[iy] : (dim){1, false};
         bs.d[i] = (dx.k == 1 && !dx.sym) ? dy : dx;
     }
-    /* M (rows of the left operand) and Nc (columns of the right) may be N */
-    char Ms[96], Ns[96];
+    /* M (rows of the left operand), Nc (columns of the right) and K (the
+     * contracted dim: transpose(x) @ x sums over the batch) may be N */
+    char Ms[96], Ns[96], Ks[96];
     emit_dim(Ms, sizeof Ms, xs.d[xs.rank - 2]);
     emit_dim(Ns, sizeof Ns, ys.d[ys.rank - 1]);
-    dpc_buf_printf(o, "    const int64_t M = %s, Nc = %s, K = %lldLL;\n", Ms, Ns, (long long)K);
+    emit_dim(Ks, sizeof Ks, xs.d[xs.rank - 1]);
+    dpc_buf_printf(o, "    const int64_t M = %s, Nc = %s, K = %s;\n", Ms, Ns, Ks);
     if (ys.rank == 2) {
         /* the right operand is one matrix: fold all batches into M */
         dpc_buf_printf(o, "    ctx->sgemm(0, 0, %s * M, Nc, K, b%d, K, b%d, Nc, b%d, Nc);\n",
@@ -344,7 +353,9 @@ static void emit_conv(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_printf(o, "    float *const col = (float *)ctx->buf[%d];\n    float *const res = (float *)ctx->buf[%d];\n", cb, rb);
     dpc_buf_printf(o, "    const int64_t cols = N * %lldLL; /* all images side by side */\n", HW);
     dpc_buf_printf(o, "    for (int64_t g = 0; g < %lldLL; g++) {\n", G);
-    /* im2col: col[(c*kh + ki)*kw + kj][n*HW + oh*Wo + ow] */
+    /* im2col: col[(c*kh + ki)*kw + kj][n*HW + oh*Wo + ow]. Only the leading
+     * padding (ph, pw) enters the index: trailing padding, larger by one for
+     * padding="same" with an even kernel, is the reads past H, W that give 0 */
     dpc_buf_printf(o,
                    "        for (int64_t r = 0; r < %lldLL; r++) {\n"
                    "            const int64_t c = r / %lldLL, ki = (r / %lldLL) %% %lldLL, kj = r %% %lldLL;\n"
@@ -564,14 +575,9 @@ static void emit_copy(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_printf(o, "    const int64_t total = %s;\n    for (int64_t i = 0; i < total; i++) {\n",
                    emit_prod(t, sizeof t, os, 0, os->rank));
     if (k->src.kind == ACC_LEAF) {
-        const ir_node *leaf = k->src.base;
-        if (leaf->op == OP_SCALAR)
-            dpc_buf_printf(o, "        b%d[i] = ctx->scalars[%d];\n    }\n", ob, leaf->input_index);
-        else {
-            char num[64];
-            dpc_format_pyfloat(leaf->fa, num, sizeof num);
-            dpc_buf_printf(o, "        b%d[i] = (float)%s;\n    }\n", ob, num);
-        }
+        dpc_buf_printf(o, "        b%d[i] = ", ob);
+        emit_leaf(o, k->src.base);
+        dpc_buf_puts(o, ";\n    }\n");
         return;
     }
     int sb = kg->buf_of[k->src.base->id];

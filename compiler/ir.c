@@ -90,9 +90,14 @@ static void print_attrs(const ir_node *n, dpc_buf *out) {
         dpc_buf_printf(out, " %s%s", n->op == OP_SCALAR ? "default=" : "", num);
         break;
     case OP_CONV2D:
-        dpc_buf_printf(out, " stride=(%lld, %lld) padding=(%lld, %lld) dilation=(%lld, %lld) groups=%lld",
-                       (long long)n->ia[0], (long long)n->ia[1], (long long)n->ia[2], (long long)n->ia[3],
-                       (long long)n->ia[4], (long long)n->ia[5], (long long)n->ia[6]);
+        dpc_buf_printf(out, " stride=(%lld, %lld)", (long long)n->ia[0], (long long)n->ia[1]);
+        if (n->ia[7] == n->ia[2] && n->ia[8] == n->ia[3])
+            dpc_buf_printf(out, " padding=(%lld, %lld)", (long long)n->ia[2], (long long)n->ia[3]);
+        else /* padding="same" with an even kernel: (top, bottom), (left, right) */
+            dpc_buf_printf(out, " padding=((%lld, %lld), (%lld, %lld))", (long long)n->ia[2], (long long)n->ia[7],
+                           (long long)n->ia[3], (long long)n->ia[8]);
+        dpc_buf_printf(out, " dilation=(%lld, %lld) groups=%lld", (long long)n->ia[4], (long long)n->ia[5],
+                       (long long)n->ia[6]);
         break;
     case OP_MAXPOOL2D:
     case OP_AVGPOOL2D:
@@ -149,8 +154,8 @@ void ir_print(const ir_graph *g, dpc_buf *out) {
     for (int i = 0; i < g->nodes.len; i++) {
         const ir_node *n = g->nodes.items[i];
         dpc_buf_printf(out, "  %%%d = %s", n->id, ir_op_name(n->op));
-        if (n->op == OP_INPUT || n->op == OP_SCALAR || n->op == OP_PARAM)
-            dpc_buf_printf(out, " %s", n->name);
+        if (n->op == OP_INPUT || n->op == OP_SCALAR || n->op == OP_PARAM || n->op == OP_BATCH)
+            dpc_buf_printf(out, " %s", n->name); /* OP_BATCH: the batch name */
         int cnt = n->op == OP_CAT ? ir_cat_count(n) : n->nin;
         for (int k = 0; k < cnt; k++)
             dpc_buf_printf(out, "%s%%%d", k ? ", " : " ", n->op == OP_CAT ? ir_cat_operand(n, k) : n->in[k]);

@@ -28,6 +28,7 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(SCALAR, "scalar")         /* scalar keyword parameter of forward (rank 0) */          \
     X(PARAM, "param")           /* a weight from the state_dict */                          \
     X(CONST, "const")           /* a scalar constant (rank 0) */                            \
+    X(BATCH, "batch_size")      /* the batch name as a value: this replica's N (rank 0) */  \
     X(NEG, "neg") X(RELU, "relu") X(GELU, "gelu") X(GELU_TANH, "gelu_tanh")                 \
     X(SILU, "silu") X(SIGMOID, "sigmoid") X(TANH, "tanh") X(EXP, "exp") X(LOG, "log")        \
     X(SQRT, "sqrt") X(ABS, "abs")                                                           \
@@ -37,7 +38,7 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(CONV2D, "conv2d")         /* x, W, b? */                                              \
     X(MAXPOOL2D, "max_pool2d") X(AVGPOOL2D, "avg_pool2d")                                   \
     X(ADAPTIVE_AVGPOOL2D, "adaptive_avg_pool2d")                                            \
-    X(BATCHNORM, "batch_norm")  /* x, mean, var, w?, b? (eval) */                           \
+    X(BATCHNORM, "batch_norm")  /* x, mean, var, w?, b?: running or batch statistics */      \
     X(LAYERNORM, "layer_norm")  /* x, w?, b? */                                             \
     X(EMBEDDING, "embedding")   /* ids, W */                                                \
     X(SOFTMAX, "softmax") X(LOG_SOFTMAX, "log_softmax")                                     \
@@ -64,7 +65,8 @@ typedef struct ir_node {
     shape sh;
     ir_dtype dt;
     /* attributes */
-    int64_t ia[8];         /* conv: stride h,w pad h,w dil h,w groups; pool: k,s,p,d (h,w) ... */
+    int64_t ia[10];        /* conv: stride h,w pad top,left dil h,w groups pad bottom,right;
+                            * pool: k,s,p,d (h,w) ... */
     int nia;
     double fa;             /* CONST value, eps */
     int axis;              /* softmax/reduce/cat axis (normalised) */

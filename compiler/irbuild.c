@@ -14,7 +14,8 @@
 #define MAX_CALL_DEPTH 64
 #define MAX_NODES 1000000
 
-/* SV_BATCH is the batch name used as a value: only reshape() takes it. */
+/* SV_BATCH is the batch name used as a value: a size for reshape(), or in
+ * arithmetic the run-time batch size (an OP_BATCH leaf). */
 typedef enum sv_kind { SV_NONE, SV_TENSOR, SV_NUM, SV_MODULE, SV_TUPLE, SV_LIST, SV_BATCH } sv_kind;
 
 typedef struct sv {
@@ -49,6 +50,7 @@ typedef struct builder {
     bool nest_error;       /* DPC_MAX_EVAL_NEST was reported */
     ir_node **param_nodes; /* per model.params index */
     const char *batch;     /* the batch dim's name */
+    ir_node *batch_value;  /* the OP_BATCH leaf, made on first use */
 } builder;
 
 static bool eval(builder *b, frame *f, const node *n, sv *out);
@@ -64,6 +66,8 @@ typedef struct fargs {
 } fargs;
 
 static bool call_module(builder *b, inst *mod, const fargs *a, loc call_at, sv *out);
+static ir_node *reshape_to(builder *b, ir_node *x, const shape *s, loc at, const char *scope);
+static ir_node *reduce(builder *b, ir_op op, ir_node *x, const int64_t *dims, int nd, bool keep, loc at);
 
 /* ----------------------------------------------------------- helpers */
 
@@ -155,11 +159,26 @@ static bool num_of(const sv *v, double *d) {
     return true;
 }
 
-/* A tensor operand: tensors as they are, numbers as rank-0 constants. */
+/* The batch name as a number: x.shape[0] of PyTorch's forward, so under
+ * DataParallel the replica's own batch size. One leaf serves every use; the
+ * kernels read N at run time. */
+static ir_node *batch_value(builder *b, loc at) {
+    if (!b->batch_value) {
+        b->batch_value = mk(b, OP_BATCH, at, NULL);
+        if (b->batch_value)
+            b->batch_value->name = b->batch;
+    }
+    return b->batch_value;
+}
+
+/* A tensor operand: tensors as they are, numbers (and the batch size) as
+ * rank-0 leaves. */
 static ir_node *as_tensor(builder *b, const sv *v, loc at, const char *what) {
     double d;
     if (v->k == SV_TENSOR)
         return v->t;
+    if (v->k == SV_BATCH)
+        return batch_value(b, at);
     if (num_of(v, &d))
         return const_node(b, d, at);
     error_at(b->c, at, "%s needs a tensor, got %s", what, sv_kind_name(v));
@@ -341,18 +360,19 @@ static bool want_4d(builder *b, inst *m, ir_node *x, loc at, int64_t channels) {
 static ir_node *op_conv(builder *b, inst *m, ir_node *x, loc at) {
     if (!want_4d(b, m, x, at, inst_int(m, 0)))
         return NULL;
-    int64_t k[2], s[2], d[2], p[2] = {0, 0};
+    int64_t k[2], s[2], d[2], p[2] = {0, 0}, extra[2] = {0, 0};
     inst_pair(m, 2, k), inst_pair(m, 3, s), inst_pair(m, 5, d);
     const val *pv = &m->args[4];
     if (pv->kind == V_STR) {
+        /* "same": PyTorch pads total = dilation * (kernel - 1), total / 2
+         * before; an odd total puts the extra row/column after (bottom,
+         * right). The kernels read out-of-range input as zero, so only the
+         * leading padding and the output size need to know. */
         if (strcmp(pv->s, "same") == 0)
             for (int i = 0; i < 2; i++) {
                 int64_t total = d[i] * (k[i] - 1);
-                if (total % 2) {
-                    error_at(b->c, at, "%s: padding='same' with an even effective kernel is not supported", who(m));
-                    return NULL;
-                }
                 p[i] = total / 2;
+                extra[i] = total % 2;
             }
     } else
         inst_pair(m, 4, p);
@@ -364,13 +384,14 @@ static ir_node *op_conv(builder *b, inst *m, ir_node *x, loc at) {
     add_in(n, w);
     if (bias)
         add_in(n, bias);
-    int64_t attrs[7] = {s[0], s[1], p[0], p[1], d[0], d[1], inst_int(m, 6)};
+    int64_t attrs[9] = {s[0], s[1], p[0], p[1], d[0], d[1], inst_int(m, 6), p[0] + extra[0], p[1] + extra[1]};
     memcpy(n->ia, attrs, sizeof attrs);
-    n->nia = 7;
+    n->nia = 9;
     n->sh = x->sh;
     n->sh.d[1] = (dim){inst_int(m, 1), false};
     for (int i = 0; i < 2; i++) {
-        int64_t o = pool_out(x->sh.d[2 + i].k, k[i], s[i], p[i], d[i], false);
+        /* the extra trailing row/column counts as one more input row */
+        int64_t o = pool_out(x->sh.d[2 + i].k + extra[i], k[i], s[i], p[i], d[i], false);
         if (o <= 0) {
             error_at(b->c, at, "%s: input %s is too small for kernel_size (%lld, %lld)", who(m), shp(b, &x->sh),
                      (long long)k[0], (long long)k[1]);
@@ -429,6 +450,39 @@ static ir_node *op_adaptive(builder *b, inst *m, ir_node *x, loc at) {
     return n;
 }
 
+/* The mean over dims 0, 2 and 3 of x [N, C, H, W], as [C]: the mean over
+ * H*W of a [N, C, H*W] view per image, then over the images. Every image
+ * has H*W values, so the mean of the means is the mean. */
+static ir_node *channel_mean(builder *b, ir_node *x, loc at, const char *scope) {
+    shape v = {3, {x->sh.d[0], x->sh.d[1], {x->sh.d[2].k * x->sh.d[3].k, false}}};
+    shape c = {1, {x->sh.d[1]}};
+    static const int64_t hw = 2, batch = 0;
+    ir_node *r = reshape_to(b, x, &v, at, scope);
+    r = r ? reduce(b, OP_MEAN, r, &hw, 1, true, at) : NULL;
+    r = r ? reduce(b, OP_MEAN, r, &batch, 1, true, at) : NULL;
+    return r ? reshape_to(b, r, &c, at, scope) : NULL;
+}
+
+/* BatchNorm2d(track_running_stats=False) normalises with the batch's own
+ * statistics even in eval mode, as PyTorch does: per channel mean and
+ * biased variance over (N, H, W), the variance as the mean of (x - mean)^2.
+ * Built from reductions and broadcast arithmetic, so every backend runs it
+ * with kernels it has; the batch_norm node then uses them as it would the
+ * running statistics. Under DataParallel the statistics are the replica's
+ * chunk's, as in torch's DataParallel. */
+static bool batch_stats(builder *b, ir_node *x, loc at, const char *scope, ir_node **mean, ir_node **var) {
+    int first = b->g->nodes.len;
+    shape c4 = {4, {{1, false}, x->sh.d[1], {1, false}, {1, false}}};
+    *mean = channel_mean(b, x, at, scope);
+    ir_node *m4 = *mean ? reshape_to(b, *mean, &c4, at, scope) : NULL;
+    ir_node *d = m4 ? elementwise(b, OP_SUB, x, m4, at, scope) : NULL;
+    ir_node *sq = d ? elementwise(b, OP_MUL, d, d, at, scope) : NULL;
+    *var = sq ? channel_mean(b, sq, at, scope) : NULL;
+    for (int i = first; i < b->g->nodes.len; i++) /* reduce() leaves the scope unset */
+        ((ir_node *)b->g->nodes.items[i])->scope = scope;
+    return *var != NULL;
+}
+
 static ir_node *op_batchnorm(builder *b, inst *m, ir_node *x, loc at) {
     if (x->sh.rank != 4) {
         error_at(b->c, at, "%s: expected 4D input (got %dD input)", who(m), x->sh.rank);
@@ -436,11 +490,12 @@ static ir_node *op_batchnorm(builder *b, inst *m, ir_node *x, loc at) {
     }
     if (!want_4d(b, m, x, at, inst_int(m, 0)))
         return NULL;
-    if (!inst_bool(m, 4)) {
-        error_at(b->c, at, "%s: track_running_stats=False uses batch statistics, which dpc does not support", who(m));
+    ir_node *mean, *var;
+    if (inst_bool(m, 4)) {
+        mean = param_node(b, m, "running_mean", at);
+        var = param_node(b, m, "running_var", at);
+    } else if (!batch_stats(b, x, at, m->path, &mean, &var))
         return NULL;
-    }
-    ir_node *mean = param_node(b, m, "running_mean", at), *var = param_node(b, m, "running_var", at);
     ir_node *w = param_node(b, m, "weight", at), *bias = param_node(b, m, "bias", at);
     ir_node *n = mk(b, OP_BATCHNORM, at, m->path);
     if (!n)
@@ -982,6 +1037,23 @@ static ir_node *reduce(builder *b, ir_op op, ir_node *x, const int64_t *dims, in
     return cur;
 }
 
+/* Whether x is computed from the batch size. A walk down the ids (operands
+ * have smaller ids), not a recursion: a long `N + 1 + 1 ...` chain is deep. */
+static bool uses_batch(builder *b, const ir_node *x) {
+    bool *reach = arena_alloc(&b->c->arena, (size_t)x->id + 1);
+    reach[x->id] = true;
+    for (int id = x->id; id >= 0; id--) {
+        const ir_node *n = b->g->nodes.items[id];
+        if (!reach[id])
+            continue;
+        if (n->op == OP_BATCH)
+            return true;
+        for (int i = 0; i < n->nin; i++)
+            reach[n->in[i]] = true;
+    }
+    return false;
+}
+
 static ir_node *fn_reshape(builder *b, ir_node *x, const fargs *a, int first, loc at) {
     /* reshape(x, 2, 3) or reshape(x, [2, 3]) or reshape(x, (2, 3)) */
     const sv *items = a->v + first;
@@ -1000,8 +1072,15 @@ static ir_node *fn_reshape(builder *b, ir_node *x, const fargs *a, int first, lo
     bool known_sym = false;
     for (int i = 0; i < n; i++) {
         const sv *v = &items[i];
-        if (v->k == SV_TENSOR && v->t->op == OP_SCALAR) {
-            error_at(b->c, at, "reshape sizes must be known when compiling");
+        if (v->k == SV_TENSOR && v->t->sh.rank == 0) {
+            loc vat = items == a->v + first ? a->at[first + i] : at;
+            if (uses_batch(b, v->t))
+                error_at(b->c, vat,
+                         "reshape: this size is computed from the batch size '%s', which is known only at run "
+                         "time; write %s itself, or -1 for the size to infer",
+                         b->batch, b->batch);
+            else
+                error_at(b->c, vat, "reshape sizes must be known when compiling");
             return NULL;
         }
         if (v->k == SV_BATCH) {
@@ -1090,10 +1169,8 @@ static ir_node *matmul(builder *b, ir_node *x, ir_node *y, loc at) {
         error_at(b->c, at, "matmul: shapes %s and %s cannot be multiplied", shp(b, &x->sh), shp(b, &y->sh));
         return NULL;
     }
-    if (k1.sym) {
-        error_at(b->c, at, "matmul: the contracted dimension cannot be the batch dimension");
-        return NULL;
-    }
+    /* k1.sym: the product sums over the batch (transpose(x) @ x); like a
+     * reduction over the batch dim, each replica sums over its own chunk */
     shape bx = xs, by = ys, bs;
     bx.rank -= 2;
     by.rank -= 2;
@@ -1503,13 +1580,6 @@ static DPC_NOINLINE bool eval_call(builder *b, frame *f, const node *n, sv *out)
 /* l op r, both evaluated. */
 static DPC_NOINLINE bool binop_values(builder *b, const node *n, const sv *l, const sv *r, sv *out) {
     memset(out, 0, sizeof *out);
-    if (l->k == SV_BATCH || r->k == SV_BATCH) {
-        error_at(b->c, n->at,
-                 "the batch size '%s' cannot be used in arithmetic (it is known only at run time); "
-                 "in reshape(), write -1 for the size to infer",
-                 b->batch);
-        return false;
-    }
     if (l->k == SV_NUM && r->k == SV_NUM) {
         out->k = SV_NUM;
         return sema_arith(b->c, n->op, &l->v, &r->v, n->at, &out->v);
@@ -1563,13 +1633,10 @@ static DPC_NOINLINE bool neg_value(builder *b, const node *n, const sv *v, sv *o
         out->k = SV_NUM;
         return sema_arith(b->c, '-', &zero, &v->v, n->at, &out->v);
     }
-    if (v->k == SV_BATCH) {
-        error_at(b->c, n->at, "the batch size '%s' cannot be used in arithmetic (it is known only at run time)",
-                 b->batch);
-        return false;
-    }
     ir_node *x;
-    if (!want_tensor(b, v, n->at, "unary '-'", &x))
+    if (v->k == SV_BATCH)
+        x = batch_value(b, n->at);
+    else if (!want_tensor(b, v, n->at, "unary '-'", &x))
         return false;
     out->k = SV_TENSOR;
     out->t = unary(b, OP_NEG, x, n->at, NULL);
