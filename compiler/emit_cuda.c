@@ -55,6 +55,8 @@ typedef struct cg {
     int nseen, capseen;
     dpc_status st;     /* first failure */
     dpc_err *e;
+    kprec prec;        /* how float buffers are stored */
+    const char *ft;    /* their element type: float, dpc_bf16, dpc_f16 */
 } cg;
 
 static ir_node *nd(const kgraph *kg, int id) { return kg->g->nodes.items[id]; }
@@ -326,7 +328,7 @@ static void padd_chain(cg *g, plist *pl, const kernel *k, int from) {
     }
 }
 
-static const char *ctype(const cg *g, int buf) { return kb(g, buf)->esize == 8 ? "long long" : "float"; }
+static const char *ctype(const cg *g, int buf) { return kb(g, buf)->esize == 8 ? "long long" : g->ft; }
 
 static void kernel_head(cg *g, const char *fn, const plist *pl) {
     /* the function's text starts with the comment just written */
@@ -424,7 +426,7 @@ static void emit_chain_kernel(cg *g, const kernel *k, const char *fn, int from, 
         padd(g, &pl, extra->id[i], false);
     padd_chain(g, &pl, k, from);
     bool need_coords = seed_coords || chain_needs_coords(kg, k, from, os);
-    bool vec = !need_coords && total.k % 4 == 0;
+    bool vec = !need_coords && total.k % 4 == 0 && g->prec == KP_F32;
     for (int i = 0; i < pl.n && vec; i++)
         vec = kb(g, pl.id[i])->esize == 4;
     const ir_node *first = from < k->ops.len ? k->ops.items[from] : k->root;
@@ -645,7 +647,9 @@ static void emit_conv(cg *g, const kernel *k) {
         return;
     }
     /* im2col of one group, all images side by side:
-     * col[(c*kh + ki)*kw + kj][img*HW + oh*Wo + ow] */
+     * col[(c*kh + ki)*kw + kj][img*HW + oh*Wo + ow]. As on the CPU, the
+     * trailing padding (ia[7], ia[8]; one more than the leading for
+     * padding="same" with an even kernel) is the reads past H, W that give 0 */
     dpc_buf nm;
     dpc_buf_init(&nm);
     dpc_buf_printf(&nm, "%s_im2col", k->name);
@@ -666,10 +670,10 @@ static void emit_conv(cg *g, const kernel *k) {
                    "        const long long c = r / %lldLL, ki = (r / %lldLL) %% %lldLL, kj = r %% %lldLL;\n"
                    "        const long long img = j / %lldLL, p = j - img * %lldLL, oh = p / %lldLL, ow = p - oh * %lldLL;\n"
                    "        const long long ih = oh * %lldLL - %lldLL + ki * %lldLL, iw = ow * %lldLL - %lldLL + kj * %lldLL;\n"
-                   "        const float *src = b%d + (img * %lldLL + g * %lldLL + c) * %lldLL;\n"
+                   "        const %s *src = b%d + (img * %lldLL + g * %lldLL + c) * %lldLL;\n"
                    "        b%d[i] = (ih >= 0 && ih < %lldLL && iw >= 0 && iw < %lldLL) ? src[ih * %lldLL + iw] : 0.0f;\n"
                    "    }\n",
-                   HW, Kd, grid_stride(), kh * kw, kw, kh, kw, HW, HW, Wo, Wo, sh, ph, dh, sw, pw, dw, xb, C, Cg,
+                   HW, Kd, grid_stride(), kh * kw, kw, kh, kw, HW, HW, Wo, Wo, sh, ph, dh, sw, pw, dw, g->ft, xb, C, Cg,
                    H * W, cb, H, W, W);
     kernel_tail(g);
     for (long long gi = 0; gi < G; gi++) {
@@ -726,8 +730,8 @@ static void emit_pool(cg *g, const kernel *k) {
                    "    const long long total = %s;\n"
                    "    for (long long i = %s) {\n"
                    "        const long long p = i / %lldLL, oh = (i / %lldLL) %% %lldLL, ow = i %% %lldLL;\n"
-                   "        const float *src = b%d + p * %lldLL;\n",
-                   cd_str(t, sizeof t, total), grid_stride(), Ho * Wo, Wo, Ho, Wo, xb, H * W);
+                   "        const %s *src = b%d + p * %lldLL;\n",
+                   cd_str(t, sizeof t, total), grid_stride(), Ho * Wo, Wo, Ho, Wo, g->ft, xb, H * W);
     if (n->op == OP_ADAPTIVE_AVGPOOL2D) {
         dpc_buf_printf(g->o,
                        "        const long long h0 = oh * %lldLL / %lldLL, h1 = ((oh + 1) * %lldLL + %lldLL - 1) / %lldLL;\n"
@@ -848,8 +852,8 @@ static void emit_row(cg *g, const kernel *k) {
         dpc_cu_grid grid = row_head(g, L, cd_str(t1, sizeof t1, rows));
         line_of(g, n);
         dpc_buf_printf(g->o,
-                       "    const float *x = b%d + row * %lldLL;\n"
-                       "    float *y = b%d + row * %lldLL;\n"
+                       "    const %s *x = b%d + row * %lldLL;\n"
+                       "    %s *y = b%d + row * %lldLL;\n"
                        "    float s = 0.0f;\n"
                        "    for (int j = t; j < %lld; j += T) s += x[j];\n"
                        "    const float mean = rsum(s) / %lld.0f;\n"
@@ -858,7 +862,7 @@ static void emit_row(cg *g, const kernel *k) {
                        "    const float rstd = 1.0f / sqrtf(rsum(v) / %lld.0f + %sf);\n"
                        "    for (int j = t; j < %lld; j += T) {\n"
                        "        float o = (x[j] - mean) * rstd;\n",
-                       xb, L, ob, L, L, L, L, L, eps, L);
+                       g->ft, xb, L, g->ft, ob, L, L, L, L, L, eps, L);
         if (wb >= 0)
             dpc_buf_printf(g->o, "        o *= b%d[j];\n", wb);
         if (bb >= 0)
@@ -880,15 +884,15 @@ static void emit_row(cg *g, const kernel *k) {
         dpc_cu_grid grid = row_head(g, L, cd_str(t1, sizeof t1, outer));
         line_of(g, n);
         dpc_buf_printf(g->o,
-                       "    const float *x = b%d + row * %lldLL;\n"
-                       "    float *y = b%d + row * %lldLL;\n"
+                       "    const %s *x = b%d + row * %lldLL;\n"
+                       "    %s *y = b%d + row * %lldLL;\n"
                        "    float m = -INFINITY;\n"
                        "    for (int j = t; j < %lld; j += T) m = fmaxf(m, x[j]);\n"
                        "    m = rmax(m);\n"
                        "    float s = 0.0f;\n"
                        "    for (int j = t; j < %lld; j += T) s += expf(x[j] - m);\n"
                        "    s = rsum(s);\n",
-                       xb, L, ob, L, L, L);
+                       g->ft, xb, L, g->ft, ob, L, L, L);
         if (logsm)
             dpc_buf_printf(g->o, "    const float ls = logf(s);\n"
                                  "    for (int j = t; j < %lld; j += T) y[j] = x[j] - m - ls;\n",
@@ -914,13 +918,13 @@ static void emit_row(cg *g, const kernel *k) {
                    "    const long long inner = %s, len = %s, total = %s;\n"
                    "    for (long long i = %s) {\n"
                    "        const long long p = i / inner, q = i - p * inner;\n"
-                   "        const float *x = b%d + p * len * inner + q;\n"
-                   "        float *y = b%d + p * len * inner + q;\n"
+                   "        const %s *x = b%d + p * len * inner + q;\n"
+                   "        %s *y = b%d + p * len * inner + q;\n"
                    "        float m = -INFINITY;\n"
                    "        for (long long j = 0; j < len; j++) m = fmaxf(m, x[j * inner]);\n"
                    "        float s = 0.0f;\n"
                    "        for (long long j = 0; j < len; j++) s += expf(x[j * inner] - m);\n",
-                   cd_str(t1, sizeof t1, inner), t3, cd_str(t2, sizeof t2, total), grid_stride(), xb, ob);
+                   cd_str(t1, sizeof t1, inner), t3, cd_str(t2, sizeof t2, total), grid_stride(), g->ft, xb, g->ft, ob);
     if (logsm)
         dpc_buf_puts(g->o, "        const float ls = logf(s);\n"
                            "        for (long long j = 0; j < len; j++) y[j * inner] = x[j * inner] - m - ls;\n");
@@ -960,7 +964,7 @@ static void emit_reduce(cg *g, const kernel *k) {
         kernel_head(g, k->name, &pl);
         dpc_cu_grid grid = row_head(g, 1, cd_str(t1, sizeof t1, outer));
         line_of(g, n);
-        dpc_buf_printf(g->o, "    const long long len = %s;\n    const float *x = b%d + row * len;\n", t3, xb);
+        dpc_buf_printf(g->o, "    const long long len = %s;\n    const %s *x = b%d + row * len;\n", t3, g->ft, xb);
         if (amax)
             dpc_buf_puts(g->o, "    float acc = -INFINITY;\n"
                                "    for (long long j = t; j < len; j += T) acc = nanmax(acc, x[j]);\n"
@@ -984,8 +988,8 @@ static void emit_reduce(cg *g, const kernel *k) {
                    "    const long long inner = %s, len = %s, total = %s;\n"
                    "    for (long long i = %s) {\n"
                    "        const long long p = i / inner, q = i - p * inner;\n"
-                   "        const float *x = b%d + p * len * inner + q;\n",
-                   cd_str(t1, sizeof t1, inner), t3, cd_str(t2, sizeof t2, total), grid_stride(), xb);
+                   "        const %s *x = b%d + p * len * inner + q;\n",
+                   cd_str(t1, sizeof t1, inner), t3, cd_str(t2, sizeof t2, total), grid_stride(), g->ft, xb);
     if (amax)
         dpc_buf_puts(g->o, "        float acc = -INFINITY;\n"
                            "        for (long long j = 0; j < len; j++) acc = nanmax(acc, x[j * inner]);\n");
@@ -1085,18 +1089,9 @@ static void emit_copy(cg *g, const kernel *k) {
     dpc_buf_printf(g->o, "    const long long total = %s;\n    for (long long i = %s) {\n", cd_str(t, sizeof t, total),
                    grid_stride());
     if (k->src.kind == ACC_LEAF) {
-        const ir_node *leaf = k->src.base;
-        if (leaf->op == OP_SCALAR)
-            dpc_buf_printf(g->o, "        b%d[i] = ctx->scalars[%d];\n", ob, leaf->input_index);
-        else {
-            char num[64];
-            dpc_format_pyfloat(leaf->fa, num, sizeof num);
-            if (strchr(num, 'n') || strchr(num, 'i'))
-                dpc_buf_printf(g->o, "        b%d[i] = %s;\n", ob,
-                               strcmp(num, "nan") == 0 ? "NAN" : num[0] == '-' ? "-INFINITY" : "INFINITY");
-            else
-                dpc_buf_printf(g->o, "        b%d[i] = (float)%s;\n", ob, num);
-        }
+        dpc_buf_printf(g->o, "        b%d[i] = ", ob);
+        emit_leaf(g->o, k->src.base);
+        dpc_buf_puts(g->o, ";\n");
     } else if (k->src.kind == ACC_CONTIG) {
         dpc_buf_printf(g->o, "        b%d[i] = (float)b%d[i];\n", ob, sb);
     } else {
@@ -1186,6 +1181,66 @@ static const char PRELUDE[] =
     "    return v;\n"
     "}\n";
 
+/* 16-bit storage (--dtype bf16|f16): a buffer element is a struct that
+ * reads as float and rounds to nearest even when a float is stored into
+ * it. It has no arithmetic of its own, so every expression the emitters
+ * write computes in float exactly as in f32, reductions included; only
+ * loads and stores change. */
+static const char PRELUDE_BF16[] =
+    "\n"
+    "/* bf16 storage: the top half of a float; stores round to nearest even. */\n"
+    "struct dpc_bf16 {\n"
+    "    unsigned short u;\n"
+    "    __device__ __forceinline__ operator float() const { return __uint_as_float((unsigned)u << 16); }\n"
+    "    __device__ __forceinline__ dpc_bf16 &operator=(float f) {\n"
+    "        const unsigned x = __float_as_uint(f);\n"
+    "        u = (x & 0x7fffffffu) > 0x7f800000u ? (unsigned short)((x >> 16) | 0x40u) /* NaN stays NaN */\n"
+    "                                             : (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"
+    "        return *this;\n"
+    "    }\n"
+    "};\n";
+
+static const char PRELUDE_F16[] =
+    "\n"
+    "/* f16 storage (IEEE half); stores round to nearest even. On the GPU the\n"
+    " * conversions are one PTX instruction each; the host versions serve a\n"
+    " * host compiler (dpc's CPU emulation of these kernels in its tests). */\n"
+    "#ifdef __CUDA_ARCH__\n"
+    "__device__ __forceinline__ float dpc_h2f(unsigned short h) {\n"
+    "    float f;\n"
+    "    asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h));\n"
+    "    return f;\n"
+    "}\n"
+    "__device__ __forceinline__ unsigned short dpc_f2h(float f) {\n"
+    "    unsigned short h;\n"
+    "    asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f));\n"
+    "    return h;\n"
+    "}\n"
+    "#else\n"
+    "static inline float dpc_h2f(unsigned short h) {\n"
+    "    const unsigned s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
+    "    if (e == 0) { const float f = (float)m * 5.9604644775390625e-8f; return s ? -f : f; } /* m * 2^-24 */\n"
+    "    return __uint_as_float(s | (e == 31 ? 0x7f800000u | (m << 13) : ((e + 112u) << 23) | (m << 13)));\n"
+    "}\n"
+    "static inline unsigned short dpc_f2h(float f) {\n"
+    "    const unsigned x = __float_as_uint(f), s = (x >> 16) & 0x8000u, a = x & 0x7fffffffu;\n"
+    "    if (a > 0x7f800000u) return (unsigned short)(s | 0x7e00u);    /* NaN */\n"
+    "    if (a >= 0x477ff000u) return (unsigned short)(s | 0x7c00u);   /* 65520 and up round to inf */\n"
+    "    if (a < 0x38800000u) /* below 2^-14: a subnormal, in units of 2^-24 */\n"
+    "        return (unsigned short)(s | (unsigned)rintf(__uint_as_float(a) * 16777216.0f));\n"
+    "    const unsigned r = a - 0x38000000u; /* rebias the exponent by 127 - 15 */\n"
+    "    return (unsigned short)(s | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));\n"
+    "}\n"
+    "#endif\n"
+    "struct dpc_f16 {\n"
+    "    unsigned short u;\n"
+    "    __device__ __forceinline__ operator float() const { return dpc_h2f(u); }\n"
+    "    __device__ __forceinline__ dpc_f16 &operator=(float f) {\n"
+    "        u = dpc_f2h(f);\n"
+    "        return *this;\n"
+    "    }\n"
+    "};\n";
+
 static void emit_kernel(cg *g, const kernel *k) {
     switch (k->kind) {
     case KK_ELEMWISE: emit_chain_kernel(g, k, k->name, 0, NULL, 0, false, false, NULL); break;
@@ -1207,9 +1262,14 @@ static void emit_kernel(cg *g, const kernel *k) {
 
 static void emit_program(cg *g) {
     const ir_graph *ig = g->kg->g;
-    dpc_buf_printf(g->o, "/* dpc %s: CUDA kernels for %s (%s). Generated; compiled with NVRTC. */\n", DPC_VERSION,
-                   ig->model_name, ig->file);
+    dpc_buf_printf(g->o, "/* dpc %s: CUDA kernels for %s (%s)%s%s%s. Generated; compiled with NVRTC. */\n",
+                   DPC_VERSION, ig->model_name, ig->file, g->prec != KP_F32 ? ", " : "",
+                   g->prec != KP_F32 ? kprec_name(g->prec) : "", g->prec != KP_F32 ? " storage" : "");
     dpc_buf_puts(g->o, PRELUDE);
+    if (g->prec == KP_BF16)
+        dpc_buf_puts(g->o, PRELUDE_BF16);
+    else if (g->prec == KP_F16)
+        dpc_buf_puts(g->o, PRELUDE_F16);
     for (int i = 0; i < g->kg->kernels.len; i++) {
         g->kernel = i;
         emit_kernel(g, g->kg->kernels.items[i]);
@@ -1275,13 +1335,16 @@ void dpc_cu_plan_free(dpc_cu_plan *plan) {
     memset(plan, 0, sizeof *plan);
 }
 
-dpc_status dpc_cuda_program(const kgraph *kg, char **source, dpc_cu_plan *plan, dpc_err *e) {
+static const char *prec_type(kprec p) { return p == KP_BF16 ? "dpc_bf16" : p == KP_F16 ? "dpc_f16" : "float"; }
+
+dpc_status dpc_cuda_program(const kgraph *kg, kprec prec, char **source, dpc_cu_plan *plan, dpc_err *e) {
     *source = NULL;
     memset(plan, 0, sizeof *plan);
     dpc_buf o;
     dpc_buf_init(&o);
     char *unit = unit_name(kg);
-    cg g = {.kg = kg, .o = &o, .plan = plan, .unit = unit ? unit : "model.cu", .st = DPC_OK, .e = e, .fn_start = NO_FN};
+    cg g = {.kg = kg, .o = &o, .plan = plan, .unit = unit ? unit : "model.cu", .st = DPC_OK, .e = e, .fn_start = NO_FN,
+            .prec = prec, .ft = prec_type(prec)};
     emit_program(&g);
     free(unit);
     free_seen(&g);
@@ -1300,9 +1363,10 @@ dpc_status dpc_cuda_program(const kgraph *kg, char **source, dpc_cu_plan *plan, 
     return DPC_OK;
 }
 
-void emit_cuda(const kgraph *kg, dpc_buf *out) {
+void emit_cuda(const kgraph *kg, kprec prec, dpc_buf *out) {
     char *unit = unit_name(kg);
-    cg g = {.kg = kg, .o = out, .plan = NULL, .unit = unit ? unit : "model.cu", .st = DPC_OK, .e = NULL, .fn_start = NO_FN};
+    cg g = {.kg = kg, .o = out, .plan = NULL, .unit = unit ? unit : "model.cu", .st = DPC_OK, .e = NULL, .fn_start = NO_FN,
+            .prec = prec, .ft = prec_type(prec)};
     emit_program(&g);
     free(unit);
     free_seen(&g);

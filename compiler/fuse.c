@@ -306,7 +306,7 @@ bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
         f.is_output[((ir_node *)g->outputs.items[i])->id] = true;
     for (int i = 0; i < n; i++) {
         ir_node *x = nd(&f, i);
-        if (x->op == OP_CONST || x->op == OP_SCALAR)
+        if (x->op == OP_CONST || x->op == OP_SCALAR || x->op == OP_BATCH)
             kg->acc[i] = (kaccess){.kind = ACC_LEAF, .base = x};
         else if (x->op == OP_INPUT || x->op == OP_PARAM)
             kg->acc[i] = (kaccess){.kind = ACC_CONTIG, .base = x};
@@ -412,12 +412,28 @@ double kgraph_flops(const kgraph *kg, int64_t N) {
         const ir_node *x = n->nin ? kg->g->nodes.items[n->in[0]] : NULL;
         if (n->op == OP_LINEAR || n->op == OP_MATMUL) {
             const ir_node *w = kg->g->nodes.items[n->in[1]];
-            int64_t k = n->op == OP_LINEAR ? w->sh.d[1].k : x->sh.d[x->sh.rank - 1].k;
-            f += 2.0 * outs * (double)k;
+            dim k = n->op == OP_LINEAR ? w->sh.d[1] : x->sh.d[x->sh.rank - 1];
+            f += 2.0 * outs * (double)k.k * (k.sym ? (double)N : 1.0); /* K may be the batch */
         } else if (n->op == OP_CONV2D) {
             const ir_node *w = kg->g->nodes.items[n->in[1]];
             f += 2.0 * outs * (double)(w->sh.d[1].k * w->sh.d[2].k * w->sh.d[3].k);
         }
     }
     return f;
+}
+
+const char *kprec_name(kprec p) { return p == KP_BF16 ? "bf16" : p == KP_F16 ? "f16" : "f32"; }
+
+bool kprec_parse(const char *s, kprec *out) {
+    static const struct {
+        const char *name;
+        kprec p;
+    } names[] = {{"f32", KP_F32},       {"float32", KP_F32}, {"bf16", KP_BF16}, {"bfloat16", KP_BF16},
+                 {"f16", KP_F16},       {"float16", KP_F16}, {"half", KP_F16}};
+    for (size_t i = 0; s && i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(s, names[i].name) == 0) {
+            *out = names[i].p;
+            return true;
+        }
+    return false;
 }

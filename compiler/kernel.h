@@ -59,6 +59,20 @@ typedef struct kbuf {
     const char *what;
 } kbuf;
 
+/* How a backend stores float buffers (weights, activations, inputs and
+ * outputs on the device): f32, or 16 bits (bf16, f16) read into float for
+ * every operation and rounded to nearest even on every store. Integer
+ * buffers (i64 indices) are never narrowed. The CPU backend is f32 only. */
+typedef enum kprec { KP_F32 = 0, KP_BF16 = 1, KP_F16 = 2 } kprec;
+
+/* Bytes per element of b when floats are stored as p. */
+static inline int kbuf_esize(const kbuf *b, kprec p) { return b->esize == 4 && p != KP_F32 ? 2 : b->esize; }
+/* "f32", "bf16", "f16". */
+const char *kprec_name(kprec p);
+/* The inverse, also taking "float32", "bfloat16", "float16" and "half";
+ * false for anything else. */
+bool kprec_parse(const char *s, kprec *out);
+
 typedef struct unfused {
     ir_node *producer, *consumer;
     const char *why;
@@ -84,6 +98,6 @@ bool kernel_is_elementwise_op(ir_op op);
 /* emit_c.c / emit_cuda.c: deterministic source, one function per kernel,
  * each op commented with its .dp line. */
 void emit_c(const kgraph *kg, dpc_buf *out);
-void emit_cuda(const kgraph *kg, dpc_buf *out);
+void emit_cuda(const kgraph *kg, kprec prec, dpc_buf *out);
 
 #endif

@@ -3,6 +3,8 @@
 #include "artifact.h"
 #include "kcache.h"
 #include "model.h"
+#include "mpi_run.h"
+#include "nccl_lib.h"
 #include "npy.h"
 #include "nvrtc_compile.h"
 
@@ -22,11 +24,12 @@ static const char *USAGE =
     "  dpc print   MODEL.dp|MODEL.dpa       module tree, exactly as print(model) in PyTorch\n"
     "  dpc ir      MODEL.dp|MODEL.dpa [--stage parsed|fused]\n"
     "  dpc graph   MODEL.dp [-o FILE.dot|FILE.svg]\n"
-    "  dpc source  MODEL.dp|MODEL.dpa [--target cpu|cuda]\n"
+    "  dpc source  MODEL.dp|MODEL.dpa [--target cpu|cuda] [--dtype f32|bf16|f16]\n"
     "  dpc init    MODEL.dp -o W.safetensors [--seed S]\n"
     "  dpc run     MODEL.dp|MODEL.dpa [--weights W.safetensors] --input X.npy [--input Y.npy ...]\n"
-    "              [--kw NAME=VALUE ...] [--devices LIST] [-v] -o OUT.npy [-o OUT2.npy ...]\n"
-    "  dpc bench   MODEL.dp --batch B [--devices LIST] [--weights W] [--iters K] [--json]\n"
+    "              [--kw NAME=VALUE ...] [--devices LIST] [--dtype f32|bf16|f16] [-v] -o OUT.npy [-o OUT2.npy ...]\n"
+    "              [--mpi]  (implied under mpirun -np P: each rank runs its share of the batch)\n"
+    "  dpc bench   MODEL.dp --batch B [--devices LIST] [--dtype f32|bf16|f16] [--weights W] [--iters K] [--json]\n"
     "  dpc cache   ls|clear\n";
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -50,8 +53,8 @@ typedef struct opts {
     int ninputs;
     const char *kw[MAX_IO];
     int nkw;
-    const char *weights, *devices, *stage, *target, *seed, *arch, *batch, *iters;
-    bool verbose, json;
+    const char *weights, *devices, *stage, *target, *seed, *arch, *batch, *iters, *dtype;
+    bool verbose, json, mpi;
 } opts;
 
 static int parse_opts(int argc, char **argv, opts *o, const char *allowed) {
@@ -82,11 +85,18 @@ static int parse_opts(int argc, char **argv, opts *o, const char *allowed) {
             key = 'b', slot = &o->batch;
         else if (strcmp(a, "--iters") == 0)
             key = 'n', slot = &o->iters;
+        else if (strcmp(a, "--dtype") == 0)
+            key = 'D', slot = &o->dtype;
         else if (strcmp(a, "--json") == 0) {
             o->json = true;
             continue;
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
             o->verbose = true;
+            continue;
+        } else if (strcmp(a, "--mpi") == 0) {
+            if (!strchr(allowed, 'M'))
+                return usage_error("option '%s' does not apply to this command", a);
+            o->mpi = true;
             continue;
         } else if (a[0] == '-' && a[1]) {
             return usage_error("unknown option '%s'", a);
@@ -207,14 +217,27 @@ static int cmd_ir(int argc, char **argv) {
     return emit(&out);
 }
 
+/* --dtype f32|bf16|f16: how the CUDA backend stores floats. */
+static int dtype_opt(const opts *o, kprec *p) {
+    const char *d = o->dtype ? o->dtype : "f32";
+    if (!kprec_parse(d, p))
+        return usage_error("unknown dtype '%s' (f32, bf16 or f16)", d);
+    return 0;
+}
+
 static int cmd_source(int argc, char **argv) {
     opts o;
-    int rc = parse_opts(argc, argv, &o, "t");
+    int rc = parse_opts(argc, argv, &o, "tD");
     if (rc)
         return rc;
     const char *t = o.target ? o.target : "cpu";
     if (strcmp(t, "cpu") != 0 && strcmp(t, "cuda") != 0)
         return usage_error("unknown target '%s' (cpu or cuda)", t);
+    kprec prec;
+    if ((rc = dtype_opt(&o, &prec)))
+        return rc;
+    if (prec != KP_F32 && strcmp(t, "cuda") != 0)
+        return usage_error("--dtype %s applies to --target cuda (the CPU backend computes in f32)", o.dtype);
     dpc_model *m;
     if ((rc = compile_model(o.model, &m)))
         return rc;
@@ -223,7 +246,7 @@ static int cmd_source(int argc, char **argv) {
     if (strcmp(t, "cpu") == 0)
         emit_c(&m->kg, &out);
     else
-        emit_cuda(&m->kg, &out);
+        emit_cuda(&m->kg, prec, &out);
     dpc_model_free(m);
     return emit(&out);
 }
@@ -431,6 +454,31 @@ static int cmd_inspect(int argc, char **argv) {
     return emit(&out);
 }
 
+/* The device list with every "cuda:local" entry made "cuda:<this
+ * process's rank on its machine>" (0 outside MPI), so that one command line
+ * gives each rank its own GPU. False if it does not fit. */
+static bool expand_local(const char *list, char *out, size_t n) {
+    size_t len = 0;
+    for (const char *p = list;;) {
+        const char *end = strchr(p, ',');
+        size_t el = end ? (size_t)(end - p) : strlen(p);
+        const char *s = p, *t = p + el;
+        while (s < t && (*s == ' ' || *s == '\t'))
+            s++;
+        while (t > s && (t[-1] == ' ' || t[-1] == '\t'))
+            t--;
+        int w = (size_t)(t - s) == 10 && !memcmp(s, "cuda:local", 10)
+                    ? snprintf(out + len, n - len, "cuda:%d%s", dpc_mpi_env_local_rank(), end ? "," : "")
+                    : snprintf(out + len, n - len, "%.*s%s", (int)el, p, end ? "," : "");
+        if (w < 0 || (size_t)w >= n - len)
+            return false;
+        len += (size_t)w;
+        if (!end)
+            return true;
+        p = end + 1;
+    }
+}
+
 /* --devices LIST, or the CPU alone. Returns 0 or the exit status. */
 static int devices_opt(const opts *o, dpc_device *devs, int *ndev) {
     dpc_err e;
@@ -438,7 +486,10 @@ static int devices_opt(const opts *o, dpc_device *devs, int *ndev) {
     devs[0] = (dpc_device){DPC_DEV_CPU, 0};
     if (!o->devices)
         return 0;
-    dpc_status s = dpc_parse_devices(o->devices, devs, DPC_MAX_DEVICES, ndev, &e);
+    char list[4096];
+    if (!expand_local(o->devices, list, sizeof list))
+        return usage_error("%s", "--devices list too long");
+    dpc_status s = dpc_parse_devices(list, devs, DPC_MAX_DEVICES, ndev, &e);
     return s == DPC_OK ? 0 : fail(s, &e);
 }
 
@@ -453,28 +504,240 @@ static void free_run(dpc_tensor **in, dpc_tensor **out, dpc_safetensors *st, dpc
     dpc_model_free(m);
 }
 
+static double now_s(void);
+
+/* Serialises every output first, so that a failure writes nothing. */
+static dpc_status write_outputs(const opts *o, dpc_tensor **out, dpc_err *e) {
+    dpc_status s = DPC_OK;
+    dpc_buf bufs[MAX_IO];
+    for (int i = 0; i < o->nout; i++) {
+        dpc_buf_init(&bufs[i]);
+        if (s == DPC_OK)
+            s = dpc_npy_serialize(out[i], &bufs[i], e);
+    }
+    int written = 0;
+    for (int i = 0; i < o->nout && s == DPC_OK; i++, written++)
+        s = dpc_write_file_atomic(o->out[i], bufs[i].data, bufs[i].len, e);
+    if (s != DPC_OK)
+        for (int i = 0; i < written; i++)
+            unlink(o->out[i]);
+    for (int i = 0; i < o->nout; i++)
+        dpc_buf_free(&bufs[i]);
+    return s;
+}
+
+/* ---- dpc run under mpirun (runtime/mpi_run.h) ------------------------------
+ * Every rank runs cmd_run up to the forward on its share of the batch. Until
+ * the ranks agree on how that went, what a rank would print goes to a
+ * temporary file instead of stderr: then only rank 0 speaks, either the
+ * lowest failing rank's text with its error lines naming that rank, or its
+ * own warnings, and alone writes the gathered outputs. */
+
+typedef struct cli_mpi {
+    bool on;
+    dpc_mpi mpi;
+    int saved_stderr; /* fd 2 while it points at the capture file */
+    FILE *capture;
+    dpc_mpi_share share;
+    double seconds; /* this rank's forward */
+} cli_mpi;
+
+/* MPI mode: `--mpi`, or started by a launcher with more than one process.
+ * A plain run leaves MPI alone (fast start, clean sanitizer runs). */
+static int mpi_begin(const opts *o, cli_mpi *x) {
+    memset(x, 0, sizeof *x);
+    x->saved_stderr = -1;
+    int n = dpc_mpi_env_size();
+    if (!o->mpi && (n == 0 || n == 1))
+        return 0;
+    dpc_err e;
+    if (!dpc_mpi_built()) {
+        if (!o->mpi && n < 0) /* PMIx alone does not say there are several: run whole */
+            return 0;
+        if (dpc_mpi_env_rank() > 0) /* rank 0 says it for all */
+            return 1;
+        dpc_status s = dpc_mpi_init(&x->mpi, &e);
+        if (o->mpi)
+            dpc_err_prefix(&e, "--mpi: ");
+        else
+            dpc_err_prefix(&e, "started by an MPI launcher as %d processes (run it without mpirun), but ", n);
+        return fail(s, &e);
+    }
+    dpc_status s = dpc_mpi_init(&x->mpi, &e);
+    if (s != DPC_OK)
+        return fail(s, &e);
+    x->on = true;
+    fflush(stderr);
+    x->capture = tmpfile(); /* without one every rank speaks for itself: noisier, still correct */
+    x->saved_stderr = x->capture ? dup(STDERR_FILENO) : -1;
+    if (x->saved_stderr >= 0)
+        dup2(fileno(x->capture), STDERR_FILENO);
+    return 0;
+}
+
+/* Puts stderr back and returns what was written to it meanwhile. */
+static char *capture_end(cli_mpi *x, size_t *len) {
+    *len = 0;
+    if (x->saved_stderr < 0) {
+        if (x->capture)
+            fclose(x->capture);
+        x->capture = NULL;
+        return NULL;
+    }
+    fflush(stderr);
+    dup2(x->saved_stderr, STDERR_FILENO);
+    close(x->saved_stderr);
+    x->saved_stderr = -1;
+    long n = ftell(x->capture);
+    char *t = n > 0 ? malloc((size_t)n + 1) : NULL;
+    rewind(x->capture);
+    if (t) {
+        *len = fread(t, 1, (size_t)n, x->capture);
+        t[*len] = 0;
+    }
+    fclose(x->capture);
+    x->capture = NULL;
+    return t;
+}
+
+/* The forward: the whole batch, or under MPI this rank's share (none on an
+ * idle rank). */
+static dpc_status run_forward(const opts *o, cli_mpi *x, dpc_model *m, dpc_tensor **in, const double *scalars,
+                              dpc_tensor **out, dpc_err *e) {
+    if (!x->on)
+        return dpc_model_run(m, (const dpc_tensor *const *)in, o->ninputs, scalars, out, e);
+    const ir_graph *g = &m->front->g;
+    const char *names[MAX_IO];
+    dpc_tensor views[MAX_IO];
+    const dpc_tensor *vp[MAX_IO];
+    for (int i = 0; i < o->ninputs; i++)
+        names[i] = ((const ir_node *)g->inputs.items[i])->name, vp[i] = &views[i];
+    dpc_status s = dpc_mpi_take_share(&x->mpi, (const dpc_tensor *const *)in, o->ninputs, names, views, &x->share, e);
+    if (s != DPC_OK || !x->share.works)
+        return s;
+    double t0 = now_s();
+    s = dpc_model_run(m, vp, o->ninputs, scalars, out, e);
+    x->seconds = now_s() - t0;
+    return s;
+}
+
+/* Rank 0 repeats the failing rank's text, its error lines naming it. */
+static void print_rank_error(int rank, const char *text) {
+    bool said = false;
+    const char *tag = "dpc: error: ";
+    for (const char *p = text ? text : ""; *p;) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        if (!strncmp(p, tag, strlen(tag))) {
+            fprintf(stderr, "dpc: error: rank %d: %.*s\n", rank, len - (int)strlen(tag), p + strlen(tag));
+            said = true;
+        } else
+            fprintf(stderr, "%.*s\n", len, p);
+        p += len + (nl != NULL);
+    }
+    if (!said)
+        fprintf(stderr, "dpc: error: rank %d failed\n", rank);
+}
+
+static void print_mpi_split(const cli_mpi *x, const dpc_mpi_rank_report *all) {
+    const dpc_mpi_share *sh = &x->share;
+    int n = x->mpi.size;
+    fprintf(stderr, "dpc: batch %lld over %d MPI rank%s, %d working%s\n", (long long)sh->batch, n, n == 1 ? "" : "s",
+            sh->k, sh->scattered ? "" : " (no scatter)");
+    for (int r = 0; r < n; r++) {
+        const dpc_mpi_rank_report *p = &all[r];
+        if (!p->works)
+            fprintf(stderr, "dpc:   rank %d on %s: idle\n", r, p->host);
+        else
+            fprintf(stderr, "dpc:   rank %d on %s (%s): rows [%lld, %lld) in %.3f ms\n", r, p->host, p->devices,
+                    (long long)p->offset, (long long)(p->offset + (p->rows < 0 ? 0 : p->rows)), p->seconds * 1e3);
+    }
+}
+
+static dpc_status write_outputs(const opts *o, dpc_tensor **out, dpc_err *e);
+
+/* After the ranks agreed that all went well: the gather, and rank 0 writes.
+ * Rank 0's verdict on the write reaches every rank. */
+static int mpi_gather_write(const opts *o, cli_mpi *x, dpc_tensor **out) {
+    dpc_mpi_rank_report me = {.works = x->share.works, .offset = x->share.offset, .rows = x->share.rows,
+                              .seconds = x->seconds}, *all = NULL;
+    gethostname(me.host, sizeof me.host - 1);
+    snprintf(me.devices, sizeof me.devices, "%s", o->devices ? o->devices : "cpu");
+    dpc_tensor *g[MAX_IO] = {0};
+    dpc_err e;
+    int nzero = 0;
+    bool root = x->mpi.rank == 0;
+    dpc_status s = dpc_mpi_gather(&x->mpi, &x->share, out, o->nout, g, &nzero, &me, &all, &e);
+    if (s != DPC_OK)
+        return root ? fail(s, &e) : 1;
+    if (root && nzero && x->share.scattered)
+        fprintf(stderr, "dpc: warning: %d 0-dim output%s gathered as a vector of one value per rank (%d), as "
+                        "PyTorch's DataParallel does\n", nzero, nzero == 1 ? "" : "s", x->share.k);
+    if (root && o->verbose)
+        print_mpi_split(x, all);
+    if (root)
+        s = write_outputs(o, g, &e);
+    for (int j = 0; j < MAX_IO; j++)
+        dpc_tensor_free(g[j]);
+    free(all);
+    int rc = s == DPC_OK ? 0 : root ? fail(s, &e) : 1;
+    return dpc_mpi_bcast_status(&x->mpi, s) == DPC_OK ? rc : (rc ? rc : 1);
+}
+
+/* Ends MPI mode: every rank brings its exit status so far (rc), the ranks
+ * agree, and either all fail (rank 0 reports the lowest failing rank) or
+ * the outputs are gathered. MPI is finalised on every path. */
+static int mpi_complete(const opts *o, cli_mpi *x, int rc, dpc_tensor **out) {
+    size_t len;
+    char *text = capture_end(x, &len), *fail_text = NULL;
+    int fail_rank, fail_rc;
+    dpc_err e;
+    bool root = x->mpi.rank == 0;
+    dpc_status s = dpc_mpi_agree(&x->mpi, rc, text, len, &fail_rank, &fail_rc, &fail_text, &e);
+    if (s != DPC_OK) {
+        rc = fail(s, &e);
+    } else if (fail_rank >= 0) {
+        if (root)
+            print_rank_error(fail_rank, fail_text);
+        rc = root ? fail_rc : rc ? rc : 1;
+    } else {
+        if (root && text)
+            fputs(text, stderr); /* its warnings; the other ranks' are the same */
+        rc = mpi_gather_write(o, x, out);
+    }
+    free(text);
+    free(fail_text);
+    fflush(stderr);
+    dpc_mpi_finalize(&x->mpi);
+    return rc;
+}
+
 static int cmd_run(int argc, char **argv) {
     opts o;
-    int rc = parse_opts(argc, argv, &o, "oiwkdb");
+    int rc = parse_opts(argc, argv, &o, "oiwkdbDM");
     if (rc)
+        return rc;
+    kprec prec;
+    if ((rc = dtype_opt(&o, &prec)))
         return rc;
     if (!o.weights && !dpc_artifact_path(o.model))
         return usage_error("%s", "run needs --weights W.safetensors");
     if (o.nout == 0)
         return usage_error("%s", "run needs -o OUT.npy for each returned tensor");
+    cli_mpi x; /* from here on, under MPI every path ends in mpi_complete */
+    if ((rc = mpi_begin(&o, &x)))
+        return rc;
     dpc_device devs[DPC_MAX_DEVICES];
     int ndev;
     dpc_err e;
-    if ((rc = devices_opt(&o, devs, &ndev)))
-        return rc;
-    dpc_model *m;
-    if ((rc = compile_model(o.model, &m)))
-        return rc;
-    const ir_graph *g = &m->front->g;
+    dpc_model *m = NULL;
     dpc_tensor *in[MAX_IO] = {0}, *out[MAX_IO] = {0};
     dpc_safetensors *st = NULL;
     double scalars[64];
     dpc_status s = DPC_OK;
+    if ((rc = devices_opt(&o, devs, &ndev)) || (rc = compile_model(o.model, &m)))
+        goto done;
+    const ir_graph *g = &m->front->g;
     rc = 1;
     if (o.nout != g->outputs.len) {
         fprintf(stderr, "dpc: error: %s returns %d tensor%s but %d -o option%s given\n", g->model_name, g->outputs.len,
@@ -512,6 +775,7 @@ static int cmd_run(int argc, char **argv) {
             in[i] = c;
         }
     }
+    dpc_model_set_precision(m, prec);
     if ((s = dpc_model_set_devices(m, devs, ndev, &e)) != DPC_OK)
         goto failed;
     const char *fr = getenv("DPC_FAULT_REPLICA"), *fk = getenv("DPC_FAULT_KERNEL");
@@ -519,11 +783,11 @@ static int cmd_run(int argc, char **argv) {
         m->fail_replica = atoi(fr);
         m->fail_kernel = atoi(fk);
     }
-    if ((s = dpc_model_run(m, (const dpc_tensor *const *)in, o.ninputs, scalars, out, &e)) != DPC_OK)
+    if ((s = run_forward(&o, &x, m, in, scalars, out, &e)) != DPC_OK)
         goto failed;
     for (int w = 0; w < m->last.nwarnings && w < DPC_DP_MAX_WARNINGS; w++)
         fprintf(stderr, "dpc: warning: %s\n", m->last.warnings[w]);
-    if (o.verbose) {
+    if (o.verbose && !x.on) {
         fprintf(stderr, "dpc: batch %lld over %d device%s, %d replica%s%s\n", (long long)m->last.batch, m->last.ndevices,
                 m->last.ndevices == 1 ? "" : "s", m->last.nreplicas, m->last.nreplicas == 1 ? "" : "s",
                 m->last.scattered ? "" : " (no scatter)");
@@ -534,29 +798,19 @@ static int cmd_run(int argc, char **argv) {
                     (long long)m->last.replica[r].row_offset,
                     (long long)(m->last.replica[r].row_offset + m->last.replica[r].rows), m->last.replica[r].seconds * 1e3);
         }
+        dpc_cuda_weights_info wi; /* how further GPUs got the weights: NCCL, or peer copy and why */
+        if (dpc_cuda_weights(m->be, &wi) && wi.how[0])
+            fprintf(stderr, "dpc: weights: %s\n", wi.how);
     }
-    /* serialise everything first, so a failure writes nothing */
-    dpc_buf bufs[MAX_IO];
-    for (int i = 0; i < o.nout; i++) {
-        dpc_buf_init(&bufs[i]);
-        if (s == DPC_OK)
-            s = dpc_npy_serialize(out[i], &bufs[i], &e);
-    }
-    int written = 0;
-    for (int i = 0; i < o.nout && s == DPC_OK; i++, written++)
-        s = dpc_write_file_atomic(o.out[i], bufs[i].data, bufs[i].len, &e);
-    if (s != DPC_OK)
-        for (int i = 0; i < written; i++)
-            unlink(o.out[i]);
-    for (int i = 0; i < o.nout; i++)
-        dpc_buf_free(&bufs[i]);
-    if (s != DPC_OK)
-        goto failed;
     rc = 0;
+    if (!x.on && (s = write_outputs(&o, out, &e)) != DPC_OK) /* under MPI rank 0 writes after the gather */
+        goto failed;
     goto done;
 failed:
     rc = fail(s, &e);
 done:
+    if (x.on)
+        rc = mpi_complete(&o, &x, rc, out);
     free_run(in, out, st, m);
     return rc;
 }
@@ -662,8 +916,11 @@ static int cmp_double(const void *a, const void *b) {
  * counted, the memory plan is made by the warm-up runs. */
 static int cmd_bench(int argc, char **argv) {
     opts o;
-    int rc = parse_opts(argc, argv, &o, "bdwn");
+    int rc = parse_opts(argc, argv, &o, "bdwnD");
     if (rc)
+        return rc;
+    kprec prec;
+    if ((rc = dtype_opt(&o, &prec)))
         return rc;
     char *end;
     long long batch = o.batch ? strtoll(o.batch, &end, 10) : -1;
@@ -727,6 +984,7 @@ static int cmd_bench(int argc, char **argv) {
                 ((float *)in[i]->data)[k] = (float)((double)(rng >> 11) * 0x1.0p-53 * 2.0 - 1.0);
         }
     }
+    dpc_model_set_precision(m, prec);
     if ((s = dpc_model_set_devices(m, devs, ndev, &e)) != DPC_OK)
         goto failed;
     int warm = 3;

@@ -41,7 +41,8 @@ struct dpc_program {
     bool bound;
     dpc_device devs[DPC_MAX_DEVICES];
     int ndev;
-    bool devs_pending; /* devs not applied to m yet */
+    bool devs_pending; /* devs (and prec) not applied to m yet */
+    kprec prec;        /* float storage on CUDA devices */
     char err[DPC_ERR_MSG];
     char warn[DPC_ERR_MSG];
 };
@@ -236,6 +237,21 @@ dpc_status dpc_program_set_devices(dpc_program *cp, const char *devices) {
     return leave(p, DPC_OK);
 }
 
+dpc_status dpc_program_set_dtype(dpc_program *cp, const char *dtype) {
+    if (!cp)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_set_dtype: program is NULL");
+    dpc_program *p = enter(cp);
+    kprec prec;
+    if (!kprec_parse(dtype, &prec))
+        return leave(p, failf(p, DPC_EUSAGE, "dpc_program_set_dtype: unknown dtype '%.40s' (f32, bf16 or f16)",
+                              dtype ? dtype : "(null)"));
+    if (prec != p->prec) {
+        p->prec = prec;
+        p->devs_pending = true; /* checked against the devices and applied at the next run */
+    }
+    return leave(p, DPC_OK);
+}
+
 /* ------------------------------------------------- forward's signature */
 
 static const ir_graph *graph(const dpc_program *p) { return &p->sig->front->g; }
@@ -359,6 +375,7 @@ static dpc_status ready(dpc_program *p) {
             return done(p, s, &e);
     }
     if (p->devs_pending) {
+        dpc_model_set_precision(p->m, p->prec);
         if ((s = dpc_model_set_devices(p->m, p->devs, p->ndev, &e)) != DPC_OK)
             return done(p, s, &e);
         p->devs_pending = false;
@@ -489,7 +506,7 @@ dpc_status dpc_program_source(const dpc_program *cp, const char *target, char *b
     dpc_buf b;
     dpc_buf_init(&b);
     if (cuda)
-        emit_cuda(&p->sig->kg, &b);
+        emit_cuda(&p->sig->kg, KP_F32, &b);
     else
         emit_c(&p->sig->kg, &b);
     return leave(p, put_text(p, &b, buf, cap, len));

@@ -362,7 +362,7 @@ static void generate(const dpc_model *m, const char *archs, const dpc_safetensor
     ir_print(&m->front->g, &g->ir);
     fuse_print(&m->kg, &g->sched);
     emit_c(&m->kg, &g->c);
-    emit_cuda(&m->kg, &g->cuda);
+    emit_cuda(&m->kg, KP_F32, &g->cuda);
     gen_summary(m, archs, weights, &g->summary);
 }
 

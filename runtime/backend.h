@@ -38,6 +38,10 @@ struct dpc_backend {
      * the replica is used again. See dpc_dp_opts.async_kinds. */
     dpc_status (*launch)(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e);
     dpc_status (*sync)(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e);
+    /* Optional (NULL for the CPU): called once every replica of a device
+     * list exists, for work over all of them at once (the CUDA backend's
+     * NCCL broadcast of the weights to further GPUs). */
+    dpc_status (*replicas_ready)(dpc_backend *be, dpc_err *e);
 };
 
 /* backend_cpu.c. params[i] points at model parameter i (f32), shared by all
@@ -163,18 +167,22 @@ dpc_status dpc_cu_gemm_expand(const dpc_cu_gemm *g, int64_t N,
  * *source is malloc'ed; free the plan with dpc_cu_plan_free. DPC_EUSER
  * (naming the op and its .dp line) for a graph the CUDA dialect cannot run,
  * DPC_ENOMEM. */
-dpc_status dpc_cuda_program(const kgraph *kg, char **source, dpc_cu_plan *plan, dpc_err *e);
+dpc_status dpc_cuda_program(const kgraph *kg, kprec prec, char **source, dpc_cu_plan *plan, dpc_err *e);
 void dpc_cu_plan_free(dpc_cu_plan *plan);
 
 /* backend_cuda.c. params as for the CPU backend; they are copied to each
- * device once, when its first replica is created, so they must be bound
- * before. device_index in replica_new is the CUDA ordinal; several replicas
- * may share a device (each has its own stream, memory and CUDA graph).
+ * device once, so they must be bound before: to the first GPU from the
+ * host when its first replica is created, to further GPUs by one NCCL
+ * broadcast in replicas_ready (a peer copy where NCCL cannot be loaded).
+ * device_index in replica_new is the CUDA ordinal; several replicas may
+ * share a device (each has its own stream, memory and CUDA graph).
  * Options from the environment: DPC_CUDA_TF32=1 lets GEMMs use TF32 tensor
  * cores; DPC_CUDA_GRAPHS=0 launches kernel by kernel instead of replaying a
  * CUDA graph; DPC_CUDA_SYNC=1 synchronises after every step (debugging: an
- * asynchronous fault is then blamed on its kernel). */
-dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, dpc_backend **out, dpc_err *e);
+ * asynchronous fault is then blamed on its kernel). prec: floats (weights,
+ * activations, inputs and outputs on the device) in f32, or in 16 bits with
+ * f32 arithmetic and GEMM accumulation; the caller's tensors stay f32. */
+dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, kprec prec, dpc_backend **out, dpc_err *e);
 
 /* Statistics of a CUDA replica (for tests and benchmarks). */
 typedef struct dpc_cuda_stats {

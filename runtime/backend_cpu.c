@@ -261,7 +261,7 @@ static dpc_status plan(cpu_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
     const kgraph *kg = cb->kg;
     int nb = kg->bufs.len;
     size_t total = 0;
-    dpc_status s = dpc_memplan(kg, N, false, r->offset, &total, e);
+    dpc_status s = dpc_memplan(kg, N, KP_F32, false, r->offset, &total, e);
     if (s != DPC_OK)
         return s;
     if (total > r->arena_bytes) {

@@ -7,10 +7,15 @@
  *                NVRTC for the device's architecture (a CUBIN; PTX for the
  *                newest architecture NVRTC knows when it does not know the
  *                device's), through the kernel cache; the module and every
- *                function; the weights, copied once (host to the first
- *                device, device to device by peer copy for the others).
+ *                function; the weights, copied once from the host to the
+ *                first device; to the others by peer copy where NCCL
+ *                cannot be loaded, else they wait for replicas_ready.
  *                Per replica: a stream, a cuBLASLt handle, a small control
  *                block (error flag, scalars), pinned staging memory.
+ *   replicas_ready  (every replica of the device list exists) one NCCL
+ *                broadcast from the first device to every device waiting
+ *                for the weights (nccl_lib.c); a launch on a waiting
+ *                device tries it too.
  *   launch       plans memory once per batch size (one cuMemAlloc arena,
  *                liveness reuse by memplan.c, inputs and outputs included),
  *                stages inputs in pinned memory and enqueues: error flag
@@ -30,6 +35,7 @@
 #include "cuda_driver.h"
 #include "faults.h"
 #include "memplan.h"
+#include "nccl_lib.h"
 #include "nvrtc_compile.h"
 
 #include <nvrtc.h>
@@ -69,6 +75,7 @@ typedef struct cu_dev {
     CUmodule mod;
     CUfunction *fn;    /* per plan step; NULL for GEMMs */
     CUdeviceptr weights;
+    atomic_bool weights_pending; /* allocated, waiting for the NCCL broadcast */
 } cu_dev;
 
 typedef struct cuda_backend {
@@ -90,8 +97,10 @@ typedef struct cuda_backend {
     int ndevs;
     pthread_mutex_t lock;
     bool tf32, graphs, sync_each;
+    kprec prec;        /* how float buffers are stored on the device */
     atomic_int dead;
     char dead_msg[DPC_ERR_MSG];
+    dpc_cuda_weights_info winfo; /* how the weights reached the GPUs (under lock) */
 } cuda_backend;
 
 struct dpc_replica {
@@ -243,6 +252,28 @@ static void launch_name(const dpc_cu_launch *l, char *out, size_t n) { snprintf(
 
 /* ---------------------------------------------------------- devices */
 
+/* True when d's weights are to come by NCCL broadcast: another GPU holds
+ * them and NCCL loads. A collective over every GPU of the device list needs
+ * them all to exist, so the copy waits for cuda_replicas_ready (or the
+ * first launch on d). Without NCCL the reason is kept for `dpc run -v`. */
+static bool defer_to_nccl(cuda_backend *cb, cu_dev *d) {
+    bool held = false;
+    for (int i = 0; i < cb->ndevs; i++)
+        held |= cb->devs[i] != d && cb->devs[i]->weights && !atomic_load(&cb->devs[i]->weights_pending);
+    if (!held)
+        return false;
+    dpc_err why;
+    if (dpc_nccl_load(&why) != DPC_OK) {
+        snprintf(cb->winfo.how, sizeof cb->winfo.how, "peer copy (%.960s)", why.msg);
+        return false;
+    }
+    atomic_store(&d->weights_pending, true);
+    return true;
+}
+
+/* The tensor dtype of 16-bit storage. */
+static dpc_dtype half_dtype(kprec p) { return p == KP_BF16 ? DPC_BF16 : DPC_F16; }
+
 static dpc_status upload_weights(cuda_backend *cb, cu_dev *d, dpc_err *e) {
     const kgraph *kg = cb->kg;
     if (cb->weight_bytes == 0)
@@ -252,29 +283,45 @@ static dpc_status upload_weights(cuda_backend *cb, cu_dev *d, dpc_err *e) {
         dpc_err_prefix(e, "weights of %zu bytes on cuda:%d: ", cb->weight_bytes, d->ordinal);
         return s;
     }
-    /* another device already holds them: a peer copy (NVLink where present) */
+    /* another device already holds them: an NCCL broadcast once every
+     * replica exists (broadcast_weights), else a peer copy (NVLink where
+     * present) */
+    if (defer_to_nccl(cb, d))
+        return DPC_OK;
     for (int i = 0; i < cb->ndevs; i++) {
         cu_dev *src = cb->devs[i];
-        if (src == d || !src->weights)
+        if (src == d || !src->weights || atomic_load(&src->weights_pending))
             continue;
         s = CK(cuMemcpyPeerAsync(d->weights, d->ctx, src->weights, src->ctx, cb->weight_bytes, NULL));
         if (s == DPC_OK)
             s = CK(cuCtxSynchronize());
         if (s != DPC_OK)
             dpc_err_prefix(e, "copying the weights from cuda:%d to cuda:%d: ", src->ordinal, d->ordinal);
+        cb->winfo.peer_copies += s == DPC_OK;
+        cb->winfo.gpus += s == DPC_OK;
         return s;
     }
-    for (int i = 0; i < kg->bufs.len; i++) {
+    cb->winfo.gpus = 1; /* the first GPU: from the host */
+    for (int i = 0; s == DPC_OK && i < kg->bufs.len; i++) {
         const kbuf *b = kg->bufs.items[i];
-        if (b->kind != BUF_PARAM)
+        if (b->kind != BUF_PARAM || b->elems <= 0)
             continue;
         const float *p = cb->params ? cb->params[b->index] : NULL;
-        if (!p && b->elems > 0)
+        if (!p)
             return dpc_errf(e, DPC_EINTERNAL, "parameter %s is not bound to weights", b->what ? b->what : "?");
-        if (b->elems > 0 && (s = CK(cuMemcpyHtoD(d->weights + cb->param_off[i], p, (size_t)b->elems * 4))) != DPC_OK)
-            return s;
+        if (cb->prec == KP_F32) {
+            s = CK(cuMemcpyHtoD(d->weights + cb->param_off[i], p, (size_t)b->elems * 4));
+            continue;
+        }
+        /* 16-bit storage: narrowed on the host, once per model and device */
+        uint16_t *h = malloc((size_t)b->elems * 2);
+        if (!h)
+            return dpc_errf(e, DPC_ENOMEM, "out of memory narrowing parameter %s", b->what ? b->what : "?");
+        dpc_f32_narrow(p, h, (size_t)b->elems, half_dtype(cb->prec));
+        s = CK(cuMemcpyHtoD(d->weights + cb->param_off[i], h, (size_t)b->elems * 2));
+        free(h);
     }
-    return DPC_OK;
+    return s;
 }
 
 static cu_dev *find_dev(cuda_backend *cb, int ordinal) {
@@ -346,6 +393,63 @@ static dpc_status dev_get(cuda_backend *cb, int ordinal, cu_dev **out, dpc_err *
     return DPC_OK;
 }
 
+/* ---------------------------------------------------------- weights across GPUs */
+
+/* One NCCL group from a GPU holding the weights (the first of the device
+ * list, on the first call) to every GPU waiting for them. Called with
+ * cb->lock held. After a failure the GPUs keep waiting, so no replica runs
+ * without its weights, and the next launch on one of them tries again. */
+static dpc_status broadcast_weights(cuda_backend *cb, dpc_err *e) {
+    cu_dev *grp[DPC_MAX_DEVICES] = {NULL};
+    int n = 1;
+    for (int i = 0; i < cb->ndevs; i++) {
+        cu_dev *d = cb->devs[i];
+        if (atomic_load(&d->weights_pending))
+            grp[n++] = d;
+        else if (d->weights && !grp[0])
+            grp[0] = d;
+    }
+    if (n == 1)
+        return DPC_OK;
+    if (!grp[0])
+        return dpc_errf(e, DPC_EINTERNAL, "GPUs wait for the weights, but no GPU holds them");
+    int ord[DPC_MAX_DEVICES];
+    CUcontext ctx[DPC_MAX_DEVICES];
+    CUdeviceptr buf[DPC_MAX_DEVICES];
+    char to[256] = "";
+    for (int i = 0; i < n; i++) {
+        ord[i] = grp[i]->ordinal;
+        ctx[i] = grp[i]->ctx;
+        buf[i] = grp[i]->weights;
+        if (i > 0)
+            snprintf(to + strlen(to), sizeof to - strlen(to), "%scuda:%d", i > 1 ? "," : "", ord[i]);
+    }
+    dpc_status s = dpc_nccl_broadcast(n, ord, ctx, buf, cb->weight_bytes, e);
+    if (s != DPC_OK) {
+        dpc_err_prefix(e, "broadcasting the weights from cuda:%d to %s by NCCL: ", ord[0], to);
+        return s;
+    }
+    for (int i = 1; i < n; i++)
+        atomic_store(&grp[i]->weights_pending, false);
+    cb->winfo.nccl_groups++;
+    cb->winfo.gpus += n - 1;
+    snprintf(cb->winfo.how, sizeof cb->winfo.how, "NCCL broadcast to %d GPUs", n);
+    return DPC_OK;
+}
+
+/* backend.h's replicas_ready: every replica of the device list exists, so
+ * the GPUs that wait for weights get them in one collective. */
+static dpc_status cuda_replicas_ready(dpc_backend *be, dpc_err *e) {
+    cuda_backend *cb = (cuda_backend *)be;
+    dpc_status s;
+    if (is_dead(cb, e, &s))
+        return s;
+    pthread_mutex_lock(&cb->lock);
+    s = broadcast_weights(cb, e);
+    pthread_mutex_unlock(&cb->lock);
+    return s;
+}
+
 /* ---------------------------------------------------------- backend */
 
 static dpc_status cuda_prepare(dpc_backend *be, const kgraph *kg, dpc_err *e) {
@@ -355,7 +459,7 @@ static dpc_status cuda_prepare(dpc_backend *be, const kgraph *kg, dpc_err *e) {
     dpc_status s = dpc_cuda_load(e);
     if (s != DPC_OK)
         return s;
-    s = dpc_cuda_program(kg, &cb->src, &cb->plan, e);
+    s = dpc_cuda_program(kg, cb->prec, &cb->src, &cb->plan, e);
     if (s != DPC_OK)
         return s;
     snprintf(cb->unit, sizeof cb->unit, "%s.cu", kg->g->model_name ? kg->g->model_name : "model");
@@ -370,7 +474,7 @@ static dpc_status cuda_prepare(dpc_backend *be, const kgraph *kg, dpc_err *e) {
         if (b->kind != BUF_PARAM)
             continue;
         cb->param_off[i] = off;
-        off += dpc_memplan_bytes(b, 1);
+        off += dpc_memplan_bytes(b, 1, cb->prec);
     }
     cb->weight_bytes = off;
     return DPC_OK;
@@ -467,12 +571,32 @@ static void cuda_destroy(dpc_backend *be) {
 
 /* ---------------------------------------------------------- memory plan */
 
-static size_t raw_bytes(const kbuf *b, int64_t N) { return (size_t)(b->sym ? b->elems * N : b->elems) * (size_t)b->esize; }
+/* Bytes of buffer b at batch N: on the device (floats as cb->prec), and in
+ * the caller's tensors (f32). */
+static size_t dev_bytes(const cuda_backend *cb, const kbuf *b, int64_t N) {
+    return (size_t)(b->sym ? b->elems * N : b->elems) * (size_t)kbuf_esize(b, cb->prec);
+}
+static size_t host_bytes(const kbuf *b, int64_t N) { return (size_t)(b->sym ? b->elems * N : b->elems) * (size_t)b->esize; }
+
+/* Tensor data into the staging area, narrowed to 16 bits when floats are
+ * stored so; and back. */
+static void stage_in(const cuda_backend *cb, const kbuf *b, void *dst, const void *src, int64_t N) {
+    if (kbuf_esize(b, cb->prec) == b->esize)
+        memcpy(dst, src, host_bytes(b, N));
+    else
+        dpc_f32_narrow(src, dst, host_bytes(b, N) / 4, half_dtype(cb->prec));
+}
+static void stage_out(const cuda_backend *cb, const kbuf *b, void *dst, const void *src, int64_t N) {
+    if (kbuf_esize(b, cb->prec) == b->esize)
+        memcpy(dst, src, host_bytes(b, N));
+    else
+        dpc_f32_widen(src, dst, host_bytes(b, N) / 4, half_dtype(cb->prec));
+}
 
 static dpc_status plan(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
     const kgraph *kg = cb->kg;
     size_t total = 0;
-    dpc_status s = dpc_memplan(kg, N, true, r->offset, &total, e);
+    dpc_status s = dpc_memplan(kg, N, cb->prec, true, r->offset, &total, e);
     if (s != DPC_OK)
         return s;
     if (r->graph) {
@@ -503,7 +627,7 @@ static dpc_status plan(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) 
             r->ptr[i] = r->arena + r->offset[i];
         if (b->kind == BUF_INPUT || b->kind == BUF_OUTPUT) {
             r->host_off[i] = host;
-            host += dpc_memplan_bytes(b, N);
+            host += dpc_memplan_bytes(b, N, cb->prec);
         }
     }
     if (host > r->host_bytes) {
@@ -573,14 +697,15 @@ static dpc_status gemm_call(void *arg, const dpc_cu_gemm_call *c) {
     d.strideA = c->strideA;
     d.strideB = c->strideB;
     d.strideC = c->strideC;
-    d.dtype = DPC_LT_F32;
+    d.dtype = x->cb->prec == KP_BF16 ? DPC_LT_BF16 : x->cb->prec == KP_F16 ? DPC_LT_F16 : DPC_LT_F32;
     d.epilogue = (dpc_lt_epilogue)g->epilogue;
     d.tf32 = x->cb->tf32;
     CUdeviceptr bias = g->bias >= 0 ? r->ptr[g->bias] : 0;
+    CUdeviceptr es = x->cb->prec == KP_F32 ? 4 : 2; /* GEMM operands are float buffers */
     r->stats.gemms++;
-    return dpc_lt_gemm(r->lt, &d, (const void *)(uintptr_t)(r->ptr[g->a] + (CUdeviceptr)c->offA * 4),
-                       (const void *)(uintptr_t)(r->ptr[g->b] + (CUdeviceptr)c->offB * 4), (const void *)(uintptr_t)bias,
-                       (void *)(uintptr_t)(r->ptr[g->c] + (CUdeviceptr)c->offC * 4), (void *)r->stream, x->e);
+    return dpc_lt_gemm(r->lt, &d, (const void *)(uintptr_t)(r->ptr[g->a] + (CUdeviceptr)c->offA * es),
+                       (const void *)(uintptr_t)(r->ptr[g->b] + (CUdeviceptr)c->offB * es), (const void *)(uintptr_t)bias,
+                       (void *)(uintptr_t)(r->ptr[g->c] + (CUdeviceptr)c->offC * es), (void *)r->stream, x->e);
 }
 
 static dpc_status run_gemm(cuda_backend *cb, dpc_replica *r, int i, int64_t N, dpc_err *e) {
@@ -612,15 +737,15 @@ static dpc_status enqueue(cuda_backend *cb, dpc_replica *r, int64_t N, bool capt
         s = CK(cuMemcpyHtoDAsync(r->ctl + CTL_SCALARS, host + CTL_SCALARS, MAX_SCALARS * sizeof(float), r->stream));
     for (int i = 0; s == DPC_OK && i < kg->bufs.len; i++) {
         const kbuf *b = kg->bufs.items[i];
-        if (b->kind == BUF_INPUT && raw_bytes(b, N))
-            s = CK(cuMemcpyHtoDAsync(r->ptr[i], host + r->host_off[i], raw_bytes(b, N), r->stream));
+        if (b->kind == BUF_INPUT && dev_bytes(cb, b, N))
+            s = CK(cuMemcpyHtoDAsync(r->ptr[i], host + r->host_off[i], dev_bytes(cb, b, N), r->stream));
     }
     if (s == DPC_OK)
         s = enqueue_steps(cb, r, N, capturing, e);
     for (int i = 0; s == DPC_OK && i < kg->bufs.len; i++) {
         const kbuf *b = kg->bufs.items[i];
-        if (b->kind == BUF_OUTPUT && raw_bytes(b, N))
-            s = CK(cuMemcpyDtoHAsync(host + r->host_off[i], r->ptr[i], raw_bytes(b, N), r->stream));
+        if (b->kind == BUF_OUTPUT && dev_bytes(cb, b, N))
+            s = CK(cuMemcpyDtoHAsync(host + r->host_off[i], r->ptr[i], dev_bytes(cb, b, N), r->stream));
     }
     if (s == DPC_OK)
         s = CK(cuMemcpyDtoHAsync(host, r->ctl, sizeof(dpc_kerr), r->stream));
@@ -668,6 +793,9 @@ static dpc_status cuda_launch(dpc_backend *be, dpc_replica *r, const dpc_run_arg
         r->pending = true;
         return DPC_OK;
     }
+    /* replicas made without replicas_ready (or after it failed) */
+    if (atomic_load(&r->dev->weights_pending) && (s = cuda_replicas_ready(be, e)) != DPC_OK)
+        return s;
     if ((s = CK(cuCtxSetCurrent(r->dev->ctx))) != DPC_OK)
         return s;
     if (r->planned_N != a->N && (s = plan(cb, r, a->N, e)) != DPC_OK)
@@ -682,12 +810,12 @@ static dpc_status cuda_launch(dpc_backend *be, dpc_replica *r, const dpc_run_arg
         if (b->kind != BUF_INPUT)
             continue;
         const dpc_tensor *t = &a->inputs[b->index];
-        size_t want = raw_bytes(b, a->N);
+        size_t want = host_bytes(b, a->N);
         if (t->nbytes != want)
             return dpc_errf(e, DPC_EINTERNAL, "input %d has %zu bytes, the plan expects %zu", b->index,
                             (size_t)t->nbytes, want);
         if (want)
-            memcpy(host + r->host_off[i], t->data, want);
+            stage_in(cb, b, host + r->host_off[i], t->data, a->N);
     }
     r->stats.forwards++;
     if (cb->graphs && r->graph) {
@@ -744,12 +872,12 @@ static dpc_status cuda_sync(dpc_backend *be, dpc_replica *r, const dpc_run_args 
         if (b->kind != BUF_OUTPUT)
             continue;
         dpc_tensor *t = a->outputs[b->index];
-        size_t want = raw_bytes(b, r->pending_N);
+        size_t want = host_bytes(b, r->pending_N);
         if (!t || t->nbytes != want)
             return dpc_errf(e, DPC_EINTERNAL, "output %d has %zu bytes, the plan gives %zu", b->index,
                             t ? (size_t)t->nbytes : 0, want);
         if (want)
-            memcpy(t->data, (char *)r->host + r->host_off[i], want);
+            stage_out(cb, b, t->data, (char *)r->host + r->host_off[i], r->pending_N);
     }
     return DPC_OK;
 }
@@ -867,15 +995,27 @@ bool dpc_cuda_replica_stats(const dpc_backend *be, const dpc_replica *r, dpc_cud
     return true;
 }
 
-dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, dpc_backend **out, dpc_err *e) {
+bool dpc_cuda_weights(const dpc_backend *be, dpc_cuda_weights_info *out) {
+    if (!be || strcmp(be->name, "cuda") != 0)
+        return false;
+    cuda_backend *cb = (cuda_backend *)(uintptr_t)be;
+    pthread_mutex_lock(&cb->lock);
+    *out = cb->winfo;
+    pthread_mutex_unlock(&cb->lock);
+    return true;
+}
+
+dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, kprec prec, dpc_backend **out, dpc_err *e) {
     *out = NULL;
     cuda_backend *cb = dpc_calloc(1, sizeof *cb);
     if (!cb)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
     cb->be = (dpc_backend){"cuda",           cuda_prepare, cuda_replica_new, cuda_run, cuda_replica_free,
                            cuda_destroy,     cuda_launch,  cuda_sync};
+    cb->be.replicas_ready = cuda_replicas_ready;
     cb->kg = kg;
     cb->params = params;
+    cb->prec = prec;
     cb->tf32 = env_flag("DPC_CUDA_TF32", false);
     cb->graphs = env_flag("DPC_CUDA_GRAPHS", true);
     cb->sync_each = env_flag("DPC_CUDA_SYNC", false);

@@ -120,6 +120,13 @@ DPC_API int dpc_program_has_embedded_weights(const dpc_program *p);
  * The default is "cpu". */
 DPC_API dpc_status dpc_program_set_devices(dpc_program *p, const char *devices);
 
+/* Float storage on CUDA devices, as `dpc run --dtype`: "f32" (the default),
+ * "bf16" or "f16": weights, activations, inputs and outputs are held in 16
+ * bits on the device, arithmetic and GEMM accumulation stay f32, the
+ * tensors passed in and returned stay f32. Applied at the next run, where a
+ * 16-bit dtype with CPU devices is an error (the CPU computes in f32). */
+DPC_API dpc_status dpc_program_set_dtype(dpc_program *p, const char *dtype);
+
 /* ------------------------------------------------- forward's signature */
 
 DPC_API const char *dpc_program_name(const dpc_program *p); /* the model class, "ParallelModel" */

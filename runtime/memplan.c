@@ -5,9 +5,9 @@
 #include <limits.h>
 #include <stdlib.h>
 
-size_t dpc_memplan_bytes(const kbuf *b, int64_t N) {
+size_t dpc_memplan_bytes(const kbuf *b, int64_t N, kprec prec) {
     int64_t el = b->sym ? b->elems * N : b->elems;
-    size_t bytes = (size_t)el * (size_t)b->esize;
+    size_t bytes = (size_t)el * (size_t)kbuf_esize(b, prec);
     return (bytes + DPC_MEMPLAN_ALIGN - 1) & ~(size_t)(DPC_MEMPLAN_ALIGN - 1);
 }
 
@@ -33,7 +33,7 @@ static void live_range(const kbuf *b, int *first, int *last) {
         *last = INT_MAX;
 }
 
-dpc_status dpc_memplan(const kgraph *kg, int64_t N, bool include_io, size_t *offset, size_t *total,
+dpc_status dpc_memplan(const kgraph *kg, int64_t N, kprec prec, bool include_io, size_t *offset, size_t *total,
                        dpc_err *e) {
     int nb = kg->bufs.len;
     *total = 0;
@@ -58,8 +58,8 @@ dpc_status dpc_memplan(const kgraph *kg, int64_t N, bool include_io, size_t *off
     }
     /* insertion sort by size, largest first (stable: ties keep id order) */
     for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && dpc_memplan_bytes(kg->bufs.items[order[j]], N) >
-                                     dpc_memplan_bytes(kg->bufs.items[order[j - 1]], N);
+        for (int j = i; j > 0 && dpc_memplan_bytes(kg->bufs.items[order[j]], N, prec) >
+                                     dpc_memplan_bytes(kg->bufs.items[order[j - 1]], N, prec);
              j--) {
             int t = order[j];
             order[j] = order[j - 1];
@@ -71,7 +71,7 @@ dpc_status dpc_memplan(const kgraph *kg, int64_t N, bool include_io, size_t *off
         const kbuf *b = kg->bufs.items[order[i]];
         int first, last;
         live_range(b, &first, &last);
-        size_t size = dpc_memplan_bytes(b, N), off = 0;
+        size_t size = dpc_memplan_bytes(b, N, prec), off = 0;
         bool moved = true;
         while (moved) {
             moved = false;

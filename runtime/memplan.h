@@ -17,8 +17,9 @@
 /* Each buffer's offset is a multiple of this. */
 #define DPC_MEMPLAN_ALIGN 256
 
-/* Bytes of buffer b for batch N, rounded up to DPC_MEMPLAN_ALIGN. */
-size_t dpc_memplan_bytes(const kbuf *b, int64_t N);
+/* Bytes of buffer b for batch N with floats stored as prec, rounded up to
+ * DPC_MEMPLAN_ALIGN. */
+size_t dpc_memplan_bytes(const kbuf *b, int64_t N, kprec prec);
 
 /* Fills offset[i] for every placed buffer i (others are left alone) and
  * *total, the arena size in bytes (0 when nothing is placed). Greedy by
@@ -26,7 +27,7 @@ size_t dpc_memplan_bytes(const kbuf *b, int64_t N);
  * no placed buffer whose live range overlaps its own. DPC_ENOMEM when the
  * planner's own tables cannot be allocated, DPC_EUSER when the sizes
  * overflow. */
-dpc_status dpc_memplan(const kgraph *kg, int64_t N, bool include_io, size_t *offset, size_t *total,
+dpc_status dpc_memplan(const kgraph *kg, int64_t N, kprec prec, bool include_io, size_t *offset, size_t *total,
                        dpc_err *e);
 
 #endif

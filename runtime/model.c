@@ -131,12 +131,17 @@ dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warn
     return s;
 }
 
+void dpc_model_set_precision(dpc_model *m, kprec prec) { m->prec = prec; }
+
 dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e) {
     int ncuda = 0;
     for (int i = 0; i < n; i++)
         ncuda += devs[i].kind == DPC_DEV_CUDA;
     if (ncuda && ncuda != n)
         return dpc_errf(e, DPC_EUSER, "the device list mixes cpu and cuda devices; use one kind");
+    if (!ncuda && m->prec != KP_F32)
+        return dpc_errf(e, DPC_EUSER, "%s storage needs CUDA devices (--devices cuda:0...): the CPU backend computes in f32",
+                        kprec_name(m->prec));
     if (!m->params)
         return dpc_errf(e, DPC_EUSAGE, "bind the weights (dpc_model_bind) before choosing devices");
     for (int i = 0; i < m->ndev; i++)
@@ -145,9 +150,9 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
     /* the backend follows the device kind: a new one replaces the old only
      * once it is ready, so a failed switch leaves the model as it was */
     const char *want = ncuda ? "cuda" : "cpu";
-    if (!m->be || strcmp(m->be->name, want) != 0) {
+    if (!m->be || strcmp(m->be->name, want) != 0 || m->be_prec != m->prec) {
         dpc_backend *be = NULL;
-        dpc_status s = ncuda ? dpc_backend_cuda_new(&m->kg, m->params, &be, e)
+        dpc_status s = ncuda ? dpc_backend_cuda_new(&m->kg, m->params, m->prec, &be, e)
                              : dpc_backend_cpu_new(&m->kg, m->params, &be, e);
         if (s == DPC_OK)
             s = be->prepare(be, &m->kg, e);
@@ -159,6 +164,7 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
         if (m->be)
             m->be->destroy(m->be);
         m->be = be;
+        m->be_prec = m->prec;
     }
     for (int i = 0; i < n; i++) {
         dpc_status s = m->be->replica_new(m->be, devs[i].index, &m->rep[i], e);
@@ -169,6 +175,12 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
     }
     if (!m->pool && n > 1) {
         dpc_status s = dpc_pool_create(n, &m->pool, e);
+        if (s != DPC_OK)
+            return s;
+    }
+    /* e.g. the CUDA backend's weight broadcast: one collective over every GPU */
+    if (m->be->replicas_ready) {
+        dpc_status s = m->be->replicas_ready(m->be, e);
         if (s != DPC_OK)
             return s;
     }

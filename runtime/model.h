@@ -13,6 +13,7 @@ typedef struct dpc_model {
     kgraph kg;
     float **params;        /* per model.params index (f32), owned */
     dpc_backend *be;
+    kprec prec, be_prec;   /* float storage asked for (dpc_model_set_precision), and the backend's */
     dpc_device devs[DPC_MAX_DEVICES];
     int ndev;
     dpc_replica *rep[DPC_MAX_DEVICES];
@@ -27,6 +28,11 @@ dpc_status dpc_model_compile(const char *path, dpc_model **out, dpc_buf *diags, 
  * message) and keeps f32 copies. Extra keys are reported in warnings. */
 dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warnings, dpc_err *e);
 dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e);
+/* Float storage on CUDA devices (--dtype): KP_F32 (the default), KP_BF16 or
+ * KP_F16, arithmetic and GEMM accumulation in f32 either way. Takes effect
+ * at the next dpc_model_set_devices; a CPU device list with 16-bit storage
+ * is refused there, since the CPU backend computes in f32 only. */
+void dpc_model_set_precision(dpc_model *m, kprec prec);
 /* Checks the inputs against forward's declaration and runs. scalars are in
  * forward order (defaults filled by dpc_model_scalar_defaults). */
 dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninputs, const double *scalars,

@@ -305,6 +305,24 @@ float dpc_bf16_to_f32(uint16_t h) {
     return f;
 }
 
+void dpc_f32_narrow(const float *src, uint16_t *dst, size_t n, dpc_dtype dt) {
+    if (dt == DPC_BF16)
+        for (size_t i = 0; i < n; i++)
+            dst[i] = dpc_f32_to_bf16(src[i]);
+    else
+        for (size_t i = 0; i < n; i++)
+            dst[i] = dpc_f32_to_f16(src[i]);
+}
+
+void dpc_f32_widen(const uint16_t *src, float *dst, size_t n, dpc_dtype dt) {
+    if (dt == DPC_BF16)
+        for (size_t i = 0; i < n; i++)
+            dst[i] = dpc_bf16_to_f32(src[i]);
+    else
+        for (size_t i = 0; i < n; i++)
+            dst[i] = dpc_f16_to_f32(src[i]);
+}
+
 /* ---- conversion --------------------------------------------------------- */
 
 static bool is_float(dpc_dtype dt) {

@@ -63,6 +63,10 @@ float dpc_bf16_to_f32(uint16_t h);
 uint16_t dpc_f32_to_bf16(float f);
 uint16_t dpc_f64_to_f16(double d);
 uint16_t dpc_f64_to_bf16(double d);
+/* n floats to 16 bits (dt DPC_BF16 or DPC_F16) and back: the CUDA backend's
+ * 16-bit storage narrows weights and inputs, widens outputs. */
+void dpc_f32_narrow(const float *src, uint16_t *dst, size_t n, dpc_dtype dt);
+void dpc_f32_widen(const uint16_t *src, float *dst, size_t n, dpc_dtype dt);
 
 /* "[2, 3]", "[]" for rank 0; truncated with "..." if n is too small. */
 void dpc_shape_str(int rank, const int64_t *shape, char *out, size_t n);

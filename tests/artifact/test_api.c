@@ -334,6 +334,17 @@ static void test_embedded_devices_memory(void) {
     CHECK(equals_npy(out, path_of("ref_simple2.npy")));
     dpc_tensor_free(out);
     out = NULL;
+    /* 16-bit storage is a CUDA option: refused at the run on CPU devices,
+     * which then still work in f32; an unknown dtype at once */
+    CHECK(dpc_program_set_dtype(p, "f8") == DPC_EUSAGE && strstr(dpc_program_error(p), "unknown dtype 'f8'"));
+    CHECK(dpc_program_set_dtype(p, "bf16") == DPC_OK);
+    CHECK(dpc_program_run(p, (const dpc_tensor *const *)&in, 1, NULL, NULL, 0, &out, 1) == DPC_EUSER && !out);
+    CHECK(strstr(dpc_program_error(p), "bf16 storage needs CUDA devices"));
+    CHECK(dpc_program_set_dtype(p, "float32") == DPC_OK);
+    CHECK(dpc_program_run(p, (const dpc_tensor *const *)&in, 1, NULL, NULL, 0, &out, 1) == DPC_OK);
+    CHECK(equals_npy(out, path_of("ref_simple2.npy")));
+    dpc_tensor_free(out);
+    out = NULL;
     /* devices chosen before weights are bound apply at the first run */
     dpc_program *q = NULL;
     CHECK(dpc_program_load(path_of("simple.dpa"), &q) == DPC_OK);

@@ -47,6 +47,11 @@ static inline float __int_as_float(int i) {
     memcpy(&f, &i, 4);
     return f;
 }
+static inline float __uint_as_float(unsigned u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 static inline unsigned __float_as_uint(float f) {
     unsigned u;
     memcpy(&u, &f, 4);

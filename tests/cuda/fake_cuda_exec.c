@@ -10,7 +10,10 @@
  * CUDA_ERROR_ILLEGAL_ADDRESS); "nocapture" (cuStreamBeginCapture is
  * refused); "oom" (allocations over 1 MiB fail). FAKE_EXEC_DEVICES: the
  * number of devices (default 2). Statistics are read by the test through
- * dlsym("fake_exec_stats"). */
+ * dlsym("fake_exec_stats"). Every allocation remembers the device whose
+ * context was current (thread-local, as in the driver) when it was made, and
+ * every stream its device: fake_exec_device_of and fake_exec_stream_device
+ * tell them to the fake NCCL (fake_nccl.c), which checks its buffers. */
 #include <cuda.h>
 
 #include <pthread.h>
@@ -50,12 +53,15 @@ static int ndev(void) {
 typedef struct alloc {
     char *p;
     size_t n;
+    int dev; /* HOST_MEM for pinned host memory */
     struct alloc *next;
 } alloc;
 static alloc *g_allocs;
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER; /* replicas call from several threads */
+#define HOST_MEM (-2)
+static __thread int g_cur_dev; /* the device of the current context */
 
-static void *track(size_t n) {
+static void *track(size_t n, int dev) {
     pthread_mutex_lock(&g_lock);
     alloc *a = calloc(1, sizeof *a);
     if (a)
@@ -66,6 +72,7 @@ static void *track(size_t n) {
         return NULL;
     }
     a->n = n;
+    a->dev = dev;
     a->next = g_allocs;
     g_allocs = a;
     INC(live_allocs);
@@ -100,6 +107,20 @@ static int inside(const void *p, size_t n) {
     return in;
 }
 
+/* The device of the allocation holding [p, p+n): -1 if none does. */
+int fake_exec_device_of(const void *p, size_t n) {
+    const char *c = p;
+    int dev = -1;
+    pthread_mutex_lock(&g_lock);
+    for (alloc *a = g_allocs; a; a = a->next)
+        if (c >= a->p && c + n <= a->p + a->n) {
+            dev = a->dev;
+            break;
+        }
+    pthread_mutex_unlock(&g_lock);
+    return dev;
+}
+
 /* ---- recorded operations (graphs) ---- */
 
 enum { OP_COPY, OP_SET, OP_KERNEL };
@@ -118,6 +139,7 @@ typedef struct graph {
 typedef struct stream {
     int capturing;
     graph *g;
+    int dev;
 } stream;
 
 static stream g_default;
@@ -218,9 +240,14 @@ static CUresult f_cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice d) {
     return CUDA_SUCCESS;
 }
 static CUresult f_cuDevicePrimaryCtxRelease(CUdevice d) { return CUDA_SUCCESS; }
-static CUresult f_cuCtxSetCurrent(CUcontext c) { return c ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT; }
+static CUresult f_cuCtxSetCurrent(CUcontext c) {
+    if (!c)
+        return CUDA_ERROR_INVALID_CONTEXT;
+    g_cur_dev = (int)((int *)c - g_ctx_storage);
+    return CUDA_SUCCESS;
+}
 static CUresult f_cuCtxGetCurrent(CUcontext *c) {
-    *c = (CUcontext)&g_ctx_storage[0];
+    *c = (CUcontext)&g_ctx_storage[g_cur_dev];
     return CUDA_SUCCESS;
 }
 static CUresult f_cuCtxSynchronize(void) { return CUDA_SUCCESS; }
@@ -310,7 +337,7 @@ static CUresult f_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigne
 static CUresult f_cuMemAlloc(CUdeviceptr *p, size_t n) {
     if (strcmp(mode(), "oom") == 0 && n > ((size_t)1 << 20))
         return CUDA_ERROR_OUT_OF_MEMORY;
-    void *q = track(n);
+    void *q = track(n, g_cur_dev);
     if (!q)
         return CUDA_ERROR_OUT_OF_MEMORY;
     *p = (CUdeviceptr)(uintptr_t)q;
@@ -318,7 +345,7 @@ static CUresult f_cuMemAlloc(CUdeviceptr *p, size_t n) {
 }
 static CUresult f_cuMemFree(CUdeviceptr p) { return untrack((void *)(uintptr_t)p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
 static CUresult f_cuMemAllocHost(void **p, size_t n) {
-    *p = track(n);
+    *p = track(n, HOST_MEM);
     return *p ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
 }
 static CUresult f_cuMemFreeHost(void *p) { return untrack(p) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE; }
@@ -362,9 +389,13 @@ static CUresult f_cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUst
 static CUresult f_cuStreamCreate(CUstream *s, unsigned flags) {
     stream *st = calloc(1, sizeof *st);
     st->g = calloc(1, sizeof(graph));
+    st->dev = g_cur_dev;
     *s = (CUstream)st;
     return CUDA_SUCCESS;
 }
+
+/* The device of a stream made by cuStreamCreate; -1 for the NULL stream. */
+int fake_exec_stream_device(CUstream s) { return s ? ((stream *)s)->dev : -1; }
 static CUresult f_cuStreamDestroy(CUstream s) {
     stream *st = (stream *)s;
     free(st->g->ops);

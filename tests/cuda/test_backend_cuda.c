@@ -27,6 +27,18 @@
  *                                  against one (1e-6), an embedding index
  *                                  out of range caught by the error flag
  *                                  and the next forward clean again
+ *     test_backend_cuda nccl       DPC_NCCL_LIBRARY is fake_nccl.so: on two
+ *                                  GPUs the weights go from the host to
+ *                                  cuda:0 and by one NCCL broadcast group
+ *                                  to cuda:1 (no peer copy); cuda:1's copy
+ *                                  equals cuda:0's and the host's; no new
+ *                                  broadcast for devices that hold them;
+ *                                  communicators destroyed, nothing leaked
+ *     test_backend_cuda ncclfail   fake_nccl.so failing in each NCCL call
+ *                                  in turn: set_devices and runs fail
+ *                                  with the call and NCCL's error named,
+ *                                  never run on missing weights, work once
+ *                                  NCCL does; nothing leaked
  *     test_backend_cuda gemm       a model with GEMMs on the fake driver:
  *                                  cuBLASLt cannot start without a real
  *                                  driver, and says so (skips where a real
@@ -39,7 +51,9 @@
 #include "cuda_driver.h"
 #include "faults.h"
 #include "model.h"
+#include "nccl_lib.h"
 #include "safetensors.h"
+#include "../check.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -48,28 +62,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SKIP 77
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-static int finish(const char *what) {
-    if (failures) {
-        fprintf(stderr, "%s: %d check(s) failed\n", what, failures);
-        return 1;
-    }
-    printf("%s: all checks passed\n", what);
-    return 0;
-}
 
 /* Mirrors fake_cuda_exec.c. */
 struct fake_exec_stats {
@@ -199,7 +192,7 @@ static int launches_per_forward(const dpc_model *m) {
     char *src = NULL;
     dpc_cu_plan plan;
     dpc_err e;
-    if (dpc_cuda_program(&m->kg, &src, &plan, &e) != DPC_OK)
+    if (dpc_cuda_program(&m->kg, KP_F32, &src, &plan, &e) != DPC_OK)
         return -1;
     int n = 0;
     for (int i = 0; i < plan.nsteps; i++)
@@ -217,6 +210,12 @@ static bool open_fake(void) {
     fake = h ? dlsym(h, "fake_exec_stats") : NULL;
     CHECK(fake != NULL, "DPC_CUDA_DRIVER=%s is not fake_cuda_exec", lib ? lib : "(unset)");
     return fake != NULL;
+}
+
+static dpc_cuda_weights_info weights_info(const dpc_model *m) {
+    dpc_cuda_weights_info w = {0};
+    CHECK(dpc_cuda_weights(m->be, &w), "not the CUDA backend");
+    return w;
 }
 
 /* ---- modes ---- */
@@ -255,6 +254,7 @@ static int main_flow(void) {
     /* first forward: step by step */
     CHECK(run(m, 4, false, &e) == DPC_OK, "run 1: %s", e.msg);
     CHECK(dpc_cuda_replica_stats(m->be, m->rep[0], &st), "stats");
+    size_t arena_f32 = st.arena_bytes; /* at batch 4 */
     CHECK(st.forwards == 1 && st.graph_launches == 0 && st.kernel_launches == per, "run 1: %ld %ld %ld", st.forwards,
           st.graph_launches, st.kernel_launches);
     CHECK(fake->eager_launches == per && fake->launches == per, "eager %ld, run %ld", fake->eager_launches,
@@ -298,9 +298,26 @@ static int main_flow(void) {
     CHECK(set_devices(m, "cuda:0,cuda:1,cuda:0,cuda:1", &e), "4 replicas on 2 devices: %s", e.msg);
     CHECK(fake->modules == 2 && fake->peer_copies == peer0 + 1, "modules %ld, peer copies %ld", fake->modules,
           fake->peer_copies - peer0);
+    /* DPC_NCCL_LIBRARY names a missing file: the peer copy, and why */
+    dpc_cuda_weights_info w = weights_info(m);
+    printf("weights: %s\n", w.how);
+    CHECK(strncmp(w.how, "peer copy (NCCL not found (", 27) == 0 && w.peer_copies == 1 && w.nccl_groups == 0 &&
+              w.gpus == 2,
+          "info: '%s', %d peer copies, %d groups, %d GPUs", w.how, w.peer_copies, w.nccl_groups, w.gpus);
     CHECK(run(m, 9, false, &e) == DPC_OK, "4 replicas: %s", e.msg);
     CHECK(run(m, 2, false, &e) == DPC_OK, "4 devices, batch 2: %s", e.msg);
     CHECK(!set_devices(m, "cuda:5", &e) && strstr(e.msg, "no CUDA device 5"), "cuda:5: %s", e.msg);
+    /* 16-bit storage: a new backend whose copies and arena hold 2-byte
+     * floats (the i64 ids stay 8 bytes); every copy still within its
+     * allocation; refused on the CPU */
+    dpc_model_set_precision(m, KP_BF16);
+    CHECK(set_devices(m, "cuda:0", &e), "bf16 on cuda:0: %s", e.msg);
+    CHECK(run(m, 4, false, &e) == DPC_OK && run(m, 4, false, &e) == DPC_OK, "bf16 runs: %s", e.msg);
+    CHECK(dpc_cuda_replica_stats(m->be, m->rep[0], &st), "bf16 stats");
+    CHECK(st.arena_bytes < arena_f32 && st.arena_bytes * 3 > arena_f32, "bf16 arena %zu bytes, f32 %zu",
+          st.arena_bytes, arena_f32);
+    CHECK(!set_devices(m, "cpu", &e) && strstr(e.msg, "bf16 storage needs CUDA devices"), "bf16 on cpu: %s", e.msg);
+    dpc_model_set_precision(m, KP_F32);
     CHECK(set_devices(m, "cpu", &e), "back to cpu: %s", e.msg);
     CHECK(run(m, 3, false, &e) == DPC_OK, "cpu: %s", e.msg);
     CHECK(fake->bad_copies == 0 && fake->bad_launches == 0, "bad copies %ld, bad launches %ld", fake->bad_copies,
@@ -367,6 +384,125 @@ static int main_oom(void) {
     CHECK(run(m, 2, false, &e) == DPC_OK, "small batch after: %s", e.msg);
     dpc_model_free(m);
     return finish("oom");
+}
+
+/* ---- weights across GPUs by NCCL (fake_nccl.c) ---- */
+
+/* Mirrors fake_nccl.c. */
+struct fake_nccl_stats {
+    long comms_live, inits, groups, broadcasts, aborts, bad_calls;
+    char last_bad[256];
+    int last_nranks;
+    int last_devs[8];
+    uintptr_t last_bufs[8];
+    size_t last_bytes;
+};
+
+static struct fake_nccl_stats *open_fake_nccl(void) {
+    const char *lib = getenv("DPC_NCCL_LIBRARY");
+    void *h = lib ? dlopen(lib, RTLD_NOW) : NULL; /* the library dpc loads: same handle */
+    struct fake_nccl_stats *st = h ? dlsym(h, "fake_nccl_stats") : NULL;
+    CHECK(st != NULL, "DPC_NCCL_LIBRARY=%s is not fake_nccl", lib ? lib : "(unset)");
+    return st;
+}
+
+/* The last broadcast: every rank's buffer equals the root's, and the root's
+ * starts with the model's first parameter as the host holds it (f32). */
+static void check_broadcast_copy(const dpc_model *m, const struct fake_nccl_stats *nc) {
+    CHECK(nc->last_nranks == 2 && nc->last_devs[0] == 0 && nc->last_devs[1] == 1, "ranks %d: cuda:%d -> cuda:%d",
+          nc->last_nranks, nc->last_devs[0], nc->last_devs[1]);
+    const char *root = (const char *)nc->last_bufs[0];
+    for (int i = 1; i < nc->last_nranks && i < 8; i++)
+        CHECK(memcmp(root, (const char *)nc->last_bufs[i], nc->last_bytes) == 0, "rank %d differs from the root", i);
+    for (int i = 0; i < m->kg.bufs.len; i++) {
+        const kbuf *b = m->kg.bufs.items[i];
+        if (b->kind != BUF_PARAM || b->elems <= 0)
+            continue;
+        CHECK((size_t)b->elems * 4 <= nc->last_bytes && memcmp(root, m->params[b->index], (size_t)b->elems * 4) == 0,
+              "the broadcast weights are not the host's (%s)", b->what ? b->what : "?");
+        break;
+    }
+}
+
+static int main_nccl(void) {
+    struct fake_nccl_stats *nc = open_fake_nccl();
+    if (!open_fake() || !nc)
+        return finish("nccl");
+    dpc_model *m = load(write_model(NO_GEMM));
+    if (!m)
+        return finish("nccl");
+    dpc_err e = {0};
+    long live0 = fake->live_allocs, peer0 = fake->peer_copies;
+    CHECK(set_devices(m, "cuda:0", &e), "cuda:0: %s", e.msg);
+    CHECK(nc->inits == 0 && weights_info(m).how[0] == 0, "one GPU: %ld inits, how '%s'", nc->inits,
+          weights_info(m).how);
+    CHECK(run(m, 3, false, &e) == DPC_OK, "cuda:0: %s", e.msg);
+    CHECK(set_devices(m, "cuda:0,cuda:1,cuda:0,cuda:1", &e), "4 replicas on 2 GPUs: %s", e.msg);
+    dpc_cuda_weights_info w = weights_info(m);
+    printf("weights: %s\n", w.how);
+    CHECK(nc->inits == 1 && nc->groups == 1 && nc->broadcasts == 2, "inits %ld, groups %ld, broadcasts %ld",
+          nc->inits, nc->groups, nc->broadcasts);
+    CHECK(fake->peer_copies == peer0, "%ld peer copies", fake->peer_copies - peer0);
+    CHECK(strcmp(w.how, "NCCL broadcast to 2 GPUs") == 0 && w.gpus == 2 && w.nccl_groups == 1 && w.peer_copies == 0,
+          "info: '%s', %d GPUs, %d groups, %d peer copies", w.how, w.gpus, w.nccl_groups, w.peer_copies);
+    CHECK(nc->comms_live == 0 && nc->aborts == 0 && nc->bad_calls == 0, "comms %ld, aborts %ld, bad %ld: %s",
+          nc->comms_live, nc->aborts, nc->bad_calls, nc->last_bad);
+    check_broadcast_copy(m, nc);
+    /* kernels do not run on the fake driver: values are checked on GPUs */
+    CHECK(run(m, 9, false, &e) == DPC_OK, "4 replicas: %s", e.msg);
+    CHECK(run(m, 9, false, &e) == DPC_OK, "4 replicas again: %s", e.msg);
+    CHECK(run(m, 2, false, &e) == DPC_OK, "batch 2: %s", e.msg);
+    /* both GPUs hold the weights: no second broadcast */
+    CHECK(set_devices(m, "cuda:1,cuda:0", &e), "cuda:1,cuda:0: %s", e.msg);
+    CHECK(run(m, 4, false, &e) == DPC_OK, "cuda:1,cuda:0: %s", e.msg);
+    CHECK(nc->groups == 1 && nc->inits == 1, "groups %ld", nc->groups);
+    CHECK(fake->bad_copies == 0 && fake->bad_launches == 0, "bad copies %ld, bad launches %ld", fake->bad_copies,
+          fake->bad_launches);
+    dpc_model_free(m);
+    CHECK(fake->live_allocs == live0, "%ld allocations leaked", fake->live_allocs - live0);
+    CHECK(nc->comms_live == 0, "%ld communicators leaked", nc->comms_live);
+    return finish("nccl");
+}
+
+/* One NCCL call fails: named, no replica runs without weights, the next
+ * run retries the broadcast once NCCL works again, nothing leaks. */
+static void nccl_fail_once(struct fake_nccl_stats *nc, const char *fn, const char *expect) {
+    dpc_model *m = load(write_model(NO_GEMM));
+    if (!m)
+        return;
+    dpc_err e = {0};
+    long live0 = fake->live_allocs, groups0 = nc->groups, peer0 = fake->peer_copies;
+    setenv("FAKE_NCCL_FAIL", fn, 1);
+    bool ok = set_devices(m, "cuda:0,cuda:1", &e);
+    printf("%s fails: %s\n", fn, e.msg);
+    CHECK(!ok && e.code == DPC_EDEVICE && strstr(e.msg, expect) && strstr(e.msg, "broadcasting the weights"),
+          "%s: %s", fn, e.msg);
+    dpc_status s = run(m, 4, false, &e);
+    CHECK(s == DPC_EDEVICE && strstr(e.msg, expect), "%s: a run without weights on cuda:1: %s", fn, e.msg);
+    CHECK(nc->comms_live == 0, "%s: %ld communicators left", fn, nc->comms_live);
+    unsetenv("FAKE_NCCL_FAIL");
+    CHECK(run(m, 4, false, &e) == DPC_OK, "%s: once NCCL works: %s", fn, e.msg);
+    /* an asynchronous error comes after the group ran: it ran at both failed tries */
+    long groups = strcmp(fn, "async") == 0 ? 3 : 1;
+    CHECK(nc->groups == groups0 + groups && fake->peer_copies == peer0, "%s: groups %ld, peer copies %ld", fn,
+          nc->groups - groups0, fake->peer_copies - peer0);
+    check_broadcast_copy(m, nc);
+    dpc_model_free(m);
+    CHECK(fake->live_allocs == live0, "%s: %ld allocations leaked", fn, fake->live_allocs - live0);
+    CHECK(nc->comms_live == 0, "%s: %ld communicators leaked", fn, nc->comms_live);
+}
+
+static int main_ncclfail(void) {
+    struct fake_nccl_stats *nc = open_fake_nccl();
+    if (!open_fake() || !nc)
+        return finish("ncclfail");
+    nccl_fail_once(nc, "ncclCommInitAll", "ncclCommInitAll failed: ncclUnhandledCudaError (1): unhandled cuda error");
+    nccl_fail_once(nc, "ncclGroupStart", "ncclGroupStart failed: ncclUnhandledCudaError (1)");
+    nccl_fail_once(nc, "ncclBroadcast", "ncclBroadcast failed: ncclUnhandledCudaError (1): unhandled cuda error");
+    nccl_fail_once(nc, "ncclGroupEnd", "ncclGroupEnd failed: ncclUnhandledCudaError (1)");
+    nccl_fail_once(nc, "async", "ncclCommGetAsyncError) ncclBroadcast failed: ncclRemoteError (6)");
+    CHECK(nc->bad_calls == 0, "%ld calls refused by the fake: %s", nc->bad_calls, nc->last_bad);
+    return finish("ncclfail");
 }
 
 static int main_gemm(const char *model) {
@@ -574,7 +710,7 @@ static int main_gpu(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: test_backend_cuda nodriver|flow|sticky|nocapture|oom|gemm [MODEL.dp]\n");
+        fprintf(stderr, "usage: test_backend_cuda nodriver|flow|sticky|nocapture|oom|nccl|ncclfail|gemm [MODEL.dp]\n");
         return 2;
     }
     snprintf(tmpdir, sizeof tmpdir, "/tmp/dpc-bcuda-XXXXXX");
@@ -594,6 +730,10 @@ int main(int argc, char **argv) {
         rc = main_nocapture();
     else if (strcmp(mode, "oom") == 0)
         rc = main_oom();
+    else if (strcmp(mode, "nccl") == 0)
+        rc = main_nccl();
+    else if (strcmp(mode, "ncclfail") == 0)
+        rc = main_ncclfail();
     else if (strcmp(mode, "gpu") == 0)
         rc = main_gpu(argc - 2, argv + 2);
     else if (strcmp(mode, "gemm") == 0 && argc > 2)

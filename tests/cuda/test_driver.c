@@ -21,6 +21,7 @@
 #include "nvrtc_compile.h"
 
 #include "kernels.h"
+#include "../check.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -31,28 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define SKIP 77
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
-
-static int finish(const char *what) {
-    if (failures) {
-        fprintf(stderr, "%s: %d check(s) failed\n", what, failures);
-        return 1;
-    }
-    printf("%s: all checks passed\n", what);
-    return 0;
-}
 
 /* ---- without a driver ---- */
 

@@ -1,6 +1,6 @@
 /* test_emit_cuda.c - the CUDA dialect of every model compiles, without a GPU.
  *
- *     test_emit_cuda [--skip-frontend-errors] MODEL.dp...
+ *     test_emit_cuda [--skip-frontend-errors] [--prec f32|bf16|f16] MODEL.dp...
  *
  * For each model: front end -> fuse_graph -> dpc_cuda_program (source and
  * launch plan) -> NVRTC to PTX for compute_80 and compute_90 -> ptxas for
@@ -9,31 +9,24 @@
  * PTX exports, that every kernel of the IR has a step, that GEMM steps are
  * well formed, that emit_cuda (what `dpc source --target cuda` prints)
  * gives the same bytes, and that an error injected after a #line directive
- * is reported by NVRTC at that .dp line. */
+ * is reported by NVRTC at that .dp line. With --prec bf16|f16 the same for
+ * the 16-bit storage dialect, which must pass every float buffer as the
+ * 16-bit type. */
 #define _GNU_SOURCE
 #include "backend.h"
 #include "model.h"
 #include "nvrtc_compile.h"
 #include "ptxas.h"
+#include "../check.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 static bool have_ptxas;
 static bool skip_frontend_errors; /* --skip-frontend-errors: cases the front end refuses are not ours */
+static kprec prec = KP_F32;        /* --prec */
 
 static void fn_name(const dpc_cu_launch *l, char *out, size_t n) {
     snprintf(out, n, "%s%s", l->fn, l->suffix ? l->suffix : "");
@@ -145,7 +138,7 @@ static void test_model(const char *path) {
         return;
     char *src = NULL;
     dpc_cu_plan plan;
-    s = dpc_cuda_program(&m->kg, &src, &plan, &e);
+    s = dpc_cuda_program(&m->kg, prec, &src, &plan, &e);
     CHECK(s == DPC_OK, "%s: dpc_cuda_program: %s", path, e.msg);
     if (s != DPC_OK) {
         dpc_model_free(m);
@@ -157,12 +150,19 @@ static void test_model(const char *path) {
     printf("%s: %d kernels -> %d CUDA functions, %d launches, %d cuBLASLt GEMMs, %zu bytes of source\n", path,
            m->kg.kernels.len, plan.nkernels, launches, gemms, strlen(src));
     CHECK(strstr(src, "unsupported") == NULL, "%s: the source has an unsupported op", path);
+    if (prec != KP_F32) {
+        const char *want = prec == KP_BF16 ? "dpc_bf16 *__restrict__" : "dpc_f16 *__restrict__";
+        CHECK(plan.nkernels == 0 || strstr(src, want) != NULL, "%s: no %s parameter in the %s source", path, want,
+              kprec_name(prec));
+        CHECK(strstr(src, "float *__restrict__") == NULL && strstr(src, "float4") == NULL,
+              "%s: a float buffer left in f32 in the %s source", path, kprec_name(prec));
+    }
     check_plan(path, m, src, &plan);
 
     /* what `dpc source --target cuda` prints is the same program */
     dpc_buf same;
     dpc_buf_init(&same);
-    emit_cuda(&m->kg, &same);
+    emit_cuda(&m->kg, prec, &same);
     CHECK(same.data && strcmp(same.data, src) == 0, "%s: emit_cuda differs from dpc_cuda_program", path);
     dpc_buf_free(&same);
 
@@ -214,9 +214,16 @@ int main(int argc, char **argv) {
     if (!have_ptxas)
         printf("no ptxas: PTX is compiled but not assembled\n");
     int first = 1;
-    if (argc > 1 && strcmp(argv[1], "--skip-frontend-errors") == 0) {
-        skip_frontend_errors = true;
-        first = 2;
+    for (; first < argc && argv[first][0] == '-'; first++) {
+        if (strcmp(argv[first], "--skip-frontend-errors") == 0)
+            skip_frontend_errors = true;
+        else if (strcmp(argv[first], "--prec") == 0 && first + 1 < argc) {
+            const char *p = argv[++first];
+            prec = strcmp(p, "bf16") == 0 ? KP_BF16 : strcmp(p, "f16") == 0 ? KP_F16 : KP_F32;
+        } else {
+            fprintf(stderr, "test_emit_cuda: unknown option %s\n", argv[first]);
+            return 2;
+        }
     }
     for (int i = first; i < argc; i++)
         test_model(argv[i]);

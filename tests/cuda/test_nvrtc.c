@@ -6,6 +6,7 @@
 #include "ptxas.h"
 
 #include "kernels.h"
+#include "../check.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -18,17 +19,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static int failures;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (!(cond)) {                                                                             \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                        \
-            fprintf(stderr, __VA_ARGS__);                                                          \
-            fputc('\n', stderr);                                                                   \
-            failures++;                                                                            \
-        }                                                                                          \
-    } while (0)
 
 static double now_ms(void) {
     struct timespec t;

@@ -447,6 +447,9 @@ static char *write_text(const char *name, const char *text) {
     return path;
 }
 
+/* Float storage of the models model_open makes (G4 sets bf16 for its rows). */
+static kprec open_prec = KP_F32;
+
 /* Compiles text, binds dpc's default initial weights, chooses devs. */
 static dpc_model *model_open(const char *name, const char *text, const char *devs) {
     char *path = write_text(name, text);
@@ -475,6 +478,7 @@ static dpc_model *model_open(const char *name, const char *text, const char *dev
     int nd = 0;
     if (s == DPC_OK)
         s = dpc_parse_devices(devs, dv, 8, &nd, &e);
+    dpc_model_set_precision(m, open_prec);
     if (s == DPC_OK)
         s = dpc_model_set_devices(m, dv, nd, &e);
     if (s != DPC_OK) {
@@ -754,10 +758,11 @@ static bool g4(void) {
     for (int di = 0; di < 2 && time_left(); di++) {
         char text[4096];
         bert_text(text, sizeof text, depths[di]);
-        for (int tf = 0; tf < 2 && time_left(); tf++) {
-            if (tf && depths[di] == 1)
+        for (int tf = 0; tf < 3 && time_left(); tf++) { /* f32, TF32, bf16 storage */
+            if (tf == 1 && depths[di] == 1)
                 continue; /* TF32 on the stack only */
-            setenv("DPC_CUDA_TF32", tf ? "1" : "0", 1);
+            setenv("DPC_CUDA_TF32", tf == 1 ? "1" : "0", 1);
+            open_prec = tf == 2 ? KP_BF16 : KP_F32;
             dpc_model *m = model_open(depths[di] == 1 ? "bert1" : "bert12", text, "cuda:0");
             for (int bi = 0; m && bi < 3 && time_left(); bi++) {
                 double eager_ms = 0;
@@ -767,7 +772,8 @@ static bool g4(void) {
                         break;
                     char name[160];
                     snprintf(name, sizeof name, "%d layer%s %s batch %lld, %s", depths[di], depths[di] > 1 ? "s" : "",
-                             tf ? "TF32" : "f32", (long long)batches[bi], graph ? "CUDA graph" : "step by step");
+                             (const char *const[]){"f32", "TF32", "bf16"}[tf], (long long)batches[bi],
+                             graph ? "CUDA graph" : "step by step");
                     double per_layer_us = b.ms_median * 1e3 / depths[di];
                     if (!graph)
                         eager_ms = b.ms_median;
@@ -778,6 +784,7 @@ static bool g4(void) {
             dpc_model_free(m);
         }
     }
+    open_prec = KP_F32;
     unsetenv("DPC_CUDA_TF32");
     return true;
 }
@@ -846,7 +853,7 @@ static bool g6(void) {
         char *src = NULL;
         dpc_cu_plan plan;
         t0 = now_s();
-        if (dpc_cuda_program(&m->kg, &src, &plan, &e) != DPC_OK) {
+        if (dpc_cuda_program(&m->kg, KP_F32, &src, &plan, &e) != DPC_OK) {
             note("g6 emit: %s", e.msg);
             dpc_model_free(m);
             continue;

@@ -144,7 +144,16 @@ def main():
                         med * 1e3 / depth, 'us/layer')
                 except Exception as ex:  # graphs are a bonus
                     print('  torch CUDA graph failed: %s' % ex)
-            del model
+            # the bf16 peer of dpc --dtype bf16: bf16 weights and activations
+            mb = model.to(torch.bfloat16)
+            for N in (1, 8, 64):
+                if not left():
+                    break
+                x = torch.randn(N, 128, 768, device=dev, dtype=torch.bfloat16)
+                med, _, _ = timeit(lambda: mb(x), 0.4)
+                rec('G4', 'torch eager %d layer%s bf16 batch %d' % (depth, 's' if depth > 1 else '', N),
+                    med * 1e3 / depth, 'us/layer')
+            del model, mb
             torch.cuda.empty_cache()
     os.makedirs(a.out, exist_ok=True)
     with open(os.path.join(a.out, 'torch.json'), 'w') as f:

@@ -15,11 +15,11 @@ out=$root/build-gpu-bundle
 gen=Ninja
 command -v ninja >/dev/null 2>&1 || gen="Unix Makefiles"
 cmake -S "$root" -B "$root/build-gpu-bundle.build" -G "$gen" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$root/build-gpu-bundle.build" -j"$(nproc)" --target dpc test_backend_cuda bench_gpu test_emit_cuda
+cmake --build "$root/build-gpu-bundle.build" -j"$(nproc)" --target dpc test_backend_cuda bench_gpu test_emit_cuda test_nccl
 rm -rf "$out/bin" "$out/lib"
 mkdir -p "$out/bin" "$out/lib"
 cp "$root/build-gpu-bundle.build/dpc" "$root/build-gpu-bundle.build/tests/cuda/test_backend_cuda" "$root/build-gpu-bundle.build/tests/gpu/bench_gpu" \
-   "$root/build-gpu-bundle.build/tests/cuda/test_emit_cuda" "$out/bin/"
+   "$root/build-gpu-bundle.build/tests/cuda/test_emit_cuda" "$root/build-gpu-bundle.build/tests/cuda/test_nccl" "$out/bin/"
 for b in "$out"/bin/*; do
     ldd "$b" | awk '/=> \// {print $3}'
 done | sort -u | while read -r lib; do

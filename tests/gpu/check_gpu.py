@@ -11,6 +11,11 @@ norm statistics randomised), random inputs, then
 cuda:0 must match PyTorch and the CPU backend within --rtol (relative L2,
 default 1e-5); the replicas must match one replica within 1e-6 (GEMMs of a
 different row count may take another cuBLASLt algorithm, so not bitwise).
+Reduced precision, each against PyTorch with its own bound (relative L2;
+docs/cuda.md):
+  * DPC_CUDA_TF32=1 (TF32 tensor cores in GEMMs)              1e-2
+  * --dtype f16 (16-bit storage, f32 arithmetic)              3e-3
+  * --dtype bf16, and bf16 on two replicas                     2e-2
 A model with integer inputs is also run with an index out of range: exit 1
 and the embedding's message.
 
@@ -86,12 +91,20 @@ def main():
             run([py, os.path.join(REF, 'torch_run.py'), a.model, '--weights', w] + iargs + ['--out-dir', refd])
             refs = sorted(f for f in os.listdir(refd) if f.endswith('.npy'))
             got = {}
-            for devs in ('cpu', 'cuda:0', 'cuda:0,cuda:0', 'cuda:0,cuda:0,cuda:0,cuda:0'):
-                tag = devs.replace(':', '').replace(',', '_')
+            runs = [('cpu', 'cpu', [], env), ('cuda:0', 'cuda:0', [], env),
+                    ('cuda:0,cuda:0', 'cuda:0,cuda:0', [], env),
+                    ('cuda:0,cuda:0,cuda:0,cuda:0', 'cuda:0,cuda:0,cuda:0,cuda:0', [], env)]
+            if not a.selftest_cpu:
+                runs += [('tf32', 'cuda:0', [], dict(env, DPC_CUDA_TF32='1')),
+                         ('f16', 'cuda:0', ['--dtype', 'f16'], env),
+                         ('bf16', 'cuda:0', ['--dtype', 'bf16'], env),
+                         ('bf16 x2', 'cuda:0,cuda:0', ['--dtype', 'bf16'], env)]
+            for key, devs, extra, renv in runs:
+                tag = key.replace(':', '').replace(',', '_').replace(' ', '_')
                 outs = [os.path.join(d, 'y%s_%s_%d.npy' % (b, tag, i)) for i in range(len(refs))]
-                run([a.dpc, 'run', a.model, '--weights', w, '--devices', dev(devs)] + iargs +
-                    sum((['-o', o] for o in outs), []), env=env)
-                got[devs] = [np.load(o) for o in outs]
+                run([a.dpc, 'run', a.model, '--weights', w, '--devices', dev(devs)] + extra + iargs +
+                    sum((['-o', o] for o in outs), []), env=renv)
+                got[key] = [np.load(o) for o in outs]
             for i, r in enumerate(refs):
                 ref = np.load(os.path.join(refd, r))
                 g1 = got['cuda:0'][i]
@@ -99,6 +112,11 @@ def main():
                           ('cuda:0 vs cpu', g1, got['cpu'][i], a.rtol),
                           ('2 replicas vs 1', got['cuda:0,cuda:0'][i], g1, 1e-6),
                           ('4 replicas vs 1', got['cuda:0,cuda:0,cuda:0,cuda:0'][i], g1, 1e-6)]
+                if not a.selftest_cpu:
+                    checks += [('tf32 vs PyTorch', got['tf32'][i], ref, 1e-2),
+                               ('f16 vs PyTorch', got['f16'][i], ref, 3e-3),
+                               ('bf16 vs PyTorch', got['bf16'][i], ref, 2e-2),
+                               ('bf16 x2 vs PyTorch', got['bf16 x2'][i], ref, 2e-2)]
                 for what, x, y, tol in checks:
                     if x.shape != y.shape:
                         failures.append('batch %s output %d: %s: shape %s vs %s' % (b, i, what, x.shape, y.shape))

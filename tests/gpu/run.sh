@@ -22,6 +22,7 @@
 #   run.<model>  check_gpu.py: `dpc run --devices cuda:0` against PyTorch
 #                (float64) and the CPU backend, 2 and 4 replicas
 #   memcheck     compute-sanitizer --tool memcheck on the transformer model
+#   nccl         test_nccl gpu: the real NCCL broadcasts in place on cuda:0
 #   ops          the per-op cases of tests/ops on cuda:0 against PyTorch
 #   bench        bench_gpu: G1, G4, G2, G3, G6, G5 (JSON in $OUT/bench)
 #   torch        bench_torch.py: PyTorch peers (JSON in $OUT/bench/torch.json)
@@ -93,17 +94,18 @@ if [ "${DPC_GPU_BUNDLE:-0}" != 1 ]; then
     if timeout 200 cmake -S "$root" -B "$BUILD" -G "$gen" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDPC_PYTHON="$PY" \
         -DCMAKE_C_COMPILER_LAUNCHER="$root/tests/gpu/nowerror.sh" \
         >"$OUT/build.log" 2>&1 &&
-        timeout 200 cmake --build "$BUILD" -j"$(nproc)" --target dpc test_backend_cuda bench_gpu >>"$OUT/build.log" 2>&1; then
+        timeout 200 cmake --build "$BUILD" -j"$(nproc)" --target dpc test_backend_cuda test_nccl bench_gpu >>"$OUT/build.log" 2>&1; then
         DPC=$BUILD/dpc
         TBC=$BUILD/tests/cuda/test_backend_cuda
         BENCH=$BUILD/tests/gpu/bench_gpu
+        TNCCL=$BUILD/tests/cuda/test_nccl
         BIN=build
     fi
 fi
 if [ -z "$BIN" ]; then
     b=$root/build-gpu-bundle
     if [ -x "$b/bin/dpc" ]; then
-        DPC=$b/bin/dpc TBC=$b/bin/test_backend_cuda BENCH=$b/bin/bench_gpu BIN=bundle
+        DPC=$b/bin/dpc TBC=$b/bin/test_backend_cuda BENCH=$b/bin/bench_gpu TNCCL=$b/bin/test_nccl BIN=bundle
         export LD_LIBRARY_PATH="$b/lib:$LD_LIBRARY_PATH"
         echo "using the prebuilt bundle $b" >>"$OUT/build.log"
     fi
@@ -132,6 +134,9 @@ if command -v compute-sanitizer >/dev/null 2>&1; then
         --leak-check no "$TBC" gpu "$root/models/transformer.dp" &
 else
     record memcheck skip 0 "compute-sanitizer not found" &
+fi
+if [ -x "${TNCCL:-}" ]; then
+    run_step nccl 60 "$TNCCL" gpu &
 fi
 if [ -f "$root/tests/ops/check_ops.py" ]; then
     run_step ops 170 "$PY" "$root/tests/gpu/check_ops_gpu.py" "$DPC" all --jobs 6 &
