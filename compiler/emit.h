@@ -15,4 +15,35 @@ void emit_leaf(dpc_buf *o, const ir_node *leaf);
 void emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir_node *n, const shape *os,
                          const char *indent, const char *pre, bool cuda);
 
+/* emit_shared.c: the arithmetic behind both dialects' kernels. */
+
+/* torch.matmul's operands as stacks of matrices, 1-D operands promoted. */
+typedef struct emit_mm {
+    shape x, y;  /* the operands, rank >= 2 */
+    shape batch; /* the broadcast batch dims */
+    dim M, K, N; /* rows of x, the contracted dim, columns of y */
+} emit_mm;
+void emit_mm_geom(const shape *x, const shape *y, emit_mm *mm);
+/* The dim of s (mm->x or mm->y) that batch dim i steps, or -1 where s
+ * broadcasts along it. */
+int emit_mm_axis(const emit_mm *mm, const shape *s, int i);
+
+/* conv2d of x [N, C, H, W] by w [Co, C/G, kh, kw] into [N, Co, Ho, Wo];
+ * each group's GEMM is [Cog, Kd] x [Kd, N * HW]. */
+typedef struct emit_conv_dims {
+    long long C, H, W, Co, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, G, Cg, Cog, Kd, HW;
+} emit_conv_dims;
+/* False when the groups do not divide the channels (Cg, Cog are then 0). */
+bool emit_conv_geom(const ir_node *n, const ir_node *x, const ir_node *w, emit_conv_dims *c);
+
+/* The statements computing output (oh, ow) of pooling op n from `src`, the
+ * H x W plane of x, at indent `ind` with integer type `it`: they leave the
+ * window's max in `m` or its sum in `s`, with its bounds h0, h1, w0, w1
+ * (and, for avg_pool2d, the padded size `padded`). */
+void emit_pool_window(dpc_buf *o, const ir_node *n, const ir_node *x, const char *ind, const char *it);
+/* Whether the value reads `padded` (avg_pool2d with count_include_pad). */
+bool emit_pool_uses_padded(const ir_node *n);
+/* The output value: `m`, or `s` over the divisor. */
+const char *emit_pool_value(char *b, size_t n, const ir_node *p);
+
 #endif

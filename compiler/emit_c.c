@@ -289,46 +289,31 @@ static void emit_gemm(const kgraph *kg, const kernel *k, dpc_buf *o) {
     }
     /* matmul with torch.matmul's broadcasting; 1-D operands promoted */
     const ir_node *y = w;
-    shape xs = x->sh, ys = y->sh;
-    if (xs.rank == 1) {
-        xs.rank = 2;
-        xs.d[1] = xs.d[0];
-        xs.d[0] = (dim){1, false};
-    }
-    if (ys.rank == 1) {
-        ys.rank = 2;
-        ys.d[1] = (dim){1, false};
-    }
-    shape bs = {0};
-    int rb = xs.rank - 2 > ys.rank - 2 ? xs.rank - 2 : ys.rank - 2;
-    bs.rank = rb;
-    for (int i = 0; i < rb; i++) {
-        int ix = xs.rank - 2 - rb + i, iy = ys.rank - 2 - rb + i;
-        dim dx = ix >= 0 ? xs.d[ix] : (dim){1, false}, dy = iy >= 0 ? ys.d[iy] : (dim){1, false};
-        bs.d[i] = (dx.k == 1 && !dx.sym) ? dy : dx;
-    }
+    emit_mm mm;
+    emit_mm_geom(&x->sh, &y->sh, &mm);
+    const shape *xs = &mm.x, *ys = &mm.y, *bs = &mm.batch;
     /* M (rows of the left operand), Nc (columns of the right) and K (the
      * contracted dim: transpose(x) @ x sums over the batch) may be N */
     char Ms[96], Ns[96], Ks[96];
-    emit_dim(Ms, sizeof Ms, xs.d[xs.rank - 2]);
-    emit_dim(Ns, sizeof Ns, ys.d[ys.rank - 1]);
-    emit_dim(Ks, sizeof Ks, xs.d[xs.rank - 1]);
+    emit_dim(Ms, sizeof Ms, mm.M);
+    emit_dim(Ns, sizeof Ns, mm.N);
+    emit_dim(Ks, sizeof Ks, mm.K);
     dpc_buf_printf(o, "    const int64_t M = %s, Nc = %s, K = %s;\n", Ms, Ns, Ks);
-    if (ys.rank == 2) {
+    if (ys->rank == 2) {
         /* the right operand is one matrix: fold all batches into M */
         dpc_buf_printf(o, "    ctx->sgemm(0, 0, %s * M, Nc, K, b%d, K, b%d, Nc, b%d, Nc);\n",
-                       emit_prod(t1, sizeof t1, &bs, 0, bs.rank), kg->buf_of[x->id], kg->buf_of[y->id], outb);
+                       emit_prod(t1, sizeof t1, bs, 0, bs->rank), kg->buf_of[x->id], kg->buf_of[y->id], outb);
     } else {
-        dpc_buf_printf(o, "    const int64_t nb = %s;\n", emit_prod(t1, sizeof t1, &bs, 0, bs.rank));
+        dpc_buf_printf(o, "    const int64_t nb = %s;\n", emit_prod(t1, sizeof t1, bs, 0, bs->rank));
         dpc_buf_puts(o, "    for (int64_t bi = 0; bi < nb; bi++) {\n        int64_t rem = bi, ox = 0, oy = 0;\n");
-        for (int i = rb - 1; i >= 0; i--) {
-            int ix = xs.rank - 2 - rb + i, iy = ys.rank - 2 - rb + i;
-            dpc_buf_printf(o, "        { const int64_t c = rem %% %s; rem /= %s;\n", emit_dim(t1, sizeof t1, bs.d[i]),
-                           emit_dim(t2, sizeof t2, bs.d[i]));
-            if (ix >= 0 && !(xs.d[ix].k == 1 && !xs.d[ix].sym))
-                dpc_buf_printf(o, "          ox += c * %s * M * K;\n", emit_prod(t1, sizeof t1, &xs, ix + 1, xs.rank - 2));
-            if (iy >= 0 && !(ys.d[iy].k == 1 && !ys.d[iy].sym))
-                dpc_buf_printf(o, "          oy += c * %s * K * Nc;\n", emit_prod(t1, sizeof t1, &ys, iy + 1, ys.rank - 2));
+        for (int i = bs->rank - 1; i >= 0; i--) {
+            int ix = emit_mm_axis(&mm, xs, i), iy = emit_mm_axis(&mm, ys, i);
+            dpc_buf_printf(o, "        { const int64_t c = rem %% %s; rem /= %s;\n", emit_dim(t1, sizeof t1, bs->d[i]),
+                           emit_dim(t2, sizeof t2, bs->d[i]));
+            if (ix >= 0)
+                dpc_buf_printf(o, "          ox += c * %s * M * K;\n", emit_prod(t1, sizeof t1, xs, ix + 1, xs->rank - 2));
+            if (iy >= 0)
+                dpc_buf_printf(o, "          oy += c * %s * K * Nc;\n", emit_prod(t1, sizeof t1, ys, iy + 1, ys->rank - 2));
             dpc_buf_puts(o, "        }\n");
         }
         dpc_buf_printf(o, "        ctx->sgemm(0, 0, M, Nc, K, b%d + ox, K, b%d + oy, Nc, b%d + bi * M * Nc, Nc);\n    }\n",
@@ -343,16 +328,13 @@ static void emit_gemm(const kgraph *kg, const kernel *k, dpc_buf *o) {
 
 static void emit_conv(const kgraph *kg, const kernel *k, dpc_buf *o) {
     const ir_node *n = k->root, *x = nd(kg, n->in[0]), *w = nd(kg, n->in[1]);
-    long long C = x->sh.d[1].k, H = x->sh.d[2].k, W = x->sh.d[3].k;
-    long long Co = n->sh.d[1].k, Ho = n->sh.d[2].k, Wo = n->sh.d[3].k;
-    long long kh = w->sh.d[2].k, kw = w->sh.d[3].k, G = n->ia[6], Cg = C / G, Cog = Co / G;
-    long long sh = n->ia[0], sw = n->ia[1], ph = n->ia[2], pw = n->ia[3], dh = n->ia[4], dw = n->ia[5];
-    long long Kd = Cg * kh * kw, HW = Ho * Wo;
-    int xb = kg->buf_of[x->id], wb = kg->buf_of[w->id], cb = k->scratch, rb = k->scratch2, outb = kg->buf_of[k->out->id];
+    emit_conv_dims cv;
+    emit_conv_geom(n, x, w, &cv); /* groups were checked by the front end */
+    int xb = kg->buf_of[x->id], wb = kg->buf_of[w->id], cb = k->scratch, rb = k->scratch2;
     emit_comment(o, "    ", n);
     dpc_buf_printf(o, "    float *const col = (float *)ctx->buf[%d];\n    float *const res = (float *)ctx->buf[%d];\n", cb, rb);
-    dpc_buf_printf(o, "    const int64_t cols = N * %lldLL; /* all images side by side */\n", HW);
-    dpc_buf_printf(o, "    for (int64_t g = 0; g < %lldLL; g++) {\n", G);
+    dpc_buf_printf(o, "    const int64_t cols = N * %lldLL; /* all images side by side */\n", cv.HW);
+    dpc_buf_printf(o, "    for (int64_t g = 0; g < %lldLL; g++) {\n", cv.G);
     /* im2col: col[(c*kh + ki)*kw + kj][n*HW + oh*Wo + ow]. Only the leading
      * padding (ph, pw) enters the index: trailing padding, larger by one for
      * padding="same" with an even kernel, is the reads past H, W that give 0 */
@@ -368,17 +350,18 @@ static void emit_conv(const kgraph *kg, const kernel *k, dpc_buf *o) {
                    "                        const int64_t iw = ow * %lldLL - %lldLL + kj * %lldLL;\n"
                    "                        *dst++ = (ih >= 0 && ih < %lldLL && iw >= 0 && iw < %lldLL) ? src[ih * %lldLL + iw] : 0.0f;\n"
                    "                    }\n                }\n            }\n        }\n",
-                   Kd, kh * kw, kw, kh, kw, xb, C, Cg, H * W, Ho, sh, ph, dh, Wo, sw, pw, dw, H, W, W);
+                   cv.Kd, cv.kh * cv.kw, cv.kw, cv.kh, cv.kw, xb, cv.C, cv.Cg, cv.H * cv.W, cv.Ho, cv.sh, cv.ph, cv.dh,
+                   cv.Wo, cv.sw, cv.pw, cv.dw, cv.H, cv.W, cv.W);
     dpc_buf_printf(o, "        ctx->sgemm(0, 0, %lld, cols, %lld, b%d + g * %lldLL, %lld, col, cols, res + g * %lldLL * cols, cols);\n",
-                   Cog, Kd, wb, Cog * Kd, Kd, Cog);
+                   cv.Cog, cv.Kd, wb, cv.Cog * cv.Kd, cv.Kd, cv.Cog);
     dpc_buf_puts(o, "    }\n");
     /* epilogue: back to NCHW, bias, fused chain */
     char seed[192];
     if (n->nin > 2)
-        snprintf(seed, sizeof seed, "res[c1 * cols + c0 * %lldLL + c2 * %lldLL + c3] + b%d[c1]", HW, Wo, kg->buf_of[n->in[2]]);
+        snprintf(seed, sizeof seed, "res[c1 * cols + c0 * %lldLL + c2 * %lldLL + c3] + b%d[c1]", cv.HW, cv.Wo,
+                 kg->buf_of[n->in[2]]);
     else
-        snprintf(seed, sizeof seed, "res[c1 * cols + c0 * %lldLL + c2 * %lldLL + c3]", HW, Wo);
-    (void)outb;
+        snprintf(seed, sizeof seed, "res[c1 * cols + c0 * %lldLL + c2 * %lldLL + c3]", cv.HW, cv.Wo);
     emit_chain_loop(kg, k, o, seed);
 }
 
@@ -386,67 +369,36 @@ static void emit_pool(const kgraph *kg, const kernel *k, dpc_buf *o) {
     const ir_node *n = k->root, *x = nd(kg, n->in[0]);
     long long C = x->sh.d[1].k, H = x->sh.d[2].k, W = x->sh.d[3].k, Ho = n->sh.d[2].k, Wo = n->sh.d[3].k;
     int xb = kg->buf_of[x->id], ob = kg->buf_of[n->id];
+    char v[64];
     emit_comment(o, "    ", n);
     dpc_buf_printf(o, "    for (int64_t p = 0; p < N * %lldLL; p++) {\n        const float *src = b%d + p * %lldLL;\n"
                       "        float *dst = b%d + p * %lldLL;\n",
                    C, xb, H * W, ob, Ho * Wo);
     dpc_buf_printf(o, "        for (int64_t oh = 0; oh < %lldLL; oh++)\n        for (int64_t ow = 0; ow < %lldLL; ow++) {\n", Ho, Wo);
-    if (n->op == OP_ADAPTIVE_AVGPOOL2D) {
-        dpc_buf_printf(o,
-                       "            const int64_t h0 = oh * %lldLL / %lldLL, h1 = ((oh + 1) * %lldLL + %lldLL - 1) / %lldLL;\n"
-                       "            const int64_t w0 = ow * %lldLL / %lldLL, w1 = ((ow + 1) * %lldLL + %lldLL - 1) / %lldLL;\n"
-                       "            float s = 0.0f;\n"
-                       "            for (int64_t ih = h0; ih < h1; ih++)\n"
-                       "                for (int64_t iw = w0; iw < w1; iw++)\n"
-                       "                    s += src[ih * %lldLL + iw];\n"
-                       "            dst[oh * %lldLL + ow] = s / (float)((h1 - h0) * (w1 - w0));\n",
-                       H, Ho, H, Ho, Ho, W, Wo, W, Wo, Wo, W, Wo);
-    } else {
-        long long kh = n->ia[0], kw = n->ia[1], sh = n->ia[2], sw = n->ia[3], ph = n->ia[4], pw = n->ia[5];
-        if (n->op == OP_MAXPOOL2D) {
-            long long dh = n->ia[6], dw = n->ia[7];
-            dpc_buf_printf(o,
-                           "            float m = -INFINITY;\n"
-                           "            for (int64_t ki = 0; ki < %lldLL; ki++) {\n"
-                           "                const int64_t ih = oh * %lldLL - %lldLL + ki * %lldLL;\n"
-                           "                if (ih < 0 || ih >= %lldLL) continue;\n"
-                           "                for (int64_t kj = 0; kj < %lldLL; kj++) {\n"
-                           "                    const int64_t iw = ow * %lldLL - %lldLL + kj * %lldLL;\n"
-                           "                    if (iw < 0 || iw >= %lldLL) continue;\n"
-                           "                    const float v = src[ih * %lldLL + iw];\n"
-                           "                    if (v > m || v != v) m = v;\n"
-                           "                }\n            }\n"
-                           "            dst[oh * %lldLL + ow] = m;\n",
-                           kh, sh, ph, dh, H, kw, sw, pw, dw, W, W, Wo);
-        } else {
-            long long div = n->ia[6];
-            dpc_buf_printf(o,
-                           "            int64_t h0 = oh * %lldLL - %lldLL, w0 = ow * %lldLL - %lldLL;\n"
-                           "            int64_t h1 = h0 + %lldLL < %lldLL ? h0 + %lldLL : %lldLL;\n"
-                           "            int64_t w1 = w0 + %lldLL < %lldLL ? w0 + %lldLL : %lldLL;\n"
-                           "            const int64_t padded = (h1 - h0) * (w1 - w0);\n"
-                           "            h0 = h0 < 0 ? 0 : h0; w0 = w0 < 0 ? 0 : w0;\n"
-                           "            h1 = h1 < %lldLL ? h1 : %lldLL; w1 = w1 < %lldLL ? w1 : %lldLL;\n"
-                           "            float s = 0.0f;\n"
-                           "            for (int64_t ih = h0; ih < h1; ih++)\n"
-                           "                for (int64_t iw = w0; iw < w1; iw++)\n"
-                           "                    s += src[ih * %lldLL + iw];\n",
-                           sh, ph, sw, pw, kh, H + ph, kh, H + ph, kw, W + pw, kw, W + pw, H, H, W, W, W);
-            if (div)
-                dpc_buf_printf(o, "            (void)padded;\n            dst[oh * %lldLL + ow] = s / %lld.0f;\n", Wo, div);
-            else if (n->flag)
-                dpc_buf_printf(o, "            dst[oh * %lldLL + ow] = s / (float)padded;\n", Wo);
-            else
-                dpc_buf_printf(o, "            (void)padded;\n            dst[oh * %lldLL + ow] = s / (float)((h1 - h0) * (w1 - w0));\n", Wo);
-        }
-    }
+    emit_pool_window(o, n, x, "            ", "int64_t");
+    if (n->op == OP_AVGPOOL2D && !emit_pool_uses_padded(n))
+        dpc_buf_puts(o, "            (void)padded;\n");
+    dpc_buf_printf(o, "            dst[oh * %lldLL + ow] = %s;\n", Wo, emit_pool_value(v, sizeof v, n));
     dpc_buf_puts(o, "        }\n    }\n");
+}
+
+/* The loops over an op along `axis` of x seen as [outer, len, inner]
+ * (len may be N): `src` is the first element of column (p, q). */
+static void axis_loops(dpc_buf *o, const ir_node *x, int axis, int xb) {
+    char t1[96], t2[96], t3[96];
+    dpc_buf_printf(o,
+                   "    const int64_t outer = %s, inner = %s, len = %s;\n"
+                   "    for (int64_t p = 0; p < outer; p++)\n"
+                   "    for (int64_t q = 0; q < inner; q++) {\n"
+                   "        const float *src = b%d + p * len * inner + q;\n",
+                   emit_prod(t1, sizeof t1, &x->sh, 0, axis), emit_prod(t2, sizeof t2, &x->sh, axis + 1, x->sh.rank),
+                   emit_dim(t3, sizeof t3, x->sh.d[axis]), xb);
 }
 
 static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
     const ir_node *n = k->root, *x = nd(kg, n->in[0]);
     int xb = kg->buf_of[x->id], ob = kg->buf_of[n->id];
-    char t1[96], t2[96];
+    char t1[96];
     emit_comment(o, "    ", n);
     if (n->op == OP_LAYERNORM) {
         long long L = 1;
@@ -476,21 +428,15 @@ static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
         return;
     }
     /* softmax / log_softmax over axis: [outer, len, inner]; len may be N */
-    char Ls[96];
-    emit_dim(Ls, sizeof Ls, x->sh.d[n->axis]);
-    emit_prod(t1, sizeof t1, &x->sh, 0, n->axis);
-    emit_prod(t2, sizeof t2, &x->sh, n->axis + 1, x->sh.rank);
     bool logsm = n->op == OP_LOG_SOFTMAX;
+    axis_loops(o, x, n->axis, xb);
     dpc_buf_printf(o,
-                   "    const int64_t outer = %s, inner = %s, len = %s;\n"
-                   "    for (int64_t p = 0; p < outer; p++)\n"
-                   "    for (int64_t q = 0; q < inner; q++) {\n"
-                   "        const float *src = b%d + p * len * inner + q;\n        float *dst = b%d + p * len * inner + q;\n"
+                   "        float *dst = b%d + p * len * inner + q;\n"
                    "        float m = -INFINITY;\n"
                    "        for (int64_t j = 0; j < len; j++) m = src[j * inner] > m ? src[j * inner] : m;\n"
                    "        double s = 0.0;\n"
                    "        for (int64_t j = 0; j < len; j++) s += expf(src[j * inner] - m);\n",
-                   t1, t2, Ls, xb, ob);
+                   ob);
     if (logsm)
         dpc_buf_puts(o, "        const float ls = (float)log(s);\n"
                         "        for (int64_t j = 0; j < len; j++) dst[j * inner] = src[j * inner] - m - ls;\n    }\n");
@@ -502,24 +448,12 @@ static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
 static void emit_reduce(const kgraph *kg, const kernel *k, dpc_buf *o) {
     const ir_node *n = k->root, *x = nd(kg, n->in[0]);
     int xb = kg->buf_of[x->id], ob = kg->buf_of[n->id];
-    char t1[96], t2[96];
     emit_comment(o, "    ", n);
     if (x->sh.rank == 0) {
         dpc_buf_printf(o, "    b%d[0] = b%d[0];\n", ob, xb);
         return;
     }
-    long long L = x->sh.d[n->axis].k;
-    bool Lsym = x->sh.d[n->axis].sym;
-    char Ls[96];
-    emit_dim(Ls, sizeof Ls, (dim){L, Lsym});
-    emit_prod(t1, sizeof t1, &x->sh, 0, n->axis);
-    emit_prod(t2, sizeof t2, &x->sh, n->axis + 1, x->sh.rank);
-    dpc_buf_printf(o,
-                   "    const int64_t outer = %s, inner = %s, len = %s;\n"
-                   "    for (int64_t p = 0; p < outer; p++)\n"
-                   "    for (int64_t q = 0; q < inner; q++) {\n"
-                   "        const float *src = b%d + p * len * inner + q;\n",
-                   t1, t2, Ls, xb);
+    axis_loops(o, x, n->axis, xb);
     if (n->op == OP_AMAX)
         dpc_buf_puts(o, "        float acc = -INFINITY;\n"
                         "        for (int64_t j = 0; j < len; j++) { const float v = src[j * inner]; acc = (v > acc || v != v) ? v : acc; }\n");

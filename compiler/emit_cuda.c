@@ -486,16 +486,23 @@ static void gemm_epilogue(cg *g, const kernel *k, int first_op) {
     emit_chain_kernel(g, k, k->name, first_op, seed, seed_id, true, false, NULL);
 }
 
+/* A GEMM step C = A x B over buffers a, b, c: no bias, one batch; the
+ * caller sets the sizes. */
+static dpc_cu_gemm *new_gemm(cg *g, int a, int b, int c) {
+    dpc_cu_gemm *m = &new_step(g, DPC_CU_GEMM)->u.gemm;
+    m->a = a;
+    m->b = b;
+    m->c = c;
+    m->bias = -1;
+    m->batch = cd(1, 0);
+    return m;
+}
+
 static void emit_linear(cg *g, const kernel *k) {
     const kgraph *kg = g->kg;
     const ir_node *n = k->root, *x = nd(kg, n->in[0]), *w = nd(kg, n->in[1]);
-    dpc_cu_step *s = new_step(g, DPC_CU_GEMM);
-    dpc_cu_gemm *m = &s->u.gemm;
+    dpc_cu_gemm *m = new_gemm(g, kg->buf_of[x->id], kg->buf_of[w->id], kg->buf_of[k->out->id]);
     dpc_cu_dim K = cd(w->sh.d[1].k, 0), No = cd(w->sh.d[0].k, 0);
-    m->a = kg->buf_of[x->id];
-    m->b = kg->buf_of[w->id];
-    m->c = kg->buf_of[k->out->id];
-    m->bias = -1;
     m->transB = true;
     m->M = cd_prod(&x->sh, 0, x->sh.rank - 1);
     m->N = No;
@@ -503,7 +510,6 @@ static void emit_linear(cg *g, const kernel *k) {
     m->lda = K;
     m->ldb = K;
     m->ldc = No;
-    m->batch = cd(1, 0);
     int first_op = 0;
     m->epilogue = 0; /* DPC_LT_EPI_NONE */
     if (n->nin > 2) {
@@ -536,55 +542,33 @@ static bool bdim_mergeable(const bdim *outer, const bdim *inner) {
 static void emit_matmul(cg *g, const kernel *k) {
     const kgraph *kg = g->kg;
     const ir_node *n = k->root, *x = nd(kg, n->in[0]), *y = nd(kg, n->in[1]);
-    shape xs = x->sh, ys = y->sh;
-    if (xs.rank == 1) {
-        xs.rank = 2;
-        xs.d[1] = xs.d[0];
-        xs.d[0] = (dim){1, false};
-    }
-    if (ys.rank == 1) {
-        ys.rank = 2;
-        ys.d[1] = (dim){1, false};
-    }
-    dpc_cu_dim M = cd_of(xs.d[xs.rank - 2]), K = cd_of(xs.d[xs.rank - 1]), Nn = cd_of(ys.d[ys.rank - 1]);
-    int rb = xs.rank - 2 > ys.rank - 2 ? xs.rank - 2 : ys.rank - 2;
-    shape bs = {0};
-    bs.rank = rb;
-    for (int i = 0; i < rb; i++) {
-        int ix = xs.rank - 2 - rb + i, iy = ys.rank - 2 - rb + i;
-        dim dx = ix >= 0 ? xs.d[ix] : (dim){1, false}, dy = iy >= 0 ? ys.d[iy] : (dim){1, false};
-        bs.d[i] = (dx.k == 1 && !dx.sym) ? dy : dx;
-    }
-    dpc_cu_step *s = new_step(g, DPC_CU_GEMM);
-    dpc_cu_gemm *m = &s->u.gemm;
-    m->a = kg->buf_of[x->id];
-    m->b = kg->buf_of[y->id];
-    m->c = kg->buf_of[k->out->id];
-    m->bias = -1;
+    emit_mm mm;
+    emit_mm_geom(&x->sh, &y->sh, &mm);
+    const shape *xs = &mm.x, *ys = &mm.y, *bs = &mm.batch;
+    dpc_cu_dim M = cd_of(mm.M), K = cd_of(mm.K), Nn = cd_of(mm.N);
+    int rb = bs->rank;
+    dpc_cu_gemm *m = new_gemm(g, kg->buf_of[x->id], kg->buf_of[y->id], kg->buf_of[k->out->id]);
     m->N = Nn;
     m->K = K;
     m->lda = K;
     m->ldb = Nn;
     m->ldc = Nn;
-    m->batch = cd(1, 0);
-    if (ys.rank == 2) {
+    if (ys->rank == 2) {
         /* the right operand is one matrix: fold all batches into M */
-        m->M = cd_mul(cd_prod(&bs, 0, bs.rank), M);
+        m->M = cd_mul(cd_prod(bs, 0, rb), M);
     } else {
         m->M = M;
         bdim d[IR_MAX_RANK];
         int nd_ = 0;
         for (int i = 0; i < rb; i++) {
-            int ix = xs.rank - 2 - rb + i, iy = ys.rank - 2 - rb + i;
+            int ix = emit_mm_axis(&mm, xs, i), iy = emit_mm_axis(&mm, ys, i);
             bdim b;
-            b.size = cd_of(bs.d[i]);
+            b.size = cd_of(bs->d[i]);
             if (cd_one(b.size))
                 continue;
-            bool bx = ix < 0 || (xs.d[ix].k == 1 && !xs.d[ix].sym);
-            bool by = iy < 0 || (ys.d[iy].k == 1 && !ys.d[iy].sym);
-            b.sx = bx ? cd(0, 0) : cd_mul(cd_prod(&xs, ix + 1, xs.rank - 2), cd_mul(M, K));
-            b.sy = by ? cd(0, 0) : cd_mul(cd_prod(&ys, iy + 1, ys.rank - 2), cd_mul(K, Nn));
-            b.so = cd_mul(cd_prod(&bs, i + 1, rb), cd_mul(M, Nn));
+            b.sx = ix < 0 ? cd(0, 0) : cd_mul(cd_prod(xs, ix + 1, xs->rank - 2), cd_mul(M, K));
+            b.sy = iy < 0 ? cd(0, 0) : cd_mul(cd_prod(ys, iy + 1, ys->rank - 2), cd_mul(K, Nn));
+            b.so = cd_mul(cd_prod(bs, i + 1, rb), cd_mul(M, Nn));
             d[nd_++] = b;
         }
         /* merge dimensions that are one strided dimension for all three */
@@ -633,36 +617,18 @@ static void emit_matmul(cg *g, const kernel *k) {
 
 /* ---------------------------------------------------------- convolution */
 
-static void emit_conv(cg *g, const kernel *k) {
-    const kgraph *kg = g->kg;
-    const ir_node *n = k->root, *x = nd(kg, n->in[0]), *w = nd(kg, n->in[1]);
-    long long C = x->sh.d[1].k, H = x->sh.d[2].k, W = x->sh.d[3].k;
-    long long Co = n->sh.d[1].k, Ho = n->sh.d[2].k, Wo = n->sh.d[3].k;
-    long long kh = w->sh.d[2].k, kw = w->sh.d[3].k, G = n->ia[6], Cg = C / G, Cog = Co / G;
-    long long sh = n->ia[0], sw = n->ia[1], ph = n->ia[2], pw = n->ia[3], dh = n->ia[4], dw = n->ia[5];
-    long long Kd = Cg * kh * kw, HW = Ho * Wo;
-    int xb = kg->buf_of[x->id], wb = kg->buf_of[w->id], cb = k->scratch, rb = k->scratch2;
-    if (G < 1 || C % G || Co % G) {
-        fail(g, n, "bad groups");
-        return;
-    }
-    /* im2col of one group, all images side by side:
-     * col[(c*kh + ki)*kw + kj][img*HW + oh*Wo + ow]. As on the CPU, the
-     * trailing padding (ia[7], ia[8]; one more than the leading for
-     * padding="same" with an even kernel) is the reads past H, W that give 0 */
-    dpc_buf nm;
-    dpc_buf_init(&nm);
-    dpc_buf_printf(&nm, "%s_im2col", k->name);
-    const char *im2col = nm.data ? nm.data : "im2col";
-    plist pl = {0};
-    padd(g, &pl, cb, true);
-    padd(g, &pl, xb, false);
+/* The im2col kernel of one group (ctx->g), all images side by side:
+ * col[(c*kh + ki)*kw + kj][img*HW + oh*Wo + ow]. As on the CPU, the
+ * trailing padding (ia[7], ia[8]; one more than the leading for
+ * padding="same" with an even kernel) is the reads past H, W that give 0 */
+static void emit_im2col(cg *g, const kernel *k, const emit_conv_dims *cv, const char *fn, const plist *pl, int xb,
+                        int cb) {
     dpc_buf_printf(g->o,
                    "\n/* %s: im2col of group ctx->g for conv2d %lldx%lld, stride (%lld, %lld), padding (%lld, %lld),\n"
                    " * dilation (%lld, %lld): [%lld, N * %lld] */\n",
-                   im2col, kh, kw, sh, sw, ph, pw, dh, dw, Kd, HW);
-    kernel_head(g, im2col, &pl);
-    line_of(g, n);
+                   fn, cv->kh, cv->kw, cv->sh, cv->sw, cv->ph, cv->pw, cv->dh, cv->dw, cv->Kd, cv->HW);
+    kernel_head(g, fn, pl);
+    line_of(g, k->root);
     dpc_buf_printf(g->o,
                    "    const long long g = ctx->g, cols = N * %lldLL, total = %lldLL * cols;\n"
                    "    for (long long i = %s) {\n"
@@ -673,41 +639,54 @@ static void emit_conv(cg *g, const kernel *k) {
                    "        const %s *src = b%d + (img * %lldLL + g * %lldLL + c) * %lldLL;\n"
                    "        b%d[i] = (ih >= 0 && ih < %lldLL && iw >= 0 && iw < %lldLL) ? src[ih * %lldLL + iw] : 0.0f;\n"
                    "    }\n",
-                   HW, Kd, grid_stride(), kh * kw, kw, kh, kw, HW, HW, Wo, Wo, sh, ph, dh, sw, pw, dw, g->ft, xb, C, Cg,
-                   H * W, cb, H, W, W);
+                   cv->HW, cv->Kd, grid_stride(), cv->kh * cv->kw, cv->kw, cv->kh, cv->kw, cv->HW, cv->HW, cv->Wo, cv->Wo,
+                   cv->sh, cv->ph, cv->dh, cv->sw, cv->pw, cv->dw, g->ft, xb, cv->C, cv->Cg, cv->H * cv->W, cb, cv->H,
+                   cv->W, cv->W);
     kernel_tail(g);
-    for (long long gi = 0; gi < G; gi++) {
-        dpc_cu_launch *l = plan_launch(g, k->name, "_im2col", DPC_CU_ELEMS, cd(Kd * HW, 1), 1, &pl);
+}
+
+static void emit_conv(cg *g, const kernel *k) {
+    const kgraph *kg = g->kg;
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]), *w = nd(kg, n->in[1]);
+    emit_conv_dims cv;
+    int xb = kg->buf_of[x->id], wb = kg->buf_of[w->id], cb = k->scratch, rb = k->scratch2;
+    if (!emit_conv_geom(n, x, w, &cv)) {
+        fail(g, n, "bad groups");
+        return;
+    }
+    dpc_buf nm;
+    dpc_buf_init(&nm);
+    dpc_buf_printf(&nm, "%s_im2col", k->name);
+    plist pl = {0};
+    padd(g, &pl, cb, true);
+    padd(g, &pl, xb, false);
+    emit_im2col(g, k, &cv, nm.data ? nm.data : "im2col", &pl, xb, cb);
+    for (long long gi = 0; gi < cv.G; gi++) {
+        dpc_cu_launch *l = plan_launch(g, k->name, "_im2col", DPC_CU_ELEMS, cd(cv.Kd * cv.HW, 1), 1, &pl);
         l->g = gi; /* one function, a launch per group */
-        dpc_cu_step *s = new_step(g, DPC_CU_GEMM);
-        dpc_cu_gemm *m = &s->u.gemm;
-        m->a = wb;
-        m->b = cb;
-        m->c = rb;
-        m->bias = -1;
-        m->M = cd(Cog, 0);
-        m->N = cd(HW, 1);
-        m->K = cd(Kd, 0);
-        m->lda = cd(Kd, 0);
-        m->ldb = cd(HW, 1);
-        m->ldc = cd(HW, 1);
-        m->offA = cd(gi * Cog * Kd, 0);
-        m->offC = cd(gi * Cog * HW, 1);
-        m->batch = cd(1, 0);
+        dpc_cu_gemm *m = new_gemm(g, wb, cb, rb);
+        m->M = cd(cv.Cog, 0);
+        m->N = cd(cv.HW, 1);
+        m->K = cd(cv.Kd, 0);
+        m->lda = cd(cv.Kd, 0);
+        m->ldb = cd(cv.HW, 1);
+        m->ldc = cd(cv.HW, 1);
+        m->offA = cd(gi * cv.Cog * cv.Kd, 0);
+        m->offC = cd(gi * cv.Cog * cv.HW, 1);
     }
     dpc_buf_free(&nm);
     dpc_buf_printf(g->o, "\n/* %s: conv2d GEMMs [%lld, %lld] x [%lld, N * %lld] per group through cuBLASLt */\n",
-                   k->name, Cog, Kd, Kd, HW);
+                   k->name, cv.Cog, cv.Kd, cv.Kd, cv.HW);
     /* back to NCHW, bias, fused chain */
     char seed[192];
     plist extra = {0};
     padd(g, &extra, rb, false);
     if (n->nin > 2) {
         padd(g, &extra, kg->buf_of[n->in[2]], false);
-        snprintf(seed, sizeof seed, "b%d[c1 * (N * %lldLL) + c0 * %lldLL + c2 * %lldLL + c3] + b%d[c1]", rb, HW, HW, Wo,
-                 kg->buf_of[n->in[2]]);
+        snprintf(seed, sizeof seed, "b%d[c1 * (N * %lldLL) + c0 * %lldLL + c2 * %lldLL + c3] + b%d[c1]", rb, cv.HW,
+                 cv.HW, cv.Wo, kg->buf_of[n->in[2]]);
     } else
-        snprintf(seed, sizeof seed, "b%d[c1 * (N * %lldLL) + c0 * %lldLL + c2 * %lldLL + c3]", rb, HW, HW, Wo);
+        snprintf(seed, sizeof seed, "b%d[c1 * (N * %lldLL) + c0 * %lldLL + c2 * %lldLL + c3]", rb, cv.HW, cv.HW, cv.Wo);
     emit_chain_kernel(g, k, k->name, 0, seed, n->id, false, true, &extra);
 }
 
@@ -732,57 +711,10 @@ static void emit_pool(cg *g, const kernel *k) {
                    "        const long long p = i / %lldLL, oh = (i / %lldLL) %% %lldLL, ow = i %% %lldLL;\n"
                    "        const %s *src = b%d + p * %lldLL;\n",
                    cd_str(t, sizeof t, total), grid_stride(), Ho * Wo, Wo, Ho, Wo, g->ft, xb, H * W);
-    if (n->op == OP_ADAPTIVE_AVGPOOL2D) {
-        dpc_buf_printf(g->o,
-                       "        const long long h0 = oh * %lldLL / %lldLL, h1 = ((oh + 1) * %lldLL + %lldLL - 1) / %lldLL;\n"
-                       "        const long long w0 = ow * %lldLL / %lldLL, w1 = ((ow + 1) * %lldLL + %lldLL - 1) / %lldLL;\n"
-                       "        float s = 0.0f;\n"
-                       "        for (long long ih = h0; ih < h1; ih++)\n"
-                       "            for (long long iw = w0; iw < w1; iw++)\n"
-                       "                s += src[ih * %lldLL + iw];\n"
-                       "        b%d[i] = s / (float)((h1 - h0) * (w1 - w0));\n",
-                       H, Ho, H, Ho, Ho, W, Wo, W, Wo, Wo, W, ob);
-    } else {
-        long long kh = n->ia[0], kw = n->ia[1], sh = n->ia[2], sw = n->ia[3], ph = n->ia[4], pw = n->ia[5];
-        if (n->op == OP_MAXPOOL2D) {
-            long long dh = n->ia[6], dw = n->ia[7];
-            dpc_buf_printf(g->o,
-                           "        float m = -INFINITY;\n"
-                           "        for (long long ki = 0; ki < %lldLL; ki++) {\n"
-                           "            const long long ih = oh * %lldLL - %lldLL + ki * %lldLL;\n"
-                           "            if (ih < 0 || ih >= %lldLL) continue;\n"
-                           "            for (long long kj = 0; kj < %lldLL; kj++) {\n"
-                           "                const long long iw = ow * %lldLL - %lldLL + kj * %lldLL;\n"
-                           "                if (iw < 0 || iw >= %lldLL) continue;\n"
-                           "                const float v = src[ih * %lldLL + iw];\n"
-                           "                if (v > m || v != v) m = v;\n"
-                           "            }\n"
-                           "        }\n"
-                           "        b%d[i] = m;\n",
-                           kh, sh, ph, dh, H, kw, sw, pw, dw, W, W, ob);
-        } else {
-            long long div = n->ia[6];
-            dpc_buf_printf(g->o,
-                           "        long long h0 = oh * %lldLL - %lldLL, w0 = ow * %lldLL - %lldLL;\n"
-                           "        long long h1 = h0 + %lldLL < %lldLL ? h0 + %lldLL : %lldLL;\n"
-                           "        long long w1 = w0 + %lldLL < %lldLL ? w0 + %lldLL : %lldLL;\n"
-                           "        const long long padded = (h1 - h0) * (w1 - w0);\n"
-                           "        h0 = h0 < 0 ? 0 : h0; w0 = w0 < 0 ? 0 : w0;\n"
-                           "        h1 = h1 < %lldLL ? h1 : %lldLL; w1 = w1 < %lldLL ? w1 : %lldLL;\n"
-                           "        float s = 0.0f;\n"
-                           "        for (long long ih = h0; ih < h1; ih++)\n"
-                           "            for (long long iw = w0; iw < w1; iw++)\n"
-                           "                s += src[ih * %lldLL + iw];\n"
-                           "        (void)padded;\n",
-                           sh, ph, sw, pw, kh, H + ph, kh, H + ph, kw, W + pw, kw, W + pw, H, H, W, W, W);
-            if (div)
-                dpc_buf_printf(g->o, "        b%d[i] = s / %lld.0f;\n", ob, div);
-            else if (n->flag)
-                dpc_buf_printf(g->o, "        b%d[i] = s / (float)padded;\n", ob);
-            else
-                dpc_buf_printf(g->o, "        b%d[i] = s / (float)((h1 - h0) * (w1 - w0));\n", ob);
-        }
-    }
+    emit_pool_window(g->o, n, x, "        ", "long long");
+    if (n->op == OP_AVGPOOL2D)
+        dpc_buf_puts(g->o, "        (void)padded;\n");
+    dpc_buf_printf(g->o, "        b%d[i] = %s;\n", ob, emit_pool_value(t, sizeof t, n));
     dpc_buf_puts(g->o, "    }\n");
     kernel_tail(g);
     plan_launch(g, k->name, "", DPC_CU_ELEMS, total, 1, &pl);
@@ -818,13 +750,53 @@ static dpc_cu_grid row_head(cg *g, long long L, const char *rows) {
     return DPC_CU_BLOCK_ROWS;
 }
 
-static void row_tail(cg *g) { dpc_buf_puts(g->o, "#undef rsum\n#undef rmax\n"); }
+/* Ends a row kernel (row_head's macros undone) and plans its launch over
+ * `rows` rows. */
+static void row_tail(cg *g, const kernel *k, dpc_cu_grid grid, dpc_cu_dim rows, const plist *pl) {
+    dpc_buf_puts(g->o, "#undef rsum\n#undef rmax\n");
+    kernel_tail(g);
+    plan_launch(g, k->name, "", grid, rows, 1, pl);
+}
+
+/* A row kernel over `rows` rows of L elements: the comment already written,
+ * the head, the row prologue and `x`, `y` at the row's first element. */
+static dpc_cu_grid row_kernel_head(cg *g, const kernel *k, const plist *pl, long long L, dpc_cu_dim rows, int xb,
+                                   int ob) {
+    char t[96];
+    kernel_head(g, k->name, pl);
+    dpc_cu_grid grid = row_head(g, L, cd_str(t, sizeof t, rows));
+    line_of(g, k->root);
+    dpc_buf_printf(g->o,
+                   "    const %s *x = b%d + row * %lldLL;\n"
+                   "    %s *y = b%d + row * %lldLL;\n",
+                   g->ft, xb, L, g->ft, ob, L);
+    return grid;
+}
+
+/* A kernel over the (outer, inner) columns of x along the op's axis, one
+ * thread per column (`per` names what a thread computes): `x` at the
+ * column's first element, `len` its length, `inner` its stride. */
+static void column_head(cg *g, const kernel *k, const plist *pl, const char *per, const ir_node *x, dpc_cu_dim total,
+                        int xb) {
+    const ir_node *n = k->root;
+    char t1[96], t2[96], t3[96];
+    dpc_buf_printf(g->o, "\n/* %s: %s over axis %d, one thread per %s */\n", k->name, ir_op_name(n->op), n->axis, per);
+    kernel_head(g, k->name, pl);
+    line_of(g, n);
+    dpc_buf_printf(g->o,
+                   "    const long long inner = %s, len = %s, total = %s;\n"
+                   "    for (long long i = %s) {\n"
+                   "        const long long p = i / inner, q = i - p * inner;\n"
+                   "        const %s *x = b%d + p * len * inner + q;\n",
+                   cd_str(t1, sizeof t1, cd_prod(&x->sh, n->axis + 1, x->sh.rank)),
+                   cd_str(t2, sizeof t2, cd_of(x->sh.d[n->axis])), cd_str(t3, sizeof t3, total), grid_stride(), g->ft,
+                   xb);
+}
 
 static void emit_row(cg *g, const kernel *k) {
     const kgraph *kg = g->kg;
     const ir_node *n = k->root, *x = nd(kg, n->in[0]);
     int xb = kg->buf_of[x->id], ob = kg->buf_of[n->id];
-    char t1[96], t2[96];
     plist pl = {0};
     padd(g, &pl, ob, true);
     padd(g, &pl, xb, false);
@@ -848,12 +820,8 @@ static void emit_row(cg *g, const kernel *k) {
         dpc_format_pyfloat(n->fa, eps, sizeof eps);
         dpc_cu_dim rows = cd_prod(&x->sh, 0, x->sh.rank - n->axis);
         dpc_buf_printf(g->o, "\n/* %s: layer_norm over rows of %lld, mean and variance in two passes */\n", k->name, L);
-        kernel_head(g, k->name, &pl);
-        dpc_cu_grid grid = row_head(g, L, cd_str(t1, sizeof t1, rows));
-        line_of(g, n);
+        dpc_cu_grid grid = row_kernel_head(g, k, &pl, L, rows, xb, ob);
         dpc_buf_printf(g->o,
-                       "    const %s *x = b%d + row * %lldLL;\n"
-                       "    %s *y = b%d + row * %lldLL;\n"
                        "    float s = 0.0f;\n"
                        "    for (int j = t; j < %lld; j += T) s += x[j];\n"
                        "    const float mean = rsum(s) / %lld.0f;\n"
@@ -862,15 +830,13 @@ static void emit_row(cg *g, const kernel *k) {
                        "    const float rstd = 1.0f / sqrtf(rsum(v) / %lld.0f + %sf);\n"
                        "    for (int j = t; j < %lld; j += T) {\n"
                        "        float o = (x[j] - mean) * rstd;\n",
-                       g->ft, xb, L, g->ft, ob, L, L, L, L, L, eps, L);
+                       L, L, L, L, eps, L);
         if (wb >= 0)
             dpc_buf_printf(g->o, "        o *= b%d[j];\n", wb);
         if (bb >= 0)
             dpc_buf_printf(g->o, "        o += b%d[j];\n", bb);
         dpc_buf_puts(g->o, "        y[j] = o;\n    }\n");
-        row_tail(g);
-        kernel_tail(g);
-        plan_launch(g, k->name, "", grid, rows, 1, &pl);
+        row_tail(g, k, grid, rows, &pl);
         return;
     }
     /* softmax / log_softmax over axis: [outer, L, inner] */
@@ -880,19 +846,15 @@ static void emit_row(cg *g, const kernel *k) {
     bool Lsym = x->sh.d[n->axis].sym;
     if (cd_one(inner) && !Lsym) {
         dpc_buf_printf(g->o, "\n/* %s: %s over rows of %lld */\n", k->name, ir_op_name(n->op), L);
-        kernel_head(g, k->name, &pl);
-        dpc_cu_grid grid = row_head(g, L, cd_str(t1, sizeof t1, outer));
-        line_of(g, n);
+        dpc_cu_grid grid = row_kernel_head(g, k, &pl, L, outer, xb, ob);
         dpc_buf_printf(g->o,
-                       "    const %s *x = b%d + row * %lldLL;\n"
-                       "    %s *y = b%d + row * %lldLL;\n"
                        "    float m = -INFINITY;\n"
                        "    for (int j = t; j < %lld; j += T) m = fmaxf(m, x[j]);\n"
                        "    m = rmax(m);\n"
                        "    float s = 0.0f;\n"
                        "    for (int j = t; j < %lld; j += T) s += expf(x[j] - m);\n"
                        "    s = rsum(s);\n",
-                       g->ft, xb, L, g->ft, ob, L, L, L);
+                       L, L);
         if (logsm)
             dpc_buf_printf(g->o, "    const float ls = logf(s);\n"
                                  "    for (int j = t; j < %lld; j += T) y[j] = x[j] - m - ls;\n",
@@ -901,30 +863,20 @@ static void emit_row(cg *g, const kernel *k) {
             dpc_buf_printf(g->o, "    const float inv = 1.0f / s;\n"
                                  "    for (int j = t; j < %lld; j += T) y[j] = expf(x[j] - m) * inv;\n",
                            L);
-        row_tail(g);
-        kernel_tail(g);
-        plan_launch(g, k->name, "", grid, outer, 1, &pl);
+        row_tail(g, k, grid, outer, &pl);
         return;
     }
     /* a middle axis (or one as long as the batch): one thread per (outer,
      * inner) column, coalesced over inner */
-    char t3[96];
-    cd_str(t3, sizeof t3, cd_of(x->sh.d[n->axis]));
     dpc_cu_dim total = cd_mul(outer, inner);
-    dpc_buf_printf(g->o, "\n/* %s: %s over axis %d, one thread per column */\n", k->name, ir_op_name(n->op), n->axis);
-    kernel_head(g, k->name, &pl);
-    line_of(g, n);
+    column_head(g, k, &pl, "column", x, total, xb);
     dpc_buf_printf(g->o,
-                   "    const long long inner = %s, len = %s, total = %s;\n"
-                   "    for (long long i = %s) {\n"
-                   "        const long long p = i / inner, q = i - p * inner;\n"
-                   "        const %s *x = b%d + p * len * inner + q;\n"
                    "        %s *y = b%d + p * len * inner + q;\n"
                    "        float m = -INFINITY;\n"
                    "        for (long long j = 0; j < len; j++) m = fmaxf(m, x[j * inner]);\n"
                    "        float s = 0.0f;\n"
                    "        for (long long j = 0; j < len; j++) s += expf(x[j * inner] - m);\n",
-                   cd_str(t1, sizeof t1, inner), t3, cd_str(t2, sizeof t2, total), grid_stride(), g->ft, xb, g->ft, ob);
+                   g->ft, ob);
     if (logsm)
         dpc_buf_puts(g->o, "        const float ls = logf(s);\n"
                            "        for (long long j = 0; j < len; j++) y[j * inner] = x[j * inner] - m - ls;\n");
@@ -942,7 +894,7 @@ static void emit_reduce(cg *g, const kernel *k) {
     const kgraph *kg = g->kg;
     const ir_node *n = k->root, *x = nd(kg, n->in[0]);
     int xb = kg->buf_of[x->id], ob = kg->buf_of[n->id];
-    char t1[96], t2[96], t3[96];
+    char t1[96], t3[96];
     plist pl = {0};
     padd(g, &pl, ob, true);
     padd(g, &pl, xb, false);
@@ -975,21 +927,11 @@ static void emit_reduce(cg *g, const kernel *k) {
                                  "    acc = rsum(acc)%s;\n",
                            mean ? " / (float)len" : "");
         dpc_buf_printf(g->o, "    if (t == 0) b%d[row] = acc;\n", ob);
-        row_tail(g);
-        kernel_tail(g);
-        plan_launch(g, k->name, "", grid, outer, 1, &pl);
+        row_tail(g, k, grid, outer, &pl);
         return;
     }
     dpc_cu_dim total = cd_mul(outer, inner);
-    dpc_buf_printf(g->o, "\n/* %s: %s over axis %d, one thread per output */\n", k->name, ir_op_name(n->op), n->axis);
-    kernel_head(g, k->name, &pl);
-    line_of(g, n);
-    dpc_buf_printf(g->o,
-                   "    const long long inner = %s, len = %s, total = %s;\n"
-                   "    for (long long i = %s) {\n"
-                   "        const long long p = i / inner, q = i - p * inner;\n"
-                   "        const %s *x = b%d + p * len * inner + q;\n",
-                   cd_str(t1, sizeof t1, inner), t3, cd_str(t2, sizeof t2, total), grid_stride(), g->ft, xb);
+    column_head(g, k, &pl, "output", x, total, xb);
     if (amax)
         dpc_buf_puts(g->o, "        float acc = -INFINITY;\n"
                            "        for (long long j = 0; j < len; j++) acc = nanmax(acc, x[j * inner]);\n");

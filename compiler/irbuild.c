@@ -140,6 +140,19 @@ static void add_in(ir_node *n, ir_node *x) {
     x->uses++;
 }
 
+/* A new node of op reading x, y, z in that order; a NULL operand (a module
+ * without bias, a unary op) is skipped. */
+static ir_node *mk_op(builder *b, ir_op op, loc at, const char *scope, ir_node *x, ir_node *y, ir_node *z) {
+    ir_node *n = mk(b, op, at, scope);
+    if (!n)
+        return NULL;
+    ir_node *in[3] = {x, y, z};
+    for (int i = 0; i < 3; i++)
+        if (in[i])
+            add_in(n, in[i]);
+    return n;
+}
+
 static ir_node *const_node(builder *b, double v, loc at) {
     ir_node *n = mk(b, OP_CONST, at, NULL);
     if (n)
@@ -281,12 +294,9 @@ static ir_node *elementwise(builder *b, ir_op op, ir_node *x, ir_node *y, loc at
         }
     } else
         s = x->sh;
-    ir_node *n = mk(b, op, at, scope);
+    ir_node *n = mk_op(b, op, at, scope, x, y, NULL);
     if (!n)
         return NULL;
-    add_in(n, x);
-    if (y)
-        add_in(n, y);
     n->sh = s;
     return n;
 }
@@ -300,6 +310,25 @@ static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, 
     if (ceil_mode && (o - 1) * s >= in + p)
         o--;
     return o;
+}
+
+/* Sets H and W of n->sh to the output sizes of the 2-D window over x
+ * (kernel k, stride s, padding p, dilation d; ceil mode when n->ceil, which
+ * a conv node leaves false). extra[i] is trailing padding past p[i]
+ * (conv's padding="same" with an even kernel), counted as that many more
+ * input rows. Conv and the pools share it so that they agree on the sizes
+ * and word the error alike: "<whom>: input <shape> is too small for <what>". */
+static bool window_out(builder *b, ir_node *n, const ir_node *x, const int64_t *k, const int64_t *s, const int64_t *p,
+                       const int64_t *d, const int64_t *extra, loc at, const char *whom, const char *what) {
+    for (int i = 0; i < 2; i++) {
+        int64_t o = pool_out(x->sh.d[2 + i].k + extra[i], k[i], s[i], p[i], d[i], n->ceil);
+        if (o <= 0) {
+            error_at(b->c, at, "%s: input %s is too small for %s", whom, shp(b, &x->sh), what);
+            return false;
+        }
+        n->sh.d[2 + i] = (dim){o, false};
+    }
+    return true;
 }
 
 static bool need_concrete(builder *b, const ir_node *x, int from, loc at, const char *what) {
@@ -333,13 +362,9 @@ static ir_node *op_linear(builder *b, inst *m, ir_node *x, loc at) {
         return NULL;
     }
     ir_node *w = param_node(b, m, "weight", at), *bias = param_node(b, m, "bias", at);
-    ir_node *n = mk(b, OP_LINEAR, at, m->path);
+    ir_node *n = mk_op(b, OP_LINEAR, at, m->path, x, w, bias);
     if (!n)
         return NULL;
-    add_in(n, x);
-    add_in(n, w);
-    if (bias)
-        add_in(n, bias);
     n->sh = x->sh;
     n->sh.d[n->sh.rank - 1] = (dim){out, false};
     return n;
@@ -377,29 +402,17 @@ static ir_node *op_conv(builder *b, inst *m, ir_node *x, loc at) {
     } else
         inst_pair(m, 4, p);
     ir_node *w = param_node(b, m, "weight", at), *bias = param_node(b, m, "bias", at);
-    ir_node *n = mk(b, OP_CONV2D, at, m->path);
+    ir_node *n = mk_op(b, OP_CONV2D, at, m->path, x, w, bias);
     if (!n)
         return NULL;
-    add_in(n, x);
-    add_in(n, w);
-    if (bias)
-        add_in(n, bias);
     int64_t attrs[9] = {s[0], s[1], p[0], p[1], d[0], d[1], inst_int(m, 6), p[0] + extra[0], p[1] + extra[1]};
     memcpy(n->ia, attrs, sizeof attrs);
     n->nia = 9;
     n->sh = x->sh;
     n->sh.d[1] = (dim){inst_int(m, 1), false};
-    for (int i = 0; i < 2; i++) {
-        /* the extra trailing row/column counts as one more input row */
-        int64_t o = pool_out(x->sh.d[2 + i].k + extra[i], k[i], s[i], p[i], d[i], false);
-        if (o <= 0) {
-            error_at(b->c, at, "%s: input %s is too small for kernel_size (%lld, %lld)", who(m), shp(b, &x->sh),
-                     (long long)k[0], (long long)k[1]);
-            return NULL;
-        }
-        n->sh.d[2 + i] = (dim){o, false};
-    }
-    return n;
+    char what[64];
+    snprintf(what, sizeof what, "kernel_size (%lld, %lld)", (long long)k[0], (long long)k[1]);
+    return window_out(b, n, x, k, s, p, d, extra, at, who(m), what) ? n : NULL;
 }
 
 static ir_node *op_pool(builder *b, inst *m, ir_node *x, loc at) {
@@ -410,10 +423,9 @@ static ir_node *op_pool(builder *b, inst *m, ir_node *x, loc at) {
     inst_pair(m, 0, k), inst_pair(m, 1, s), inst_pair(m, 2, p);
     if (maxp)
         inst_pair(m, 3, d);
-    ir_node *n = mk(b, maxp ? OP_MAXPOOL2D : OP_AVGPOOL2D, at, m->path);
+    ir_node *n = mk_op(b, maxp ? OP_MAXPOOL2D : OP_AVGPOOL2D, at, m->path, x, NULL, NULL);
     if (!n)
         return NULL;
-    add_in(n, x);
     n->ceil = maxp ? inst_bool(m, 5) : inst_bool(m, 3);
     n->flag = maxp ? false : inst_bool(m, 4);
     int64_t attrs[8] = {k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1]};
@@ -422,24 +434,16 @@ static ir_node *op_pool(builder *b, inst *m, ir_node *x, loc at) {
     memcpy(n->ia, attrs, sizeof attrs);
     n->nia = 8;
     n->sh = x->sh;
-    for (int i = 0; i < 2; i++) {
-        int64_t o = pool_out(x->sh.d[2 + i].k, k[i], s[i], p[i], d[i], n->ceil);
-        if (o <= 0) {
-            error_at(b->c, at, "%s: input %s is too small for the pooling window", who(m), shp(b, &x->sh));
-            return NULL;
-        }
-        n->sh.d[2 + i] = (dim){o, false};
-    }
-    return n;
+    static const int64_t none[2] = {0, 0};
+    return window_out(b, n, x, k, s, p, d, none, at, who(m), "the pooling window") ? n : NULL;
 }
 
 static ir_node *op_adaptive(builder *b, inst *m, ir_node *x, loc at) {
     if (!want_4d(b, m, x, at, -1))
         return NULL;
-    ir_node *n = mk(b, OP_ADAPTIVE_AVGPOOL2D, at, m->path);
+    ir_node *n = mk_op(b, OP_ADAPTIVE_AVGPOOL2D, at, m->path, x, NULL, NULL);
     if (!n)
         return NULL;
-    add_in(n, x);
     n->sh = x->sh;
     const val *o = &m->args[0];
     for (int i = 0; i < 2; i++) {
@@ -497,12 +501,9 @@ static ir_node *op_batchnorm(builder *b, inst *m, ir_node *x, loc at) {
     } else if (!batch_stats(b, x, at, m->path, &mean, &var))
         return NULL;
     ir_node *w = param_node(b, m, "weight", at), *bias = param_node(b, m, "bias", at);
-    ir_node *n = mk(b, OP_BATCHNORM, at, m->path);
+    ir_node *n = mk_op(b, OP_BATCHNORM, at, m->path, x, mean, var);
     if (!n)
         return NULL;
-    add_in(n, x);
-    add_in(n, mean);
-    add_in(n, var);
     if (w) {
         add_in(n, w);
         add_in(n, bias);
@@ -523,14 +524,9 @@ static ir_node *layernorm(builder *b, ir_node *x, const int64_t *ns, int nd, ir_
         expects(b, at, whom, &x->sh, x->sh.rank >= nd ? x->sh.rank - nd : 0, ns, nd);
         return NULL;
     }
-    ir_node *n = mk(b, OP_LAYERNORM, at, scope);
+    ir_node *n = mk_op(b, OP_LAYERNORM, at, scope, x, w, bias);
     if (!n)
         return NULL;
-    add_in(n, x);
-    if (w)
-        add_in(n, w);
-    if (bias)
-        add_in(n, bias);
     n->flag = w != NULL;
     n->keepdim = bias != NULL; /* layer_norm: which affine operands are present */
     n->axis = nd;
@@ -564,11 +560,9 @@ static ir_node *op_embedding(builder *b, inst *m, const sv *arg, loc at) {
         return NULL;
     }
     ir_node *w = param_node(b, m, "weight", at);
-    ir_node *n = mk(b, OP_EMBEDDING, at, m->path);
+    ir_node *n = mk_op(b, OP_EMBEDDING, at, m->path, x, w, NULL);
     if (!n)
         return NULL;
-    add_in(n, x);
-    add_in(n, w);
     n->sh = x->sh;
     n->sh.d[n->sh.rank++] = (dim){inst_int(m, 1), false};
     n->ia[0] = inst_int(m, 0);
@@ -594,10 +588,9 @@ static int64_t implicit_softmax_dim(int rank) { return (rank == 0 || rank == 1 |
 static ir_node *reshape_to(builder *b, ir_node *x, const shape *s, loc at, const char *scope) {
     if (shape_eq(&x->sh, s))
         return x;
-    ir_node *n = mk(b, OP_RESHAPE, at, scope);
+    ir_node *n = mk_op(b, OP_RESHAPE, at, scope, x, NULL, NULL);
     if (!n)
         return NULL;
-    add_in(n, x);
     n->sh = *s;
     n->dt = x->dt;
     return n;
@@ -1134,10 +1127,9 @@ static ir_node *permute(builder *b, ir_node *x, const int *perm, loc at) {
         ident &= perm[i] == i;
     if (ident)
         return x;
-    ir_node *n = mk(b, OP_PERMUTE, at, NULL);
+    ir_node *n = mk_op(b, OP_PERMUTE, at, NULL, x, NULL, NULL);
     if (!n)
         return NULL;
-    add_in(n, x);
     n->dt = x->dt;
     n->sh.rank = x->sh.rank;
     for (int i = 0; i < x->sh.rank; i++) {
@@ -1176,11 +1168,9 @@ static ir_node *matmul(builder *b, ir_node *x, ir_node *y, loc at) {
     by.rank -= 2;
     if (!broadcast(b, &bx, &by, at, "matmul", &bs))
         return NULL;
-    ir_node *n = mk(b, OP_MATMUL, at, NULL);
+    ir_node *n = mk_op(b, OP_MATMUL, at, NULL, x, y, NULL);
     if (!n)
         return NULL;
-    add_in(n, x);
-    add_in(n, y);
     n->sh = bs;
     if (!xv)
         n->sh.d[n->sh.rank++] = xs.d[xs.rank - 2];

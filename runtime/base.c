@@ -237,6 +237,30 @@ dpc_status dpc_write_file_atomic(const char *path, const void *data, size_t len,
     return DPC_OK;
 }
 
+dpc_status dpc_parse_file(const char *path, dpc_status (*parse)(const void *buf, size_t len, void *out, dpc_err *e),
+                          void *out, dpc_err *e) {
+    char *data;
+    size_t len;
+    dpc_status st = dpc_read_file(path, SIZE_MAX / 2, &data, &len, e);
+    if (st)
+        return st;
+    st = parse(data, len, out, e);
+    dpc_free(data);
+    if (st)
+        dpc_err_prefix(e, "%s: ", path);
+    return st;
+}
+
+dpc_status dpc_write_image(const char *path, dpc_buf *b, dpc_status st, dpc_err *e) {
+    if (st) { /* a failed serializer leaves b empty */
+        dpc_err_prefix(e, "%s: ", path);
+        return st;
+    }
+    st = dpc_write_file_atomic(path, b->data, b->len, e);
+    dpc_buf_free(b);
+    return st;
+}
+
 /* Python's float repr: the shortest digit string that round-trips, printed
  * in fixed notation when -4 <= exponent < 16 and in scientific notation with
  * a signed two-digit exponent otherwise. */

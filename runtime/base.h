@@ -80,6 +80,15 @@ char *dpc_buf_take(dpc_buf *b);
  * directory, fsync and rename, so a failure never leaves a partial file. */
 dpc_status dpc_read_file(const char *path, size_t max_bytes, char **data, size_t *len, dpc_err *e);
 dpc_status dpc_write_file_atomic(const char *path, const void *data, size_t len, dpc_err *e);
+/* The loaders and savers of one file format each (.npy, safetensors) wrap
+ * their parser and serializer alike: dpc_parse_file reads path whole and
+ * hands it to parse (out is parse's own out pointer); dpc_write_image
+ * writes the image a serializer built into b, st being the serializer's
+ * status, and frees it. Either prefixes the format code's errors with the
+ * path (the file functions' own messages already name it). */
+dpc_status dpc_parse_file(const char *path, dpc_status (*parse)(const void *buf, size_t len, void *out, dpc_err *e),
+                          void *out, dpc_err *e);
+dpc_status dpc_write_image(const char *path, dpc_buf *b, dpc_status st, dpc_err *e);
 
 /* Python's repr of a float (shortest round-trip, '1e-05', '0.5', 'inf'). */
 void dpc_format_pyfloat(double v, char *out, size_t n);

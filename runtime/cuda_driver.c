@@ -65,16 +65,27 @@ static void *resolve(void *lib, getproc_v2_fn gp2, getproc_v1_fn gp1, int versio
     return p;
 }
 
-static void load_once(void) {
-    const char *path = getenv("DPC_CUDA_DRIVER");
-    if (!path || !*path)
-        path = "libcuda.so.1";
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+void *dpc_dlopen_env(const char *env, const char *dflt, const char **path, const char **why) {
+    *path = getenv(env);
+    if (!*path || !**path)
+        *path = dflt;
+    void *lib = dlopen(*path, RTLD_NOW | RTLD_LOCAL);
+    *why = NULL;
     if (!lib) {
-        const char *why = dlerror();
+        *why = dlerror();
+        if (!*why)
+            *why = "dlopen failed";
+    }
+    return lib;
+}
+
+static void load_once(void) {
+    const char *path, *why;
+    void *lib = dpc_dlopen_env("DPC_CUDA_DRIVER", "libcuda.so.1", &path, &why);
+    if (!lib) {
         load_fail("no CUDA driver (%s not found): %s; the CUDA backend needs an NVIDIA GPU and "
                   "its driver (use the CPU backend otherwise)",
-                  path, why ? why : "dlopen failed");
+                  path, why);
         return;
     }
     /* Never dlclose'd: the driver lives as long as the process. */

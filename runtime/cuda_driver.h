@@ -87,6 +87,12 @@ typedef struct dpc_cuda_api {
  * driver but no usable device. */
 dpc_status dpc_cuda_load(dpc_err *e);
 
+/* dlopen (RTLD_NOW | RTLD_LOCAL, never closed) of the library that $env
+ * names, a path for tests and unusual installs, else of dflt; the CUDA
+ * driver and NCCL load alike. *path is the name tried; NULL on failure,
+ * with dlerror's reason in *why. */
+void *dpc_dlopen_env(const char *env, const char *dflt, const char **path, const char **why);
+
 /* The entry points; NULL unless dpc_cuda_load succeeded. */
 const dpc_cuda_api *dpc_cuda(void);
 

@@ -58,13 +58,10 @@ static bool resolve_all(void *lib, const char *path) {
 }
 
 static void load_once(void) {
-    const char *path = getenv("DPC_NCCL_LIBRARY");
-    if (!path || !*path)
-        path = "libnccl.so.2";
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    const char *path, *why;
+    void *lib = dpc_dlopen_env("DPC_NCCL_LIBRARY", "libnccl.so.2", &path, &why);
     if (!lib) {
-        const char *why = dlerror();
-        load_fail("NCCL not found (%s): %s", path, why ? why : "dlopen failed");
+        load_fail("NCCL not found (%s): %s", path, why);
         return;
     }
     /* Never dlclose'd: NCCL keeps threads and state for the life of the

@@ -363,18 +363,14 @@ dpc_status dpc_npy_parse(const void *buf, size_t len, dpc_tensor **out, dpc_err 
     return DPC_OK;
 }
 
+/* dpc_npy_parse in the type dpc_parse_file takes. */
+static dpc_status parse_npy(const void *buf, size_t len, void *out, dpc_err *e) {
+    return dpc_npy_parse(buf, len, out, e);
+}
+
 dpc_status dpc_npy_read(const char *path, dpc_tensor **out, dpc_err *e) {
-    char *data;
-    size_t len;
     *out = NULL;
-    dpc_status st = dpc_read_file(path, SIZE_MAX / 2, &data, &len, e);
-    if (st)
-        return st; /* dpc_read_file's messages already name the path */
-    st = dpc_npy_parse(data, len, out, e);
-    dpc_free(data);
-    if (st)
-        dpc_err_prefix(e, "%s: ", path);
-    return st;
+    return dpc_parse_file(path, parse_npy, out, e);
 }
 
 static const char *npy_descr(dpc_dtype dt) {
@@ -473,11 +469,5 @@ dpc_status dpc_npy_serialize(const dpc_tensor *t, dpc_buf *out, dpc_err *e) {
 dpc_status dpc_npy_write(const char *path, const dpc_tensor *t, dpc_err *e) {
     dpc_buf b;
     dpc_status st = dpc_npy_serialize(t, &b, e);
-    if (st) {
-        dpc_err_prefix(e, "%s: ", path);
-        return st;
-    }
-    st = dpc_write_file_atomic(path, b.data, b.len, e);
-    dpc_buf_free(&b);
-    return st;
+    return dpc_write_image(path, &b, st, e);
 }

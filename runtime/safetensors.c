@@ -758,18 +758,12 @@ dpc_status dpc_st_parse(const void *buf, size_t len, dpc_safetensors **out, dpc_
     return DPC_OK;
 }
 
+/* dpc_st_parse in the type dpc_parse_file takes. */
+static dpc_status parse_st(const void *buf, size_t len, void *out, dpc_err *e) { return dpc_st_parse(buf, len, out, e); }
+
 dpc_status dpc_st_read(const char *path, dpc_safetensors **out, dpc_err *e) {
-    char *data;
-    size_t len;
     *out = NULL;
-    dpc_status st = dpc_read_file(path, SIZE_MAX / 2, &data, &len, e);
-    if (st)
-        return st; /* dpc_read_file's messages already name the path */
-    st = dpc_st_parse(data, len, out, e);
-    dpc_free(data);
-    if (st)
-        dpc_err_prefix(e, "%s: ", path);
-    return st;
+    return dpc_parse_file(path, parse_st, out, e);
 }
 
 static int cmp_find(const void *key, const void *elem) {
@@ -991,11 +985,5 @@ dpc_status dpc_st_write(const char *path, const dpc_st_tensor *t, size_t n, cons
                         const char *const *mv, size_t nmeta, dpc_err *e) {
     dpc_buf b;
     dpc_status s = dpc_st_serialize(t, n, mk, mv, nmeta, &b, e);
-    if (s) {
-        dpc_err_prefix(e, "%s: ", path);
-        return s;
-    }
-    s = dpc_write_file_atomic(path, b.data, b.len, e);
-    dpc_buf_free(&b);
-    return s;
+    return dpc_write_image(path, &b, s, e);
 }

@@ -1,0 +1,148 @@
+/* emit_shared.c - the shape and index arithmetic the C and CUDA emitters
+ * share: matmul's operand promotion and batch broadcasting, a convolution's
+ * geometry, and the window of an output pixel of a pooling op.
+ *
+ * Each dialect still renders its own loops and launches; what lives here is
+ * the arithmetic that must agree between them, so a fix to one backend's
+ * index maths cannot leave the other behind. Sizes come back as `dim`
+ * values (k or k*N); the CUDA emitter converts them to its k*N^p form. */
+#include "emit.h"
+
+#include <stdio.h>
+
+/* A size-1 dim that is not the batch: broadcasts against anything. */
+static bool dim_is_one(dim d) { return d.k == 1 && !d.sym; }
+
+/* ---------------------------------------------------------- matmul */
+
+void emit_mm_geom(const shape *x, const shape *y, emit_mm *mm) {
+    mm->x = *x;
+    mm->y = *y;
+    /* torch.matmul: a 1-D left operand is one row [1, K], a 1-D right
+     * operand one column [K, 1] */
+    if (mm->x.rank == 1) {
+        mm->x.rank = 2;
+        mm->x.d[1] = mm->x.d[0];
+        mm->x.d[0] = (dim){1, false};
+    }
+    if (mm->y.rank == 1) {
+        mm->y.rank = 2;
+        mm->y.d[1] = (dim){1, false};
+    }
+    const shape *xs = &mm->x, *ys = &mm->y;
+    int rb = xs->rank - 2 > ys->rank - 2 ? xs->rank - 2 : ys->rank - 2;
+    mm->batch = (shape){0};
+    mm->batch.rank = rb;
+    /* the batch dims broadcast NumPy style, aligned at the right */
+    for (int i = 0; i < rb; i++) {
+        int ix = xs->rank - 2 - rb + i, iy = ys->rank - 2 - rb + i;
+        dim dx = ix >= 0 ? xs->d[ix] : (dim){1, false}, dy = iy >= 0 ? ys->d[iy] : (dim){1, false};
+        mm->batch.d[i] = dim_is_one(dx) ? dy : dx;
+    }
+    mm->M = xs->d[xs->rank - 2];
+    mm->K = xs->d[xs->rank - 1];
+    mm->N = ys->d[ys->rank - 1];
+}
+
+int emit_mm_axis(const emit_mm *mm, const shape *s, int i) {
+    int ax = s->rank - 2 - mm->batch.rank + i;
+    /* a missing or size-1 dim is read at offset 0 for every batch index */
+    return ax >= 0 && !dim_is_one(s->d[ax]) ? ax : -1;
+}
+
+/* ---------------------------------------------------------- conv2d */
+
+bool emit_conv_geom(const ir_node *n, const ir_node *x, const ir_node *w, emit_conv_dims *c) {
+    c->C = x->sh.d[1].k, c->H = x->sh.d[2].k, c->W = x->sh.d[3].k;
+    c->Co = n->sh.d[1].k, c->Ho = n->sh.d[2].k, c->Wo = n->sh.d[3].k;
+    c->kh = w->sh.d[2].k, c->kw = w->sh.d[3].k;
+    c->sh = n->ia[0], c->sw = n->ia[1], c->ph = n->ia[2], c->pw = n->ia[3], c->dh = n->ia[4], c->dw = n->ia[5];
+    c->G = n->ia[6];
+    /* the front end checks groups; a graph that slipped past it gets no
+     * division by zero here */
+    bool ok = c->G >= 1 && c->C % c->G == 0 && c->Co % c->G == 0;
+    c->Cg = ok ? c->C / c->G : 0;
+    c->Cog = ok ? c->Co / c->G : 0;
+    c->Kd = c->Cg * c->kh * c->kw;
+    c->HW = c->Ho * c->Wo;
+    return ok;
+}
+
+/* ---------------------------------------------------------- pooling */
+
+/* The adaptive window: rows [floor(oh*H/Ho), ceil((oh+1)*H/Ho)), as torch. */
+static void adaptive_window(dpc_buf *o, const char *ind, const char *it, long long H, long long W, long long Ho,
+                            long long Wo) {
+    dpc_buf_printf(o,
+                   "%sconst %s h0 = oh * %lldLL / %lldLL, h1 = ((oh + 1) * %lldLL + %lldLL - 1) / %lldLL;\n"
+                   "%sconst %s w0 = ow * %lldLL / %lldLL, w1 = ((ow + 1) * %lldLL + %lldLL - 1) / %lldLL;\n",
+                   ind, it, H, Ho, H, Ho, Ho, ind, it, W, Wo, W, Wo, Wo);
+}
+
+/* The max window: dilated taps, those off the plane skipped; NaN wins, as
+ * in torch's max_pool2d. */
+static void max_window(dpc_buf *o, const ir_node *n, const char *ind, const char *it, long long H, long long W) {
+    long long kh = n->ia[0], kw = n->ia[1], sh = n->ia[2], sw = n->ia[3], ph = n->ia[4], pw = n->ia[5];
+    long long dh = n->ia[6], dw = n->ia[7];
+    dpc_buf_printf(o,
+                   "%sfloat m = -INFINITY;\n"
+                   "%sfor (%s ki = 0; ki < %lldLL; ki++) {\n"
+                   "%s    const %s ih = oh * %lldLL - %lldLL + ki * %lldLL;\n"
+                   "%s    if (ih < 0 || ih >= %lldLL) continue;\n"
+                   "%s    for (%s kj = 0; kj < %lldLL; kj++) {\n"
+                   "%s        const %s iw = ow * %lldLL - %lldLL + kj * %lldLL;\n"
+                   "%s        if (iw < 0 || iw >= %lldLL) continue;\n"
+                   "%s        const float v = src[ih * %lldLL + iw];\n"
+                   "%s        if (v > m || v != v) m = v;\n"
+                   "%s    }\n"
+                   "%s}\n",
+                   ind, ind, it, kh, ind, it, sh, ph, dh, ind, H, ind, it, kw, ind, it, sw, pw, dw, ind, W, ind, W, ind,
+                   ind, ind);
+}
+
+/* The avg window: `padded` counts the taps inside the padded plane
+ * (count_include_pad), then the window is clipped to the plane. */
+static void avg_window(dpc_buf *o, const ir_node *n, const char *ind, const char *it, long long H, long long W) {
+    long long kh = n->ia[0], kw = n->ia[1], sh = n->ia[2], sw = n->ia[3], ph = n->ia[4], pw = n->ia[5];
+    dpc_buf_printf(o,
+                   "%s%s h0 = oh * %lldLL - %lldLL, w0 = ow * %lldLL - %lldLL;\n"
+                   "%s%s h1 = h0 + %lldLL < %lldLL ? h0 + %lldLL : %lldLL;\n"
+                   "%s%s w1 = w0 + %lldLL < %lldLL ? w0 + %lldLL : %lldLL;\n"
+                   "%sconst %s padded = (h1 - h0) * (w1 - w0);\n"
+                   "%sh0 = h0 < 0 ? 0 : h0; w0 = w0 < 0 ? 0 : w0;\n"
+                   "%sh1 = h1 < %lldLL ? h1 : %lldLL; w1 = w1 < %lldLL ? w1 : %lldLL;\n",
+                   ind, it, sh, ph, sw, pw, ind, it, kh, H + ph, kh, H + ph, ind, it, kw, W + pw, kw, W + pw, ind, it,
+                   ind, ind, H, H, W, W);
+}
+
+void emit_pool_window(dpc_buf *o, const ir_node *n, const ir_node *x, const char *ind, const char *it) {
+    long long H = x->sh.d[2].k, W = x->sh.d[3].k, Ho = n->sh.d[2].k, Wo = n->sh.d[3].k;
+    if (n->op == OP_MAXPOOL2D) {
+        max_window(o, n, ind, it, H, W);
+        return;
+    }
+    if (n->op == OP_ADAPTIVE_AVGPOOL2D)
+        adaptive_window(o, ind, it, H, W, Ho, Wo);
+    else
+        avg_window(o, n, ind, it, H, W);
+    dpc_buf_printf(o,
+                   "%sfloat s = 0.0f;\n"
+                   "%sfor (%s ih = h0; ih < h1; ih++)\n"
+                   "%s    for (%s iw = w0; iw < w1; iw++)\n"
+                   "%s        s += src[ih * %lldLL + iw];\n",
+                   ind, ind, it, ind, it, ind, W);
+}
+
+bool emit_pool_uses_padded(const ir_node *n) { return n->op == OP_AVGPOOL2D && !n->ia[6] && n->flag; }
+
+const char *emit_pool_value(char *b, size_t n, const ir_node *p) {
+    if (p->op == OP_MAXPOOL2D)
+        snprintf(b, n, "m");
+    else if (p->op == OP_AVGPOOL2D && p->ia[6]) /* divisor_override */
+        snprintf(b, n, "s / %lld.0f", (long long)p->ia[6]);
+    else if (emit_pool_uses_padded(p))
+        snprintf(b, n, "s / (float)padded");
+    else
+        snprintf(b, n, "s / (float)((h1 - h0) * (w1 - w0))");
+    return b;
+}
