@@ -9,6 +9,7 @@
 #include "nvrtc_compile.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -57,68 +58,79 @@ typedef struct opts {
     bool verbose, json, mpi;
 } opts;
 
+/* The options that take a value: their spellings, the key a verb's
+ * `allowed` string lists, and where a single value goes (NULL for the
+ * repeatable -o, --input and --kw). */
+typedef struct opt_spec {
+    const char *name, *alias;
+    char key;
+    size_t slot; /* offsetof(opts, field), or 0 for a repeatable option */
+} opt_spec;
+
+static const opt_spec VALUE_OPTS[] = {
+    {"-o", "--output", 'o', 0},
+    {"--input", "-i", 'i', 0},
+    {"--kw", NULL, 'k', 0},
+    {"--weights", "-w", 'w', offsetof(opts, weights)},
+    {"--devices", NULL, 'd', offsetof(opts, devices)},
+    {"--stage", NULL, 's', offsetof(opts, stage)},
+    {"--target", NULL, 't', offsetof(opts, target)},
+    {"--seed", NULL, 'S', offsetof(opts, seed)},
+    {"--arch", NULL, 'a', offsetof(opts, arch)},
+    {"--batch", NULL, 'b', offsetof(opts, batch)},
+    {"--iters", NULL, 'n', offsetof(opts, iters)},
+    {"--dtype", NULL, 'D', offsetof(opts, dtype)},
+};
+
+static const opt_spec *value_opt(const char *a) {
+    for (size_t i = 0; i < sizeof VALUE_OPTS / sizeof VALUE_OPTS[0]; i++)
+        if (strcmp(a, VALUE_OPTS[i].name) == 0 || (VALUE_OPTS[i].alias && strcmp(a, VALUE_OPTS[i].alias) == 0))
+            return &VALUE_OPTS[i];
+    return NULL;
+}
+
+/* Stores the value of option a (spec sp): once, or appended for -o, --input, --kw. */
+static int store_opt(opts *o, const opt_spec *sp, const char *a, const char *v) {
+    if (sp->slot) {
+        *(const char **)((char *)o + sp->slot) = v;
+        return 0;
+    }
+    int *n = sp->key == 'o' ? &o->nout : sp->key == 'i' ? &o->ninputs : &o->nkw;
+    const char **arr = sp->key == 'o' ? o->out : sp->key == 'i' ? o->inputs : o->kw;
+    if (*n >= MAX_IO)
+        return usage_error("too many '%s' options", a);
+    arr[(*n)++] = v;
+    return 0;
+}
+
 static int parse_opts(int argc, char **argv, opts *o, const char *allowed) {
     memset(o, 0, sizeof *o);
     for (int i = 0; i < argc; i++) {
         const char *a = argv[i];
-        const char **slot = NULL;
-        char key = 0;
-        if (strcmp(a, "-o") == 0 || strcmp(a, "--output") == 0)
-            key = 'o';
-        else if (strcmp(a, "--input") == 0 || strcmp(a, "-i") == 0)
-            key = 'i';
-        else if (strcmp(a, "--kw") == 0)
-            key = 'k';
-        else if (strcmp(a, "--weights") == 0 || strcmp(a, "-w") == 0)
-            key = 'w', slot = &o->weights;
-        else if (strcmp(a, "--devices") == 0)
-            key = 'd', slot = &o->devices;
-        else if (strcmp(a, "--stage") == 0)
-            key = 's', slot = &o->stage;
-        else if (strcmp(a, "--target") == 0)
-            key = 't', slot = &o->target;
-        else if (strcmp(a, "--seed") == 0)
-            key = 'S', slot = &o->seed;
-        else if (strcmp(a, "--arch") == 0)
-            key = 'a', slot = &o->arch;
-        else if (strcmp(a, "--batch") == 0)
-            key = 'b', slot = &o->batch;
-        else if (strcmp(a, "--iters") == 0)
-            key = 'n', slot = &o->iters;
-        else if (strcmp(a, "--dtype") == 0)
-            key = 'D', slot = &o->dtype;
-        else if (strcmp(a, "--json") == 0) {
+        const opt_spec *sp = value_opt(a);
+        if (sp) {
+            if (!strchr(allowed, sp->key))
+                return usage_error("option '%s' does not apply to this command", a);
+            if (i + 1 >= argc)
+                return usage_error("option '%s' needs a value", a);
+            int rc = store_opt(o, sp, a, argv[++i]);
+            if (rc)
+                return rc;
+        } else if (strcmp(a, "--json") == 0) {
             o->json = true;
-            continue;
         } else if (strcmp(a, "-v") == 0 || strcmp(a, "--verbose") == 0) {
             o->verbose = true;
-            continue;
         } else if (strcmp(a, "--mpi") == 0) {
             if (!strchr(allowed, 'M'))
                 return usage_error("option '%s' does not apply to this command", a);
             o->mpi = true;
-            continue;
         } else if (a[0] == '-' && a[1]) {
             return usage_error("unknown option '%s'", a);
+        } else if (o->model) {
+            return usage_error("unexpected argument '%s'", a);
         } else {
-            if (o->model)
-                return usage_error("unexpected argument '%s'", a);
             o->model = a;
-            continue;
         }
-        if (!strchr(allowed, key))
-            return usage_error("option '%s' does not apply to this command", a);
-        if (i + 1 >= argc)
-            return usage_error("option '%s' needs a value", a);
-        const char *v = argv[++i];
-        if (key == 'o' || key == 'i' || key == 'k') {
-            int *n = key == 'o' ? &o->nout : key == 'i' ? &o->ninputs : &o->nkw;
-            const char **arr = key == 'o' ? o->out : key == 'i' ? o->inputs : o->kw;
-            if (*n >= MAX_IO)
-                return usage_error("too many '%s' options", a);
-            arr[(*n)++] = v;
-        } else
-            *slot = v;
     }
     if (!o->model)
         return usage_error("%s", "missing the model file");
