@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(cmake make gcc clang libclang-rt-14-dev flex bison pkg-config libcjson-dev libopenblas-dev
+pkgs=(cmake make gcc clang libclang-rt-14-dev flex bison pkg-config libcjson-dev libdnnl-dev libopenblas-dev
       python3-numpy python3-torch graphviz libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do

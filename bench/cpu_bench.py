@@ -10,7 +10,7 @@ two GEMM threads versus two replicas (`--devices cpu,cpu`), next to
 PyTorch's 1- and 2-thread runs (nn.DataParallel without GPUs runs the module
 directly, so its fallback equals the plain run).
 
-    /usr/bin/python3 bench/cpu_bench.py [--dpc build/dpc] [--dpc-alt build-dnnl/dpc] [--json out.json]
+    /usr/bin/python3 bench/cpu_bench.py [--dpc build/dpc] [--dpc-alt build-obl/dpc] [--json out.json]
 """
 import argparse, json, os, subprocess, sys, time
 
@@ -61,7 +61,7 @@ def torch_bench(model, batch, threads):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--dpc', default=os.path.join(ROOT, 'build', 'dpc'))
-    ap.add_argument('--dpc-alt', default=None, help='a second build (e.g. with oneDNN) to compare GEMM libraries')
+    ap.add_argument('--dpc-alt', default=None, help='a second build (e.g. -DDPC_BLAS=openblas) to compare GEMM libraries')
     ap.add_argument('--json', default=None)
     ap.add_argument('--threads', type=int, default=0, help='GEMM/torch threads for every row (default: 1 at batch 1, all cores above)')
     a = ap.parse_args()
