@@ -6,8 +6,9 @@
  * k5_conv_im2col), taking its buffers as pointers and a small context by
  * value (scalars, the error flag, the batch size N, the convolution
  * group). The thread mapping per kind:
- *   elementwise   grid-stride loop over the output; float4 loads and
- *                 stores when every operand is read at the output's index
+ *   elementwise   grid-stride loop over the output; four elements per load and
+ *                 store (float4, or 8 bytes in 16-bit storage) when every
+ *                 operand is read at the output's index
  *   GEMM, conv    cuBLASLt (bias and bias+ReLU as cuBLASLt epilogues), then
  *                 the rest of the fused chain as an elementwise kernel over
  *                 the result; a convolution is im2col + GEMM + a kernel that
@@ -409,6 +410,39 @@ static void emit_ops(cg *g, const kernel *k, int from, const shape *os, const ch
     }
 }
 
+/* Four consecutive elements per load and store: a float4 (16 bytes), or
+ * in 16-bit storage a dpc_bf16x4 / dpc_f16x4 (8 bytes, see the prelude).
+ * Every buffer starts DPC_MEMPLAN_ALIGN-aligned, so group q is aligned. */
+static const char *vec_type(const cg *g) {
+    return g->prec == KP_BF16 ? "dpc_bf16x4" : g->prec == KP_F16 ? "dpc_f16x4" : "float4";
+}
+
+/* l_b<buf>[0..3]: the four floats of group q of buffer buf. */
+static void vec_load(cg *g, int buf) {
+    const char *vt = vec_type(g);
+    dpc_buf_printf(g->o, "        const %s t%d = reinterpret_cast<const %s *>(b%d)[q];\n", vt, buf, vt, buf);
+    if (g->prec == KP_F32)
+        dpc_buf_printf(g->o, "        const float l_b%d[4] = {t%d.x, t%d.y, t%d.z, t%d.w};\n", buf, buf, buf, buf, buf);
+    else
+        dpc_buf_printf(g->o, "        const float l_b%d[4] = {t%d.v[0], t%d.v[1], t%d.v[2], t%d.v[3]};\n", buf, buf, buf,
+                       buf, buf);
+}
+
+/* r_[0..3] into group q of buffer buf. */
+static void vec_store(cg *g, int buf) {
+    const char *vt = vec_type(g);
+    if (g->prec == KP_F32) {
+        dpc_buf_printf(g->o, "        reinterpret_cast<float4 *>(b%d)[q] = make_float4(r_[0], r_[1], r_[2], r_[3]);\n",
+                       buf);
+        return;
+    }
+    dpc_buf_printf(g->o,
+                   "        %s s_;\n"
+                   "        s_.v[0] = r_[0]; s_.v[1] = r_[1]; s_.v[2] = r_[2]; s_.v[3] = r_[3];\n"
+                   "        reinterpret_cast<%s *>(b%d)[q] = s_;\n",
+                   vt, vt, buf);
+}
+
 /* The elementwise kernel `fn` computing ops[from..] of k over its output.
  * With a seed, the chain starts from that value (named v<seed_id>): the
  * GEMM result already in the output buffer (seed_reads_out), or a
@@ -426,7 +460,7 @@ static void emit_chain_kernel(cg *g, const kernel *k, const char *fn, int from, 
         padd(g, &pl, extra->id[i], false);
     padd_chain(g, &pl, k, from);
     bool need_coords = seed_coords || chain_needs_coords(kg, k, from, os);
-    bool vec = !need_coords && total.k % 4 == 0 && g->prec == KP_F32;
+    bool vec = !need_coords && total.k % 4 == 0;
     for (int i = 0; i < pl.n && vec; i++)
         vec = kb(g, pl.id[i])->esize == 4;
     const ir_node *first = from < k->ops.len ? k->ops.items[from] : k->root;
@@ -434,7 +468,7 @@ static void emit_chain_kernel(cg *g, const kernel *k, const char *fn, int from, 
                    k->ops.len - from == 1 ? "" : "s");
     for (int i = 0; i < os->rank; i++)
         dpc_buf_printf(g->o, "%s%s", i ? ", " : "", cd_txt(t, sizeof t, cd_of(os->d[i])));
-    dpc_buf_printf(g->o, "]%s */\n", vec ? ", four per thread (float4)" : "");
+    dpc_buf_printf(g->o, "]%s%s%s */\n", vec ? ", four per thread (" : "", vec ? vec_type(g) : "", vec ? ")" : "");
     kernel_head(g, fn, &pl);
     dpc_buf_printf(g->o, "    const long long total = %s;\n", cd_str(t, sizeof t, total));
     if (vec) {
@@ -442,23 +476,16 @@ static void emit_chain_kernel(cg *g, const kernel *k, const char *fn, int from, 
                            "    for (long long q = blockIdx.x * (long long)blockDim.x + threadIdx.x; q < n4;\n"
                            "         q += (long long)gridDim.x * blockDim.x) {\n");
         for (int i = 1; i < pl.n; i++)
-            dpc_buf_printf(g->o,
-                           "        const float4 t%d = reinterpret_cast<const float4 *>(b%d)[q];\n"
-                           "        const float l_b%d[4] = {t%d.x, t%d.y, t%d.z, t%d.w};\n",
-                           pl.id[i], pl.id[i], pl.id[i], pl.id[i], pl.id[i], pl.id[i], pl.id[i]);
+            vec_load(g, pl.id[i]);
         if (seed_reads_out)
-            dpc_buf_printf(g->o,
-                           "        const float4 t%d = reinterpret_cast<const float4 *>(b%d)[q];\n"
-                           "        const float l_b%d[4] = {t%d.x, t%d.y, t%d.z, t%d.w};\n",
-                           outb, outb, outb, outb, outb, outb, outb);
+            vec_load(g, outb);
         dpc_buf_puts(g->o, "        float r_[4];\n#pragma unroll\n        for (int i = 0; i < 4; i++) {\n");
         if (seed)
             dpc_buf_printf(g->o, "            const float v%d = l_%s;\n", seed_id, seed);
         emit_ops(g, k, from, os, "            ", "l_");
         dpc_buf_printf(g->o, "            r_[i] = v%d;\n        }\n", k->out->id);
-        dpc_buf_printf(g->o, "        reinterpret_cast<float4 *>(b%d)[q] = make_float4(r_[0], r_[1], r_[2], r_[3]);\n"
-                             "    }\n",
-                       outb);
+        vec_store(g, outb);
+        dpc_buf_puts(g->o, "    }\n");
     } else {
         dpc_buf_printf(g->o, "    for (long long i = %s) {\n", grid_stride());
         if (need_coords)
@@ -1140,7 +1167,8 @@ static const char PRELUDE_BF16[] =
     "                                             : (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"
     "        return *this;\n"
     "    }\n"
-    "};\n";
+    "};\n"
+    "struct alignas(8) dpc_bf16x4 { dpc_bf16 v[4]; }; /* four per load and store */\n";
 
 static const char PRELUDE_F16[] =
     "\n"
@@ -1181,7 +1209,8 @@ static const char PRELUDE_F16[] =
     "        u = dpc_f2h(f);\n"
     "        return *this;\n"
     "    }\n"
-    "};\n";
+    "};\n"
+    "struct alignas(8) dpc_f16x4 { dpc_f16 v[4]; }; /* four per load and store */\n";
 
 static void emit_kernel(cg *g, const kernel *k) {
     switch (k->kind) {

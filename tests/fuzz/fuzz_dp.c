@@ -1,5 +1,6 @@
 /* fuzz_dp.c - libFuzzer target for the .dp front end: scanner, parser,
- * imports, semantic analysis and IR building (front_run up to FRONT_IR).
+ * imports, semantic analysis and IR building (front_run up to FRONT_IR),
+ * then fusion and the C and CUDA kernel dialects.
  *
  * The input is compiled as the text of "<tmp>/fuzz.dp", where <tmp> is a
  * private directory made on the first call and holding:
@@ -21,7 +22,10 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include "backend.h"
 #include "frontend.h"
+
+#include <setjmp.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -110,6 +114,30 @@ static void check_success(dpc_front *f) {
     dpc_buf_free(&out);
 }
 
+/* A graph the front end accepts also goes through fusion and both kernel
+ * dialects (f32 and bf16 storage for CUDA): source text only, nothing is
+ * compiled. They may refuse a graph with an error, never crash. */
+static void lower(dpc_front *f) {
+    if (setjmp(f->oom))
+        return; /* the arena ran out: fusion stops there, as in dpc_model_compile */
+    kgraph kg;
+    memset(&kg, 0, sizeof kg);
+    fuse_graph(&f->ctx, &f->g, &kg);
+    dpc_buf c;
+    dpc_buf_init(&c);
+    emit_c(&kg, &c);
+    dpc_buf_free(&c);
+    for (int p = KP_F32; p <= KP_BF16; p++) {
+        char *src = NULL;
+        dpc_cu_plan plan;
+        dpc_err e;
+        if (dpc_cuda_program(&kg, (kprec)p, &src, &plan, &e) == DPC_OK) {
+            free(src);
+            dpc_cu_plan_free(&plan);
+        }
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!g_path[0])
         setup();
@@ -124,6 +152,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (!f)
             finding("DPC_OK without a result", s, &e, &diags);
         check_success(f);
+        lower(f);
         front_free(f);
     } else {
         if (f)
