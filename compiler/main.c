@@ -864,7 +864,8 @@ static int cmd_graph(int argc, char **argv) {
             continue;
         shape_str(&n->sh, g->batch_name, sh, sizeof sh);
         dpc_buf_printf(&b, "    n%d [label=\"%%%d %s%s%s\\n%s\"%s];\n", n->id, n->id, ir_op_name(n->op), n->name ? " " : "",
-                       n->name ? n->name : "", sh, n->op == OP_INPUT || n->op == OP_SCALAR ? ", shape=ellipse" : "");
+                       n->name ? n->name : "", sh,
+                       n->op == OP_INPUT || n->op == OP_SCALAR || n->op == OP_BATCH ? ", shape=ellipse" : "");
     }
     dpc_buf_puts(&b, "  }\n");
     for (int i = 0; i < g->nodes.len; i++) {
