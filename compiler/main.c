@@ -977,17 +977,9 @@ static int cmd_bench(int argc, char **argv) {
     uint64_t rng = 88172645463325252ull;
     for (int i = 0; i < g->inputs.len; i++) {
         const ir_node *p = g->inputs.items[i];
-        int64_t shape[8];
-        for (int k = 0; k < p->sh.rank; k++)
-            shape[k] = p->sh.d[k].sym ? p->sh.d[k].k * batch : p->sh.d[k].k;
-        if ((s = dpc_tensor_new(p->dt == IR_I64 ? DPC_I64 : DPC_F32, p->sh.rank, shape, &in[i], &e)) != DPC_OK)
+        if ((s = dpc_model_input_new(m, i, batch, &in[i], &e)) != DPC_OK)
             goto failed;
-        int64_t limit = 1;
-        for (int k = 0; k < g->nodes.len; k++) {
-            const ir_node *n = g->nodes.items[k];
-            if (n->op == OP_EMBEDDING && n->in[0] == p->id)
-                limit = n->ia[0];
-        }
+        int64_t limit = dpc_model_input_limit(m, i) ? dpc_model_input_limit(m, i) : 1;
         int64_t cnt = dpc_tensor_numel(in[i]);
         for (int64_t k = 0; k < cnt; k++) {
             rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;

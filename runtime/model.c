@@ -303,3 +303,26 @@ void dpc_model_free(dpc_model *m) {
     front_free(m->front);
     free(m);
 }
+
+dpc_status dpc_model_input_new(const dpc_model *m, int i, int64_t n, dpc_tensor **out, dpc_err *e) {
+    const ir_node *p = m->front->g.inputs.items[i];
+    int64_t shape[IR_MAX_RANK];
+    for (int d = 0; d < p->sh.rank; d++)
+        shape[d] = p->sh.d[d].sym ? p->sh.d[d].k * n : p->sh.d[d].k;
+    return dpc_tensor_new(p->dt == IR_I64 ? DPC_I64 : DPC_F32, p->sh.rank, shape, out, e);
+}
+
+int64_t dpc_model_input_limit(const dpc_model *m, int i) {
+    const ir_graph *g = &m->front->g;
+    const ir_node *p = g->inputs.items[i];
+    int64_t limit = 0;
+    for (int j = 0; j < g->nodes.len; j++) {
+        const ir_node *x = g->nodes.items[j];
+        if (x->op != OP_EMBEDDING || x->in[0] != p->id)
+            continue;
+        const ir_node *w = g->nodes.items[x->in[1]];
+        if (limit == 0 || w->sh.d[0].k < limit)
+            limit = w->sh.d[0].k;
+    }
+    return limit;
+}

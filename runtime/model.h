@@ -39,6 +39,13 @@ dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninp
                          dpc_tensor **outputs, dpc_err *e);
 void dpc_model_free(dpc_model *m);
 
+/* A new tensor for forward input i at batch n: its dtype (f32, or i64 for
+ * indices) and shape with the batch dim times n; the data is zero. */
+dpc_status dpc_model_input_new(const dpc_model *m, int i, int64_t n, dpc_tensor **out, dpc_err *e);
+/* For an index input i: the rows of the smallest embedding that reads it
+ * (ids must stay below), or 0 when no embedding reads it. */
+int64_t dpc_model_input_limit(const dpc_model *m, int i);
+
 /* dpc init: PyTorch's default initialisation, seeded, as safetensors. */
 dpc_status dpc_model_init_weights(const dpc_model *m, uint64_t seed, const char *path, dpc_err *e);
 

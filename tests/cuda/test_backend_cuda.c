@@ -533,26 +533,11 @@ static int model_inputs(const dpc_model *m, int64_t n, dpc_tensor **t, bool bad_
     const ir_graph *g = &m->front->g;
     dpc_err e;
     for (int i = 0; i < g->inputs.len; i++) {
-        const ir_node *p = g->inputs.items[i];
-        int64_t shape[8];
-        for (int d = 0; d < p->sh.rank; d++)
-            shape[d] = p->sh.d[d].sym ? p->sh.d[d].k * n : p->sh.d[d].k;
-        bool ints = p->dt == IR_I64;
-        if (dpc_tensor_new(ints ? DPC_I64 : DPC_F32, p->sh.rank, shape, &t[i], &e) != DPC_OK)
+        if (dpc_model_input_new(m, i, n, &t[i], &e) != DPC_OK)
             return -1;
         int64_t cnt = dpc_tensor_numel(t[i]);
-        if (ints) {
-            int64_t vocab = 1 << 30;
-            for (int j = 0; j < g->nodes.len; j++) {
-                const ir_node *x = g->nodes.items[j];
-                if (x->op == OP_EMBEDDING && x->in[0] == p->id) {
-                    const ir_node *w = g->nodes.items[x->in[1]];
-                    if (w->sh.d[0].k < vocab)
-                        vocab = w->sh.d[0].k;
-                }
-            }
-            if (vocab == 1 << 30)
-                vocab = 2;
+        if (t[i]->dtype == DPC_I64) {
+            int64_t vocab = dpc_model_input_limit(m, i) ? dpc_model_input_limit(m, i) : 2;
             int64_t *v = t[i]->data;
             for (int64_t k = 0; k < cnt; k++)
                 v[k] = (k * 2654435761LL) % vocab;

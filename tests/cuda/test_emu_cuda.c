@@ -182,34 +182,15 @@ static dpc_status cpu_gemm(void *arg, const dpc_cu_gemm_call *c) {
 
 /* ---- inputs ---- */
 
-static int64_t vocab_of(const dpc_model *m, const ir_node *p) {
-    const ir_graph *g = &m->front->g;
-    int64_t vocab = 1 << 30;
-    for (int j = 0; j < g->nodes.len; j++) {
-        const ir_node *x = g->nodes.items[j];
-        if (x->op == OP_EMBEDDING && x->in[0] == p->id) {
-            const ir_node *w = g->nodes.items[x->in[1]];
-            if (w->sh.d[0].k < vocab)
-                vocab = w->sh.d[0].k;
-        }
-    }
-    return vocab == 1 << 30 ? 2 : vocab;
-}
-
 static int make_inputs(const dpc_model *m, int64_t n, dpc_tensor **t, int bad) {
     const ir_graph *g = &m->front->g;
     dpc_err e;
     for (int i = 0; i < g->inputs.len; i++) {
-        const ir_node *p = g->inputs.items[i];
-        int64_t shape[8];
-        for (int d = 0; d < p->sh.rank; d++)
-            shape[d] = p->sh.d[d].sym ? p->sh.d[d].k * n : p->sh.d[d].k;
-        bool ints = p->dt == IR_I64;
-        if (dpc_tensor_new(ints ? DPC_I64 : DPC_F32, p->sh.rank, shape, &t[i], &e) != DPC_OK)
+        if (dpc_model_input_new(m, i, n, &t[i], &e) != DPC_OK)
             return -1;
         int64_t cnt = dpc_tensor_numel(t[i]);
-        if (ints) {
-            int64_t vocab = vocab_of(m, p), *v = t[i]->data;
+        if (t[i]->dtype == DPC_I64) {
+            int64_t vocab = dpc_model_input_limit(m, i) ? dpc_model_input_limit(m, i) : 2, *v = t[i]->data;
             for (int64_t k = 0; k < cnt; k++)
                 v[k] = (k * 2654435761LL + n) % vocab;
             if (bad && cnt > 0)

@@ -495,17 +495,10 @@ static int model_inputs(const dpc_model *m, int64_t n, dpc_tensor **t) {
     dpc_err e;
     uint64_t x = 88172645463325252ULL;
     for (int i = 0; i < g->inputs.len; i++) {
-        const ir_node *p = g->inputs.items[i];
-        int64_t shape[8];
-        for (int d = 0; d < p->sh.rank; d++)
-            shape[d] = p->sh.d[d].sym ? p->sh.d[d].k * n : p->sh.d[d].k;
-        bool ints = p->dt == IR_I64;
-        if (dpc_tensor_new(ints ? DPC_I64 : DPC_F32, p->sh.rank, shape, &t[i], &e) != DPC_OK)
+        if (dpc_model_input_new(m, i, n, &t[i], &e) != DPC_OK) /* ids stay 0 */
             return -1;
         int64_t cnt = dpc_tensor_numel(t[i]);
-        if (ints)
-            memset(t[i]->data, 0, (size_t)cnt * 8);
-        else
+        if (t[i]->dtype == DPC_F32)
             for (int64_t k = 0; k < cnt; k++) {
                 x ^= x << 13, x ^= x >> 7, x ^= x << 17;
                 ((float *)t[i]->data)[k] = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
