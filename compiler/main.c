@@ -955,22 +955,12 @@ static int cmd_bench(int argc, char **argv) {
     dpc_tensor *in[MAX_IO] = {0}, *out[MAX_IO] = {0};
     dpc_safetensors *st = NULL;
     double scalars[64] = {0}, *times = NULL;
-    char wpath[] = "/tmp/dpc-bench-XXXXXX";
     rc = 1;
-    if (!o.weights) {
-        int fd = mkstemp(wpath);
-        if (fd < 0) {
-            s = dpc_errf(&e, DPC_EIO, "cannot create a temporary file");
-            goto failed;
-        }
-        close(fd);
-        s = dpc_model_init_weights(m, 0, wpath, &e);
-        if (s == DPC_OK)
-            s = dpc_st_read(wpath, &st, &e);
-        unlink(wpath);
-    } else
-        s = dpc_st_read(o.weights, &st, &e);
-    if (s != DPC_OK || (s = dpc_model_bind(m, st, NULL, &e)) != DPC_OK)
+    if (!o.weights)
+        s = dpc_model_bind_init(m, 0, &e); /* dpc init's weights, seed 0 */
+    else if ((s = dpc_st_read(o.weights, &st, &e)) == DPC_OK)
+        s = dpc_model_bind(m, st, NULL, &e);
+    if (s != DPC_OK)
         goto failed;
     for (int i = 0; i < g->scalars.len; i++)
         scalars[i] = ((ir_node *)g->scalars.items[i])->fa;

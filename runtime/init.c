@@ -32,13 +32,17 @@ static uint64_t next(rng *r) {
 
 static double uniform01(rng *r) { return (double)(next(r) >> 11) * 0x1.0p-53; }
 
-dpc_status dpc_model_init_weights(const dpc_model *m, uint64_t seed, const char *path, dpc_err *e) {
+/* The initial value of every parameter, as tensors named by their
+ * state_dict keys (*ts, *n; free with free_tensors). */
+static dpc_status init_tensors(const dpc_model *m, uint64_t seed, dpc_st_tensor **out, int *nout, dpc_err *e) {
     const vec *ps = &m->front->m.params;
     rng r;
     uint64_t x = seed;
     for (int i = 0; i < 4; i++)
         r.s[i] = splitmix(&x);
     dpc_st_tensor *ts = dpc_calloc((size_t)ps->len + 1, sizeof *ts);
+    *out = ts;
+    *nout = 0;
     if (!ts)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
     dpc_status s = DPC_OK;
@@ -79,10 +83,42 @@ dpc_status dpc_model_init_weights(const dpc_model *m, uint64_t seed, const char 
             memset(f + row * dim, 0, sizeof(float) * (size_t)dim);
         }
     }
-    if (s == DPC_OK)
-        s = dpc_st_write(path, ts, (size_t)n, NULL, NULL, 0, e);
+    *out = ts;
+    *nout = n;
+    return s;
+}
+
+static void free_tensors(dpc_st_tensor *ts, int n) {
     for (int i = 0; i < n; i++)
         free(ts[i].data);
     free(ts);
+}
+
+dpc_status dpc_model_init_weights(const dpc_model *m, uint64_t seed, const char *path, dpc_err *e) {
+    dpc_st_tensor *ts = NULL;
+    int n = 0;
+    dpc_status s = init_tensors(m, seed, &ts, &n, e);
+    if (s == DPC_OK)
+        s = dpc_st_write(path, ts, (size_t)n, NULL, NULL, 0, e);
+    free_tensors(ts, n);
+    return s;
+}
+
+static int cmp_tensor_name(const void *a, const void *b) {
+    return strcmp(((const dpc_st_tensor *)a)->name, ((const dpc_st_tensor *)b)->name);
+}
+
+dpc_status dpc_model_bind_init(dpc_model *m, uint64_t seed, dpc_err *e) {
+    dpc_st_tensor *ts = NULL;
+    int n = 0;
+    dpc_status s = init_tensors(m, seed, &ts, &n, e);
+    if (s == DPC_OK) {
+        /* sorted by name, as a safetensors file reads back (dpc_st_find) */
+        if (n > 1)
+            qsort(ts, (size_t)n, sizeof *ts, cmp_tensor_name);
+        dpc_safetensors st = {.t = ts, .n = (size_t)n};
+        s = dpc_model_bind(m, &st, NULL, e);
+    }
+    free_tensors(ts, n);
     return s;
 }

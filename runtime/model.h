@@ -48,5 +48,8 @@ int64_t dpc_model_input_limit(const dpc_model *m, int i);
 
 /* dpc init: PyTorch's default initialisation, seeded, as safetensors. */
 dpc_status dpc_model_init_weights(const dpc_model *m, uint64_t seed, const char *path, dpc_err *e);
+/* The same initial weights bound to m in memory, as dpc_model_bind would
+ * bind them from that file (benchmarks and tests without a weights file). */
+dpc_status dpc_model_bind_init(dpc_model *m, uint64_t seed, dpc_err *e);
 
 #endif

@@ -117,18 +117,8 @@ static dpc_model *load(const char *path) {
     dpc_buf_free(&diags);
     if (s != DPC_OK)
         return NULL;
-    char w[128];
-    snprintf(w, sizeof w, "%s/w.safetensors", tmpdir);
-    s = dpc_model_init_weights(m, 1, w, &e);
-    CHECK(s == DPC_OK, "init weights: %s", e.msg);
-    dpc_safetensors *st = NULL;
-    if (s == DPC_OK)
-        s = dpc_st_read(w, &st, &e);
-    if (s == DPC_OK)
-        s = dpc_model_bind(m, st, NULL, &e);
-    CHECK(s == DPC_OK, "bind: %s", e.msg);
-    if (st)
-        dpc_st_free(st);
+    s = dpc_model_bind_init(m, 1, &e);
+    CHECK(s == DPC_OK, "initial weights: %s", e.msg);
     if (s != DPC_OK) {
         dpc_model_free(m);
         return NULL;
@@ -220,10 +210,46 @@ static dpc_cuda_weights_info weights_info(const dpc_model *m) {
 
 /* ---- modes ---- */
 
+/* load() binds dpc_model_bind_init's weights: they must be those `dpc
+ * init` writes, bound from the file (m has them, path is its model). */
+static void check_bind_init(const dpc_model *m, const char *path) {
+    dpc_model *f = NULL;
+    dpc_buf diags;
+    dpc_buf_init(&diags);
+    dpc_err e = {0};
+    char w[128];
+    snprintf(w, sizeof w, "%s/w.safetensors", tmpdir);
+    dpc_safetensors *st = NULL;
+    dpc_status s = dpc_model_compile(path, &f, &diags, &e);
+    if (s == DPC_OK)
+        s = dpc_model_init_weights(f, 1, w, &e);
+    if (s == DPC_OK)
+        s = dpc_st_read(w, &st, &e);
+    if (s == DPC_OK)
+        s = dpc_model_bind(f, st, NULL, &e);
+    CHECK(s == DPC_OK, "weights through a file: %s", e.msg);
+    const vec *ps = &m->front->m.params;
+    for (int i = 0; s == DPC_OK && i < ps->len; i++) {
+        const param_entry *p = ps->items[i];
+        int64_t n = 1;
+        for (int d = 0; d < p->rank; d++)
+            n *= p->shape[d];
+        CHECK(!m->params[i] == !f->params[i] &&
+                  (!m->params[i] || memcmp(m->params[i], f->params[i], (size_t)n * 4) == 0),
+              "parameter %s differs between dpc_model_bind_init and the file", p->key);
+    }
+    dpc_st_free(st);
+    unlink(w);
+    dpc_buf_free(&diags);
+    dpc_model_free(f);
+}
+
 static int main_nodriver(void) {
-    dpc_model *m = load(write_model(NO_GEMM));
+    const char *path = write_model(NO_GEMM);
+    dpc_model *m = load(path);
     if (!m)
         return finish("nodriver");
+    check_bind_init(m, path);
     dpc_err e = {0};
     CHECK(!set_devices(m, "cuda:0", &e), "cuda:0 accepted without a driver");
     printf("cuda:0 without a driver: %s\n", e.msg);

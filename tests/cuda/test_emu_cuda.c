@@ -340,17 +340,7 @@ static void test_model(const char *path) {
             printf("%s: the front end refuses it, skipped\n", path);
         return;
     }
-    char w[128];
-    snprintf(w, sizeof w, "%s/w.safetensors", tmpdir);
-    dpc_safetensors *st = NULL;
-    s = dpc_model_init_weights(m, 3, w, &e);
-    if (s == DPC_OK)
-        s = dpc_st_read(w, &st, &e);
-    if (s == DPC_OK)
-        s = dpc_model_bind(m, st, NULL, &e);
-    if (st)
-        dpc_st_free(st);
-    unlink(w);
+    s = dpc_model_bind_init(m, 3, &e);
     if (s == DPC_OK)
         perturb_weights(m);
     dpc_device cpu = {DPC_DEV_CPU, 0};

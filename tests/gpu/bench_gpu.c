@@ -463,17 +463,7 @@ static dpc_model *model_open(const char *name, const char *text, const char *dev
         return NULL;
     }
     dpc_buf_free(&diags);
-    char w[256];
-    snprintf(w, sizeof w, "%s/%s.safetensors", tmpdir, name);
-    dpc_safetensors *st = NULL;
-    dpc_status s = dpc_model_init_weights(m, 1, w, &e);
-    if (s == DPC_OK)
-        s = dpc_st_read(w, &st, &e);
-    if (s == DPC_OK)
-        s = dpc_model_bind(m, st, NULL, &e);
-    if (st)
-        dpc_st_free(st);
-    unlink(w);
+    dpc_status s = dpc_model_bind_init(m, 1, &e);
     dpc_device dv[8];
     int nd = 0;
     if (s == DPC_OK)
