@@ -18,6 +18,7 @@
 #include "nvrtc_compile.h"
 #include "ptxas.h"
 #include "../check.h"
+#include "model_args.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -213,18 +214,9 @@ int main(int argc, char **argv) {
     have_ptxas = dpc_ptxas_find(ptxas, sizeof ptxas);
     if (!have_ptxas)
         printf("no ptxas: PTX is compiled but not assembled\n");
-    int first = 1;
-    for (; first < argc && argv[first][0] == '-'; first++) {
-        if (strcmp(argv[first], "--skip-frontend-errors") == 0)
-            skip_frontend_errors = true;
-        else if (strcmp(argv[first], "--prec") == 0 && first + 1 < argc) {
-            const char *p = argv[++first];
-            prec = strcmp(p, "bf16") == 0 ? KP_BF16 : strcmp(p, "f16") == 0 ? KP_F16 : KP_F32;
-        } else {
-            fprintf(stderr, "test_emit_cuda: unknown option %s\n", argv[first]);
-            return 2;
-        }
-    }
+    int first = model_args("test_emit_cuda", argc, argv, &skip_frontend_errors, &prec);
+    if (first < 0)
+        return 2;
     for (int i = first; i < argc; i++)
         test_model(argv[i]);
     if (failures) {

@@ -26,6 +26,7 @@
 #include "model.h"
 #include "safetensors.h"
 #include "../check.h"
+#include "model_args.h"
 
 #include <dlfcn.h>
 #include <math.h>
@@ -455,22 +456,13 @@ int main(int argc, char **argv) {
         printf("no C++ compiler (%s): skipped\n", cxx);
         return SKIP;
     }
+    int first = model_args("test_emu_cuda", argc, argv, &skip_frontend_errors, &prec);
+    if (first < 0)
+        return 2;
     snprintf(tmpdir, sizeof tmpdir, "/tmp/dpc-emu-XXXXXX");
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
         return 1;
-    }
-    int first = 1;
-    for (; first < argc && argv[first][0] == '-'; first++) {
-        if (strcmp(argv[first], "--skip-frontend-errors") == 0)
-            skip_frontend_errors = true;
-        else if (strcmp(argv[first], "--prec") == 0 && first + 1 < argc) {
-            const char *p = argv[++first];
-            prec = strcmp(p, "bf16") == 0 ? KP_BF16 : strcmp(p, "f16") == 0 ? KP_F16 : KP_F32;
-        } else {
-            fprintf(stderr, "test_emu_cuda: unknown option %s\n", argv[first]);
-            return 2;
-        }
     }
     for (int i = first; i < argc; i++)
         test_model(argv[i]);
