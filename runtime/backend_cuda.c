@@ -701,7 +701,7 @@ static dpc_status gemm_call(void *arg, const dpc_cu_gemm_call *c) {
     d.epilogue = (dpc_lt_epilogue)g->epilogue;
     d.tf32 = x->cb->tf32;
     CUdeviceptr bias = g->bias >= 0 ? r->ptr[g->bias] : 0;
-    CUdeviceptr es = x->cb->prec == KP_F32 ? 4 : 2; /* GEMM operands are float buffers */
+    CUdeviceptr es = (CUdeviceptr)kbuf_esize(x->cb->kg->bufs.items[g->a], x->cb->prec); /* A, B, C alike: floats */
     r->stats.gemms++;
     return dpc_lt_gemm(r->lt, &d, (const void *)(uintptr_t)(r->ptr[g->a] + (CUdeviceptr)c->offA * es),
                        (const void *)(uintptr_t)(r->ptr[g->b] + (CUdeviceptr)c->offB * es), (const void *)(uintptr_t)bias,
