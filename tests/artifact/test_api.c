@@ -519,6 +519,7 @@ static void *worker(void *arg) {
     job *j = arg;
     dpc_program *p = NULL;
     if (dpc_program_load(path_of(j->dpa), &p) != DPC_OK) {
+        fprintf(stderr, "thread on %s: load: %s\n", j->dpa, dpc_last_error());
         j->bad++;
         return NULL;
     }
@@ -534,11 +535,14 @@ static void *worker(void *arg) {
     if (!ref || dpc_tensor_load_npy_memory(ref, rl, &r) != DPC_OK)
         j->bad++;
     for (int i = 0; i < j->iters && r; i++) {
-        if (dpc_program_run(p, (const dpc_tensor *const *)&in, 1, NULL, NULL, 0, &out, 1) != DPC_OK)
+        if (dpc_program_run(p, (const dpc_tensor *const *)&in, 1, NULL, NULL, 0, &out, 1) != DPC_OK) {
+            fprintf(stderr, "thread on %s, run %d: %s\n", j->dpa, i, dpc_program_error(p));
             j->bad++;
-        else if (dpc_tensor_nbytes(out) != dpc_tensor_nbytes(r) ||
-                 memcmp(dpc_tensor_data(out), dpc_tensor_data(r), dpc_tensor_nbytes(r)) != 0)
+        } else if (dpc_tensor_nbytes(out) != dpc_tensor_nbytes(r) ||
+                   memcmp(dpc_tensor_data(out), dpc_tensor_data(r), dpc_tensor_nbytes(r)) != 0) {
+            fprintf(stderr, "thread on %s, run %d: the output differs from %s\n", j->dpa, i, j->ref);
             j->bad++;
+        }
         dpc_tensor_free(out);
         out = NULL;
     }
