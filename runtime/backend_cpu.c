@@ -5,6 +5,7 @@
  * batch size, and runs forwards with no allocation. GEMMs go to OpenBLAS
  * (or oneDNN, chosen at build time, see docs/performance.md). */
 #include "backend.h"
+#include "hostcc.h"
 #include "kcache.h"
 #include "memplan.h"
 
@@ -13,12 +14,10 @@
 #include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #ifdef DPC_USE_DNNL
@@ -28,8 +27,6 @@
 #include <cblas.h>
 void openblas_set_num_threads(int);
 #endif
-
-extern char **environ;
 
 /* Must match the struct emitted by emit_c.c. */
 typedef struct dpc_kctx {
@@ -107,150 +104,159 @@ char *dpc_cpu_source(const kgraph *kg) {
 
 /* ------------------------------------------------------- compiling */
 
-static const char *cc_path(void) {
-    const char *cc = getenv("CC");
-    return cc && *cc ? cc : "cc";
-}
-
+/* The host compiler is run by hostcc.c: $CC in words, no shell, a private
+ * temporary directory, a time limit, killed with dpc. */
 static const char *const CFLAGS[] = {"-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-w"};
 
-static int run_argv(char *const *argv, const char *log_path) {
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid;
-    int rc = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    if (rc != 0)
-        return -1;
-    int st;
-    while (waitpid(pid, &st, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
-/* "gcc (Debian 12.2.0-14) 12.2.0" + the CPU model: both change the code.
- * Found once per process. */
+/* "gcc (Debian 12.2.0-14) 12.2.0" + $CC as written + the CPU model: each
+ * changes the code. Found once per process. A compiler that cannot be run
+ * or hangs on --version is an error kept for every prepare; one that
+ * merely rejects --version is identified by $CC alone. */
 static char toolchain[512];
+static dpc_status toolchain_status = DPC_OK;
+static dpc_err toolchain_err;
 static void find_toolchain(void) {
-    char *id = toolchain;
-    {
-        char tmpl[] = "/tmp/dpc-ccv-XXXXXX";
-        int fd = mkstemp(tmpl);
-        if (fd >= 0) {
-            close(fd);
-            char *argv[] = {(char *)cc_path(), "--version", NULL};
-            run_argv(argv, tmpl);
-            FILE *f = fopen(tmpl, "r");
-            if (f) {
-                if (!fgets(id, 200, f))
-                    id[0] = 0;
-                fclose(f);
-            }
-            unlink(tmpl);
+    const char *args[] = {"--version", NULL};
+    dpc_buf out;
+    dpc_buf_init(&out);
+    int rc;
+    dpc_status s = dpc_ccjob_run(NULL, args, &out, &rc, &toolchain_err);
+    if (s != DPC_OK && rc < 0)
+        toolchain_status = s;
+    int len = s == DPC_OK && out.data ? (int)strcspn(out.data, "\n") : 0;
+    snprintf(toolchain, sizeof toolchain, "%.*s\n%.100s\n", len > 200 ? 200 : len, len ? out.data : "",
+             dpc_hostcc_name());
+    dpc_buf_free(&out);
+    FILE *c = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    while (c && fgets(line, sizeof line, c))
+        if (strncmp(line, "model name", 10) == 0) {
+            strncat(toolchain, line, sizeof toolchain - strlen(toolchain) - 1);
+            break;
         }
-        FILE *c = fopen("/proc/cpuinfo", "r");
-        char line[256];
-        while (c && fgets(line, sizeof line, c))
-            if (strncmp(line, "model name", 10) == 0) {
-                strncat(id, line, sizeof toolchain - strlen(id) - 1);
-                break;
-            }
-        if (c)
-            fclose(c);
-        if (!id[0])
-            snprintf(id, sizeof toolchain, "unknown");
-    }
+    if (c)
+        fclose(c);
 }
 
-static void toolchain_id(char *out, size_t n) {
+static dpc_status toolchain_id(char *out, size_t n, dpc_err *e) {
     static pthread_once_t once = PTHREAD_ONCE_INIT;
     pthread_once(&once, find_toolchain);
     snprintf(out, n, "%s", toolchain);
+    if (toolchain_status != DPC_OK)
+        return dpc_errf(e, toolchain_status, "%s", toolchain_err.msg);
+    return DPC_OK;
 }
 
-static dpc_status compile_so(const char *src, const char *key, char *so_path, size_t n, dpc_err *e) {
-    char dir[] = "/tmp/dpc-cc-XXXXXX";
-    if (!mkdtemp(dir))
-        return dpc_errf(e, DPC_EIO, "cannot create a temporary directory: %s", strerror(errno));
-    char cpath[64], opath[64], lpath[64];
-    snprintf(cpath, sizeof cpath, "%s/k.c", dir);
-    snprintf(opath, sizeof opath, "%s/k.so", dir);
-    snprintf(lpath, sizeof lpath, "%s/log", dir);
-    dpc_status s = dpc_write_file_atomic(cpath, src, strlen(src), e);
-    if (s == DPC_OK) {
-        char *argv[16];
-        int k = 0;
-        argv[k++] = (char *)cc_path();
-        for (size_t i = 0; i < sizeof CFLAGS / sizeof *CFLAGS; i++)
-            argv[k++] = (char *)CFLAGS[i];
-        argv[k++] = "-o";
-        argv[k++] = opath;
-        argv[k++] = cpath;
-        argv[k++] = "-lm";
-        argv[k] = NULL;
-        int rc = run_argv(argv, lpath);
-        if (rc != 0) {
-            char *log = NULL;
-            size_t len = 0;
-            dpc_err e2;
-            dpc_read_file(lpath, 1 << 20, &log, &len, &e2);
-            s = dpc_errf(e, DPC_EDEVICE, "the C compiler '%s' failed (%d) on the generated kernels: %.600s", cc_path(),
-                         rc, log ? log : "");
-            free(log);
-        } else {
-            char *so = NULL;
-            size_t len = 0;
-            s = dpc_read_file(opath, 1u << 30, &so, &len, e);
-            if (s == DPC_OK)
-                s = dpc_kcache_put(key, "cpu-so", "x86_64", so, len, e);
-            free(so);
-            if (s == DPC_OK && !dpc_kcache_path(key, "cpu-so", so_path, n))
-                s = dpc_errf(e, DPC_EIO, "the kernel cache lost a fresh entry");
-            if (s != DPC_OK) {
-                /* an unwritable cache: load the object from the temp dir */
-                snprintf(so_path, n, "%s", opath);
-                s = DPC_OK;
-                unlink(cpath);
-                unlink(lpath);
-                return s; /* the temp dir stays until the process ends; small */
-            }
-        }
+/* Loads the kernels at path after checking that it is a shared object at
+ * all (a compiler can exit 0 and leave nothing, or junk) and that it has
+ * the entry point. */
+static dpc_status load_kernels(const char *path, void **so, forward_fn *fwd, dpc_err *e) {
+    unsigned char magic[4] = {0};
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, magic, sizeof magic) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (got != (ssize_t)sizeof magic || memcmp(magic, "\177ELF", 4) != 0)
+        return dpc_errf(e, DPC_EDEVICE, "'%s' is %s, not a shared object", path,
+                        fd < 0 ? "missing" : got <= 0 ? "empty" : "something else");
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+        return dpc_errf(e, DPC_EDEVICE, "cannot load compiled kernels '%s': %s", path, dlerror());
+    forward_fn f = (forward_fn)dlsym(h, "dpc_forward");
+    if (!f) {
+        dlclose(h);
+        return dpc_errf(e, DPC_EDEVICE, "compiled kernels '%s' lack dpc_forward", path);
     }
-    unlink(cpath);
-    unlink(opath);
-    unlink(lpath);
-    rmdir(dir);
+    *so = h;
+    *fwd = f;
+    return DPC_OK;
+}
+
+static dpc_status write_source(const char *path, const char *src, dpc_err *e) {
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    size_t n = strlen(src), done = 0;
+    while (fd >= 0 && done < n) {
+        ssize_t w = write(fd, src + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            break;
+        done += (size_t)w;
+    }
+    int err = fd < 0 ? errno : done < n ? EIO : 0;
+    if (fd >= 0 && close(fd) != 0 && !err)
+        err = errno;
+    return err ? dpc_errf(e, DPC_EIO, "cannot write '%s': %s", path, strerror(err)) : DPC_OK;
+}
+
+/* Stores the checked object in the cache for later runs. Best effort: this
+ * run uses the object already loaded, and a refused cache directory is
+ * reported by kcache (dpc_kcache_refusal), not here. */
+static void cache_put(const char *key, const char *path) {
+    char *so = NULL;
+    size_t len = 0;
+    if (dpc_read_file(path, DPC_KCACHE_MAX_ENTRY, &so, &len, NULL) == DPC_OK)
+        dpc_kcache_put(key, "cpu-so", "x86_64", so, len, NULL);
+    free(so);
+}
+
+/* Compiles src in a private directory, loads the result from there (so a
+ * refused cache needs no directory left behind), caches it, and removes the
+ * directory on every path. */
+static dpc_status compile_so(const char *src, const char *key, void **so, forward_fn *fwd, dpc_err *e) {
+    dpc_ccjob *job;
+    dpc_status s = dpc_ccjob_begin(&job, e);
+    if (s != DPC_OK)
+        return s;
+    char cpath[4200], opath[4200];
+    snprintf(cpath, sizeof cpath, "%s/k.c", dpc_ccjob_dir(job));
+    snprintf(opath, sizeof opath, "%s/k.so", dpc_ccjob_dir(job));
+    s = write_source(cpath, src, e);
+    if (s == DPC_OK) {
+        const char *args[sizeof CFLAGS / sizeof *CFLAGS + 5];
+        size_t k = 0;
+        for (size_t i = 0; i < sizeof CFLAGS / sizeof *CFLAGS; i++)
+            args[k++] = CFLAGS[i];
+        args[k++] = "-o";
+        args[k++] = opath;
+        args[k++] = cpath;
+        args[k++] = "-lm";
+        args[k] = NULL;
+        s = dpc_ccjob_run(job, args, NULL, NULL, e);
+        if (s != DPC_OK)
+            dpc_err_prefix(e, "compiling the generated kernels: ");
+    }
+    if (s == DPC_OK) {
+        s = load_kernels(opath, so, fwd, e);
+        if (s != DPC_OK)
+            dpc_err_prefix(e, "host compiler '%s' exited 0 but gave no usable kernels: ", dpc_hostcc_name());
+    }
+    if (s == DPC_OK)
+        cache_put(key, opath);
+    dpc_ccjob_end(job);
     return s;
 }
 
 static dpc_status cpu_prepare(dpc_backend *be, const kgraph *kg, dpc_err *e) {
     cpu_backend *cb = (cpu_backend *)be;
+    char tool[512], opts[256] = "", key[65], so_path[4096];
+    dpc_status s = toolchain_id(tool, sizeof tool, e);
+    if (s != DPC_OK)
+        return s;
     char *src = dpc_cpu_source(kg);
     if (!src)
         return dpc_errf(e, DPC_ENOMEM, "out of memory rendering kernels");
-    char tool[512], opts[256] = "", key[65], so_path[4096];
-    toolchain_id(tool, sizeof tool);
     for (size_t i = 0; i < sizeof CFLAGS / sizeof *CFLAGS; i++) {
         strcat(opts, CFLAGS[i]);
         strcat(opts, " ");
     }
     dpc_kcache_key("cpu-so", "x86_64", tool, opts, src, strlen(src), key);
-    dpc_status s = DPC_OK;
-    if (!dpc_kcache_path(key, "cpu-so", so_path, sizeof so_path))
-        s = compile_so(src, key, so_path, sizeof so_path, e);
+    if (dpc_kcache_path(key, "cpu-so", so_path, sizeof so_path))
+        s = load_kernels(so_path, &cb->so, &cb->forward, e);
+    else
+        s = compile_so(src, key, &cb->so, &cb->forward, e);
     free(src);
-    if (s != DPC_OK)
-        return s;
-    cb->so = dlopen(so_path, RTLD_NOW | RTLD_LOCAL);
-    if (!cb->so)
-        return dpc_errf(e, DPC_EDEVICE, "cannot load compiled kernels '%s': %s", so_path, dlerror());
-    cb->forward = (forward_fn)dlsym(cb->so, "dpc_forward");
-    if (!cb->forward)
-        return dpc_errf(e, DPC_EDEVICE, "compiled kernels lack dpc_forward");
-    return DPC_OK;
+    return s;
 }
 
 /* ---------------------------------------------------- memory plan */
