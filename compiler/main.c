@@ -1,6 +1,7 @@
 /* main.c - the dpc command line (docs/cli.md). The only place that prints
  * and chooses exit codes: 0 success, 1 user error, 2 bad usage. */
 #include "artifact.h"
+#include "hostcc.h"
 #include "kcache.h"
 #include "model.h"
 #include "mpi_run.h"
@@ -9,6 +10,7 @@
 #include "nvrtc_compile.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1052,6 +1054,32 @@ static int cmd_cache(int argc, char **argv) {
     return usage_error("unknown cache command '%s' (ls or clear)", argv[0]);
 }
 
+/* SIGINT, SIGTERM, SIGHUP: kill the host compiler children and remove
+ * their temporary directories (the library installs no handler, and only
+ * exposes the async-signal-safe cleanup), then die of the same signal. */
+static void on_fatal_signal(int sig) {
+    dpc_hostcc_abort();
+    raise(sig); /* SA_RESETHAND restored the default; delivered on return */
+}
+
+static void install_signal_handlers(void) {
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        struct sigaction old, sa = {.sa_handler = on_fatal_signal, .sa_flags = SA_RESETHAND};
+        sigemptyset(&sa.sa_mask);
+        /* a signal ignored by whoever started dpc (nohup) stays ignored */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* A refused kernel cache directory, said once per run. */
+static void report_cache_refusal(void) {
+    char msg[1024];
+    if (dpc_kcache_refusal(msg, sizeof msg))
+        fprintf(stderr, "dpc: warning: %s; compiled kernels are not kept\n", msg);
+}
+
 int main(int argc, char **argv) {
     if (argc < 2)
         return usage_error("%s", "missing command");
@@ -1069,8 +1097,12 @@ int main(int argc, char **argv) {
         {"run", cmd_run}, {"graph", cmd_graph}, {"cache", cmd_cache}, {"bench", cmd_bench},
         {"compile", cmd_compile}, {"inspect", cmd_inspect},
     };
+    install_signal_handlers();
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
-        if (!strcmp(cmd, cmds[i].name))
-            return cmds[i].fn(argc - 2, argv + 2);
+        if (!strcmp(cmd, cmds[i].name)) {
+            int rc = cmds[i].fn(argc - 2, argv + 2);
+            report_cache_refusal();
+            return rc;
+        }
     return usage_error("unknown command '%s'", cmd);
 }

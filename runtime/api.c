@@ -11,6 +11,7 @@
  * applied once weights are bound (the backend that runs replicas exists
  * only from then on). */
 #include "artifact.h"
+#include "hostcc.h"
 #include "npy.h"
 
 #include "dpc.h"
@@ -89,6 +90,8 @@ static dpc_status leave(dpc_program *p, dpc_status s) {
 const char *dpc_version(void) { return DPC_VERSION; }
 int dpc_artifact_format(void) { return DPC_ARTIFACT_FORMAT; }
 const char *dpc_last_error(void) { return tl_err; }
+
+void dpc_abort_compilers(void) { dpc_hostcc_abort(); }
 
 /* ------------------------------------------------------------ programs */
 

@@ -20,7 +20,8 @@
  *    Names a program hands out (dpc_program_name, input and scalar names)
  *    live as long as the program.
  *  - Running a program on the CPU compiles its generated C with the system
- *    C compiler (`cc`, or $CC) the first time, and caches the result in
+ *    C compiler (`cc`, or $CC split on blanks, no shell) the first time,
+ *    within $DPC_CC_TIMEOUT seconds (default 300), and caches the result in
  *    $DPC_CACHE_DIR (default ~/.cache/dpc). */
 #ifndef DPC_H
 #define DPC_H
@@ -84,6 +85,11 @@ DPC_API int dpc_artifact_format(void);
 DPC_API const char *dpc_status_name(dpc_status s);
 /* The message of the last failed call made by this thread ("" if none). */
 DPC_API const char *dpc_last_error(void);
+/* Async-signal-safe: kills the host C compiler processes that are
+ * compiling CPU kernels now (each in its own process group) and removes
+ * their temporary directories. For the caller's own SIGINT/SIGTERM/SIGHUP
+ * handler, when the process is about to end: the compiles in flight fail. */
+DPC_API void dpc_abort_compilers(void);
 
 /* ------------------------------------------------------------ programs */
 

@@ -124,25 +124,55 @@ bool dpc_kcache_dir(char *out, size_t n) {
     return true;
 }
 
+/* The first refusal of the directory in this process, for the caller to
+ * report once (dpc_kcache_refusal): the library itself never prints. */
+static pthread_mutex_t g_refusal_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_refusal[DPC_ERR_MSG];
+static enum { REFUSAL_NONE, REFUSAL_PENDING, REFUSAL_TAKEN } g_refusal_state;
+
+static dpc_status refuse(dpc_err *e, const dpc_err *why) {
+    pthread_mutex_lock(&g_refusal_lock);
+    if (g_refusal_state == REFUSAL_NONE) {
+        memcpy(g_refusal, why->msg, sizeof g_refusal);
+        g_refusal_state = REFUSAL_PENDING;
+    }
+    pthread_mutex_unlock(&g_refusal_lock);
+    return dpc_errf(e, why->code, "%s", why->msg);
+}
+
+bool dpc_kcache_refusal(char *msg, size_t n) {
+    pthread_mutex_lock(&g_refusal_lock);
+    bool pending = g_refusal_state == REFUSAL_PENDING;
+    if (pending) {
+        snprintf(msg, n, "%s", g_refusal);
+        g_refusal_state = REFUSAL_TAKEN;
+    }
+    pthread_mutex_unlock(&g_refusal_lock);
+    return pending;
+}
+
 /* Refuses a cache directory that someone else could write to: entries are
  * loaded as code. */
 static dpc_status check_dir(const char *dir, dpc_err *e) {
     struct stat st;
+    dpc_err why;
     if (stat(dir, &st) != 0)
         return dpc_errf(e, DPC_EIO, "kernel cache directory '%s': %s", dir, strerror(errno));
     if (!S_ISDIR(st.st_mode))
-        return dpc_errf(e, DPC_EIO, "kernel cache directory '%s' is not a directory", dir);
-    if (st.st_uid != geteuid())
-        return dpc_errf(e, DPC_EIO,
-                        "kernel cache directory '%s' belongs to another user; refusing to use it "
-                        "(set DPC_CACHE_DIR to a directory of your own)",
-                        dir);
-    if (st.st_mode & (S_IWGRP | S_IWOTH))
-        return dpc_errf(e, DPC_EIO,
-                        "kernel cache directory '%s' is writable by group or others; refusing to "
-                        "use it (chmod go-w it, or set DPC_CACHE_DIR)",
-                        dir);
-    return DPC_OK;
+        dpc_errf(&why, DPC_EIO, "kernel cache directory '%s' is not a directory", dir);
+    else if (st.st_uid != geteuid())
+        dpc_errf(&why, DPC_EIO,
+                 "kernel cache directory '%s' belongs to another user; refusing to use it "
+                 "(set DPC_CACHE_DIR to a directory of your own)",
+                 dir);
+    else if (st.st_mode & (S_IWGRP | S_IWOTH))
+        dpc_errf(&why, DPC_EIO,
+                 "kernel cache directory '%s' is writable by group or others; refusing to "
+                 "use it (chmod go-w it, or set DPC_CACHE_DIR)",
+                 dir);
+    else
+        return DPC_OK;
+    return refuse(e, &why);
 }
 
 /* mkdir -p, new components 0700. */

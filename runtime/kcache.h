@@ -46,6 +46,13 @@ dpc_status dpc_kcache_put(const char *key, const char *kind, const char *arch, c
  * entry as dpc_kcache_get does and gives its path; false on a miss. */
 bool dpc_kcache_path(const char *key, const char *kind, char *path, size_t n);
 
+/* After the cache directory was refused (not a directory, another owner,
+ * writable by group or others), the first call gives the first such
+ * message and returns true; every other call returns false. The CLI says
+ * it once on stderr: the run goes on, compiling what it would have
+ * loaded. */
+bool dpc_kcache_refusal(char *msg, size_t n);
+
 /* Appends one line per entry, sorted by key:
  *     <key> <size> <kind> <arch> <age>       (age: 42s, 7m, 3h, 12d)
  * with "corrupt" in place of kind/arch/age for an entry that fails its
