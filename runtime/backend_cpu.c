@@ -251,9 +251,10 @@ static dpc_status cpu_prepare(dpc_backend *be, const kgraph *kg, dpc_err *e) {
         strcat(opts, " ");
     }
     dpc_kcache_key("cpu-so", "x86_64", tool, opts, src, strlen(src), key);
-    if (dpc_kcache_path(key, "cpu-so", so_path, sizeof so_path))
-        s = load_kernels(so_path, &cb->so, &cb->forward, e);
-    else
+    /* A cached entry that does not load (written by an older dpc that
+     * cached whatever the compiler left) is compiled again and replaced. */
+    if (!dpc_kcache_path(key, "cpu-so", so_path, sizeof so_path) ||
+        load_kernels(so_path, &cb->so, &cb->forward, NULL) != DPC_OK)
         s = compile_so(src, key, &cb->so, &cb->forward, e);
     free(src);
     return s;

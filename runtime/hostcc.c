@@ -328,6 +328,7 @@ static dpc_status finish(pid_t pid, int slot, int outfd, int limit, dpc_buf *out
     bool in_time = read_output(outfd, deadline, out) && wait_child(pid, deadline, &status);
     if (!in_time) {
         kill(-pid, SIGKILL);
+        kill(pid, SIGKILL); /* in case it never made its group */
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
             ;
     }
