@@ -203,10 +203,11 @@ dpc_status dpc_read_file(const char *path, size_t max_bytes, char **data, size_t
  * is a regular file (or does not exist yet) is staged: written in full to a
  * new temporary file next to it, fsync'ed, and renamed over it only once
  * every output of the call is complete, so a failure leaves each previous
- * file as it was. Character devices and FIFOs (/dev/null, /dev/stdout, a
- * pipe) are streams: they are written through, never replaced. A symbolic
- * link is followed, and the file it names replaced, as a plain `>` would;
- * directories, block devices and sockets are refused. */
+ * file as it was. Character devices and FIFOs (/dev/null, a pipe), and
+ * descriptor names such as /dev/stdout, are streams: written through, never
+ * replaced. A symbolic link is followed and the file it names replaced
+ * atomically, as a careful `>` would; directories, block devices and
+ * sockets are refused. */
 
 typedef enum { W_CREATE, W_REPLACE, W_THROUGH } wkind;
 
@@ -243,36 +244,41 @@ static bool link_followable(const char *path, const struct stat *lst) {
     return !shared || lst->st_uid == geteuid() || lst->st_uid == ds.st_uid;
 }
 
+/* /dev/stdout, /dev/fd/N, /proc/self/fd/N: names of a descriptor, whatever
+ * it is open on (a pipe, a terminal, a file the shell redirected to): the
+ * user means that stream, so it is written through, even to a regular file. */
+static bool descriptor_alias(const char *path) {
+    return !strncmp(path, "/dev/", 5) || !strncmp(path, "/proc/", 6);
+}
+
 /* Where path's data goes, and how (see above). */
 static dpc_status resolve_target(const char *path, wtarget *t, dpc_err *e) {
     memset(t, 0, sizeof *t);
     t->path = path;
-    struct stat st;
-    if (lstat(path, &st) != 0) { /* a new file; the create reports any other error */
+    struct stat lst, st;
+    if (lstat(path, &lst) != 0) { /* a new file; the create reports any other error */
         t->kind = W_CREATE;
         t->dest = dpc_strdup(path);
         return t->dest ? DPC_OK : dpc_errf(e, DPC_ENOMEM, "out of memory");
     }
-    if (S_ISLNK(st.st_mode)) {
-        if (!link_followable(path, &st))
-            return dpc_errf(e, DPC_EUSER, "'%s' is a symbolic link in a shared directory that belongs to someone "
-                            "else: not followed", path);
-        t->dest = realpath(path, NULL);
-        if (!t->dest || stat(t->dest, &st) != 0)
-            return dpc_errf(e, DPC_EUSER, "'%s' is a symbolic link to nothing that exists", path);
-    } else if (!(t->dest = dpc_strdup(path))) {
-        return dpc_errf(e, DPC_ENOMEM, "out of memory");
-    }
-    if (S_ISREG(st.st_mode)) {
-        t->kind = W_REPLACE;
-        t->old = st;
-    } else if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) {
-        t->kind = W_THROUGH;
-    } else {
+    bool link = S_ISLNK(lst.st_mode);
+    if (link && !link_followable(path, &lst))
+        return dpc_errf(e, DPC_EUSER, "'%s' is a symbolic link in a shared directory that belongs to someone "
+                        "else: not followed", path);
+    if (stat(path, &st) != 0)
+        return dpc_errf(e, DPC_EUSER, "'%s' is a symbolic link to nothing that exists", path);
+    if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode))
         return dpc_errf(e, DPC_EUSER, "'%s' is %s: an output must be a regular file, a character device or a FIFO",
                         path, S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device" : "a socket");
+    if (!S_ISREG(st.st_mode) || descriptor_alias(path)) {
+        t->kind = W_THROUGH;
+        t->dest = dpc_strdup(path);
+    } else {
+        t->kind = W_REPLACE;
+        t->old = st;
+        t->dest = link ? realpath(path, NULL) : dpc_strdup(path);
     }
-    return DPC_OK;
+    return t->dest ? DPC_OK : dpc_errf(e, DPC_EIO, "cannot resolve '%s': %s", path, strerror(errno));
 }
 
 /* The one way dpc makes a temporary file beside a target: a fresh name,
@@ -334,15 +340,13 @@ static dpc_status stage(wtarget *t, const void *data, size_t len, dpc_err *e) {
     return err ? write_err(t->path, err, e) : DPC_OK;
 }
 
-/* A stream is opened without O_CREAT, so it can never become a file. */
+/* A stream is opened without O_CREAT, so it never becomes a new file;
+ * O_TRUNC matters only for a regular file behind /dev/stdout, as under `>`. */
 static dpc_status write_through(const wtarget *t, const void *data, size_t len, dpc_err *e) {
-    int fd = open(t->dest, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    int fd = open(t->dest, O_WRONLY | O_TRUNC | O_NOCTTY | O_CLOEXEC);
     if (fd < 0)
         return write_err(t->path, errno, e);
-    struct stat st;
-    int err = fstat(fd, &st) != 0 ? errno : S_ISREG(st.st_mode) ? EAGAIN : 0; /* replaced meanwhile */
-    if (!err)
-        err = write_all(fd, data, len);
+    int err = write_all(fd, data, len);
     if (close(fd) != 0 && !err)
         err = errno;
     return err ? write_err(t->path, err, e) : DPC_OK;
