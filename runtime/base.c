@@ -245,10 +245,20 @@ static bool link_followable(const char *path, const struct stat *lst) {
 }
 
 /* /dev/stdout, /dev/fd/N, /proc/self/fd/N: names of a descriptor, whatever
- * it is open on (a pipe, a terminal, a file the shell redirected to): the
- * user means that stream, so it is written through, even to a regular file. */
-static bool descriptor_alias(const char *path) {
-    return !strncmp(path, "/dev/", 5) || !strncmp(path, "/proc/", 6);
+ * it is open on (a pipe, a terminal, a file the shell redirected to). The
+ * user means that stream, so it is written through even when it is a
+ * regular file. Such a name lies in a /proc/<pid>/fd directory (/dev/fd
+ * leads there) or is a link into /proc (/dev/stdout). */
+static bool descriptor_alias(const char *path, bool link) {
+    char *dir = dir_of(path), *real = dir ? realpath(dir, NULL) : NULL;
+    bool in_proc = real && !strncmp(real, "/proc/", 6);
+    free(dir);
+    free(real);
+    if (in_proc || !link)
+        return in_proc;
+    char to[16];
+    ssize_t n = readlink(path, to, sizeof to);
+    return n >= 6 && !strncmp(to, "/proc/", 6);
 }
 
 /* Where path's data goes, and how (see above). */
@@ -266,11 +276,11 @@ static dpc_status resolve_target(const char *path, wtarget *t, dpc_err *e) {
         return dpc_errf(e, DPC_EUSER, "'%s' is a symbolic link in a shared directory that belongs to someone "
                         "else: not followed", path);
     if (stat(path, &st) != 0)
-        return dpc_errf(e, DPC_EUSER, "'%s' is a symbolic link to nothing that exists", path);
+        return dpc_errf(e, DPC_EUSER, "'%s' is a symbolic link to nothing that exists (%s)", path, strerror(errno));
     if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode))
         return dpc_errf(e, DPC_EUSER, "'%s' is %s: an output must be a regular file, a character device or a FIFO",
                         path, S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device" : "a socket");
-    if (!S_ISREG(st.st_mode) || descriptor_alias(path)) {
+    if (!S_ISREG(st.st_mode) || descriptor_alias(path, link)) {
         t->kind = W_THROUGH;
         t->dest = dpc_strdup(path);
     } else {

@@ -83,8 +83,8 @@ char *dpc_buf_take(dpc_buf *b);
  * predictable name) and fsync'ed; only when every one is complete are they
  * renamed into place, so on any failure no temporary is left and every
  * previous file is as it was. A replaced file keeps its permission bits, a
- * new one gets 0666 less the umask. Character devices, FIFOs and names
- * under /dev and /proc (/dev/null, a pipe, /dev/stdout) are written
+ * new one gets 0666 less the umask. Character devices, FIFOs and names of
+ * a descriptor (/dev/null, a pipe, /dev/stdout, /dev/fd/N) are written
  * through, never replaced or created; a symbolic link
  * is followed to the file it names (not in a sticky shared directory when
  * someone else planted it); directories, block devices and sockets are

@@ -186,6 +186,20 @@ def case_fifo(d, model, w, x):
     rm(other)
 
 
+def case_descriptor_name(d, model, w, x):
+    """-o /dev/fd/1 with stdout redirected to a file: that file (the open
+    descriptor) receives the output; the name is not resolved and replaced."""
+    log, other = os.path.join(d, 'stdout.npy'), os.path.join(d, 'other.npy')
+    with open(log, 'wb') as f:
+        ino = os.fstat(f.fileno()).st_ino
+        r = subprocess.run([dpc] + run_args(model, w, x, '/dev/fd/1', other), stdout=f, stderr=subprocess.PIPE,
+                           text=True)
+    ok = r.returncode == 0 and os.stat(log).st_ino == ino and outputs_ok(log)
+    report('descriptor_name_written_through', ok, r.stderr.strip()[:200])
+    rm(log)
+    rm(other)
+
+
 def case_devices(d, model, w, x):
     """-o on a character device writes through it. As root a private copy of
     /dev/null (mknod 1,3) is tried first; only if that one survives is the
@@ -331,6 +345,7 @@ def main():
             case_symlink_output(d, model, w, x)
             case_dangling_symlink(d, model, w, x)
             case_fifo(d, model, w, x)
+            case_descriptor_name(d, model, w, x)
             case_devices(d, model, w, x)
             case_directory(d, model, w, x)
             case_clashes(d, model, w, x)
