@@ -10,13 +10,19 @@
 #include "nvrtc_compile.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 #define MAX_IO 64
 
@@ -136,6 +142,42 @@ static int parse_opts(int argc, char **argv, opts *o, const char *allowed) {
     }
     if (!o->model)
         return usage_error("%s", "missing the model file");
+    return 0;
+}
+
+/* A stream output (/dev/null, a pipe) cannot lose a file, so it may repeat. */
+static bool is_stream(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
+}
+
+/* Refuses an output that is also a file the command reads (the model, the
+ * weights, an input) or another output: writing it would destroy what the
+ * command needs, or one output would silently replace the other. outs
+ * defaults to o->out; compile passes its derived default. */
+static int check_outputs(const opts *o, const char *const *outs, int nout) {
+    char msg[8400];
+    for (int i = 0; i < nout; i++) {
+        const char *p = outs[i], *clash = NULL, *what = NULL;
+        if (is_stream(p))
+            continue;
+        if (dpc_same_file(p, o->model))
+            clash = o->model, what = "the model";
+        else if (o->weights && dpc_same_file(p, o->weights))
+            clash = o->weights, what = "the weights";
+        for (int k = 0; !clash && k < o->ninputs; k++)
+            if (dpc_same_file(p, o->inputs[k]))
+                clash = o->inputs[k], what = "an input";
+        for (int k = 0; !clash && k < i; k++)
+            if (dpc_same_file(p, outs[k]))
+                clash = outs[k], what = "another output";
+        if (clash) {
+            bool spelled = strcmp(p, clash) != 0; /* name the other spelling of the same file */
+            snprintf(msg, sizeof msg, "-o '%.4000s' is %s%s%.4000s%s: it would be overwritten; choose another output file",
+                     p, what, spelled ? " ('" : "", spelled ? clash : "", spelled ? "')" : "");
+            return usage_error("%s", msg);
+        }
+    }
     return 0;
 }
 
@@ -272,6 +314,8 @@ static int cmd_init(int argc, char **argv) {
         return rc;
     if (o.nout != 1)
         return usage_error("%s", "init needs exactly one -o W.safetensors");
+    if ((rc = check_outputs(&o, o.out, o.nout)))
+        return rc;
     uint64_t seed = 0;
     if (o.seed) {
         char *end;
@@ -406,8 +450,8 @@ static int cmd_compile(int argc, char **argv) {
             snprintf(def, sizeof def, "%s.dpa", o.model);
         out = def;
     }
-    if (!strcmp(out, o.model) || (o.weights && !strcmp(out, o.weights)))
-        return usage_error("-o '%s' would overwrite an input", out);
+    if ((rc = check_outputs(&o, &out, 1)))
+        return rc;
     char archbuf[1024];
     const char *archs[DPC_ARTIFACT_MAX_ARCHS];
     int narchs = 0;
@@ -520,21 +564,22 @@ static void free_run(dpc_tensor **in, dpc_tensor **out, dpc_safetensors *st, dpc
 
 static double now_s(void);
 
-/* Serialises every output first, so that a failure writes nothing. */
+/* Serialises every output, then writes them as one (dpc_write_files_atomic):
+ * a failure anywhere leaves every previous file as it was. */
 static dpc_status write_outputs(const opts *o, dpc_tensor **out, dpc_err *e) {
     dpc_status s = DPC_OK;
     dpc_buf bufs[MAX_IO];
+    const void *data[MAX_IO];
+    size_t lens[MAX_IO];
     for (int i = 0; i < o->nout; i++) {
         dpc_buf_init(&bufs[i]);
         if (s == DPC_OK)
             s = dpc_npy_serialize(out[i], &bufs[i], e);
+        data[i] = bufs[i].data;
+        lens[i] = bufs[i].len;
     }
-    int written = 0;
-    for (int i = 0; i < o->nout && s == DPC_OK; i++, written++)
-        s = dpc_write_file_atomic(o->out[i], bufs[i].data, bufs[i].len, e);
-    if (s != DPC_OK)
-        for (int i = 0; i < written; i++)
-            unlink(o->out[i]);
+    if (s == DPC_OK)
+        s = dpc_write_files_atomic(o->nout, o->out, data, lens, e);
     for (int i = 0; i < o->nout; i++)
         dpc_buf_free(&bufs[i]);
     return s;
@@ -738,6 +783,8 @@ static int cmd_run(int argc, char **argv) {
         return usage_error("%s", "run needs --weights W.safetensors");
     if (o.nout == 0)
         return usage_error("%s", "run needs -o OUT.npy for each returned tensor");
+    if ((rc = check_outputs(&o, o.out, o.nout)))
+        return rc;
     cli_mpi x; /* from here on, under MPI every path ends in mpi_complete */
     if ((rc = mpi_begin(&o, &x)))
         return rc;
@@ -829,10 +876,59 @@ done:
     return rc;
 }
 
+/* Graphviz's `dot -Tsvg` on the text in dot: its standard output read into
+ * svg, so that the SVG is written like every other output (no shell, no
+ * temporary name next to the output). Its stderr is the user's. */
+static dpc_status render_svg(const dpc_buf *dot, dpc_buf *svg, dpc_err *e) {
+    char in[] = "/tmp/dpc-graph-XXXXXX";
+    int fd = mkstemp(in), p[2] = {-1, -1};
+    bool ok = fd >= 0 && write(fd, dot->data, dot->len) == (ssize_t)dot->len;
+    if (fd >= 0)
+        close(fd);
+    if (!ok || pipe2(p, O_CLOEXEC) != 0) {
+        dpc_errf(e, DPC_EIO, "cannot write a temporary file for Graphviz: %s", strerror(errno));
+        goto out;
+    }
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, p[1], 1);
+    char *argv[] = {"dot", "-Tsvg", in, NULL};
+    pid_t pid;
+    int rc = posix_spawnp(&pid, "dot", &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(p[1]);
+    if (rc != 0) {
+        dpc_errf(e, DPC_EIO, "cannot run Graphviz 'dot' (is graphviz installed?): %s", strerror(rc));
+        goto out;
+    }
+    char chunk[65536];
+    for (ssize_t r; (r = read(p[0], chunk, sizeof chunk)) != 0;)
+        if (r > 0)
+            dpc_buf_put(svg, chunk, (size_t)r);
+        else if (errno != EINTR)
+            break;
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    ok = WIFEXITED(st) && WEXITSTATUS(st) == 0 && svg->len && !svg->oom;
+    if (!ok)
+        dpc_errf(e, DPC_EIO, "Graphviz 'dot' failed to render the graph%s", svg->oom ? ": out of memory" : "");
+out:
+    if (p[0] >= 0)
+        close(p[0]);
+    if (fd >= 0)
+        unlink(in);
+    return ok ? DPC_OK : e->code;
+}
+
 static int cmd_graph(int argc, char **argv) {
     opts o;
     int rc = parse_opts(argc, argv, &o, "o");
     if (rc)
+        return rc;
+    if (o.nout > 1)
+        return usage_error("%s", "graph writes one file: give -o once");
+    if ((rc = check_outputs(&o, o.out, o.nout)))
         return rc;
     dpc_model *m;
     if ((rc = compile_model(o.model, &m)))
@@ -892,29 +988,19 @@ static int cmd_graph(int argc, char **argv) {
     dpc_err e;
     const char *path = o.out[0];
     size_t len = strlen(path);
-    dpc_status s;
+    dpc_status s = DPC_OK;
     if (len > 4 && strcmp(path + len - 4, ".svg") == 0) {
-        char tmp[] = "/tmp/dpc-graph-XXXXXX";
-        int fd = mkstemp(tmp);
-        if (fd < 0 || write(fd, b.data, b.len) != (ssize_t)b.len) {
-            dpc_buf_free(&b);
-            return fail(dpc_errf(&e, DPC_EIO, "cannot write a temporary file"), &e);
-        }
-        close(fd);
-        char cmd[8192];
-        snprintf(cmd, sizeof cmd, "dot -Tsvg '%s' -o '%s.tmp' && mv '%s.tmp' '%s'", tmp, path, path, path);
-        int r = strchr(path, '\'') ? 1 : system(cmd);
-        unlink(tmp);
+        dpc_buf svg;
+        dpc_buf_init(&svg);
+        s = render_svg(&b, &svg, &e);
         dpc_buf_free(&b);
-        if (r != 0)
-            return fail(dpc_errf(&e, DPC_EIO, "Graphviz 'dot' failed to render '%s' (is graphviz installed?)", path), &e);
-        return 0;
+        b = svg;
     }
-    s = dpc_write_file_atomic(path, b.data, b.len, &e);
+    if (s == DPC_OK)
+        s = dpc_write_file_atomic(path, b.data, b.len, &e);
     dpc_buf_free(&b);
     return s == DPC_OK ? 0 : fail(s, &e);
 }
-
 
 static double now_s(void) {
     struct timespec ts;

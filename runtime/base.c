@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 dpc_status dpc_errf(dpc_err *e, dpc_status code, const char *fmt, ...) {
@@ -197,44 +198,254 @@ dpc_status dpc_read_file(const char *path, size_t max_bytes, char **data, size_t
     return DPC_OK;
 }
 
-dpc_status dpc_write_file_atomic(const char *path, const void *data, size_t len, dpc_err *e) {
-    size_t plen = strlen(path);
-    char *tmp = dpc_malloc(plen + 32);
-    if (!tmp)
-        return dpc_errf(e, DPC_ENOMEM, "out of memory");
-    snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        dpc_status s = dpc_errf(e, DPC_EIO, "cannot write '%s': %s", path, strerror(errno));
-        free(tmp);
-        return s;
+/* ---- writing files ---------------------------------------------------------
+ * Every file dpc writes goes through dpc_write_files_atomic. An output that
+ * is a regular file (or does not exist yet) is staged: written in full to a
+ * new temporary file next to it, fsync'ed, and renamed over it only once
+ * every output of the call is complete, so a failure leaves each previous
+ * file as it was. Character devices and FIFOs (/dev/null, a pipe), and
+ * descriptor names such as /dev/stdout, are streams: written through, never
+ * replaced. A symbolic link is followed and the file it names replaced
+ * atomically, as a careful `>` would; directories, block devices and
+ * sockets are refused. */
+
+typedef enum { W_CREATE, W_REPLACE, W_THROUGH } wkind;
+
+typedef struct wtarget {
+    const char *path; /* as the caller named it, for messages */
+    char *dest;       /* where the data lands: path, or what its link names */
+    char *tmp;        /* the staged temporary (W_CREATE, W_REPLACE) */
+    wkind kind;
+    struct stat old;  /* W_REPLACE: the file being replaced */
+} wtarget;
+
+static dpc_status write_err(const char *path, int err, dpc_err *e) {
+    return dpc_errf(e, DPC_EIO, "cannot write '%s': %s", path, strerror(err));
+}
+
+/* The directory part of path ("." for a bare name); NULL if out of memory. */
+static char *dir_of(const char *path) {
+    const char *slash = strrchr(path, '/');
+    return !slash ? dpc_strdup(".") : dpc_strndup(path, slash == path ? 1 : (size_t)(slash - path));
+}
+
+/* The kernel's fs.protected_symlinks rule, which realpath() does not apply:
+ * in a sticky world-writable directory (/tmp) a link is followed only if it
+ * belongs to us or to the directory's owner, so that a link someone else
+ * planted there cannot aim our output at a file of their choosing. */
+static bool link_followable(const char *path, const struct stat *lst) {
+    char *dir = dir_of(path);
+    struct stat ds;
+    bool ok = dir && stat(dir, &ds) == 0;
+    free(dir);
+    if (!ok)
+        return false;
+    bool shared = (ds.st_mode & S_ISVTX) && (ds.st_mode & S_IWOTH);
+    return !shared || lst->st_uid == geteuid() || lst->st_uid == ds.st_uid;
+}
+
+/* /dev/stdout, /dev/fd/N, /proc/self/fd/N: names of a descriptor, whatever
+ * it is open on (a pipe, a terminal, a file the shell redirected to). The
+ * user means that stream, so it is written through even when it is a
+ * regular file. Such a name lies in a /proc/<pid>/fd directory (/dev/fd
+ * leads there) or is a link into /proc (/dev/stdout). */
+static bool descriptor_alias(const char *path, bool link) {
+    char *dir = dir_of(path), *real = dir ? realpath(dir, NULL) : NULL;
+    bool in_proc = real && !strncmp(real, "/proc/", 6);
+    free(dir);
+    free(real);
+    if (in_proc || !link)
+        return in_proc;
+    char to[16];
+    ssize_t n = readlink(path, to, sizeof to);
+    return n >= 6 && !strncmp(to, "/proc/", 6);
+}
+
+/* Where path's data goes, and how (see above). */
+static dpc_status resolve_target(const char *path, wtarget *t, dpc_err *e) {
+    memset(t, 0, sizeof *t);
+    t->path = path;
+    struct stat lst, st;
+    if (lstat(path, &lst) != 0) { /* a new file; the create reports any other error */
+        t->kind = W_CREATE;
+        t->dest = dpc_strdup(path);
+        return t->dest ? DPC_OK : dpc_errf(e, DPC_ENOMEM, "out of memory");
     }
+    bool link = S_ISLNK(lst.st_mode);
+    if (link && !link_followable(path, &lst))
+        return dpc_errf(e, DPC_EUSER, "'%s' is a symbolic link in a shared directory that belongs to someone "
+                        "else: not followed", path);
+    if (stat(path, &st) != 0)
+        return dpc_errf(e, DPC_EUSER, "'%s' is a symbolic link to nothing that exists (%s)", path, strerror(errno));
+    if (S_ISDIR(st.st_mode) || S_ISBLK(st.st_mode) || S_ISSOCK(st.st_mode))
+        return dpc_errf(e, DPC_EUSER, "'%s' is %s: an output must be a regular file, a character device or a FIFO",
+                        path, S_ISDIR(st.st_mode) ? "a directory" : S_ISBLK(st.st_mode) ? "a block device" : "a socket");
+    if (!S_ISREG(st.st_mode) || descriptor_alias(path, link)) {
+        t->kind = W_THROUGH;
+        t->dest = dpc_strdup(path);
+    } else {
+        t->kind = W_REPLACE;
+        t->old = st;
+        t->dest = link ? realpath(path, NULL) : dpc_strdup(path);
+    }
+    return t->dest ? DPC_OK : dpc_errf(e, DPC_EIO, "cannot resolve '%s': %s", path, strerror(errno));
+}
+
+/* The one way dpc makes a temporary file beside a target: a fresh name,
+ * "<dest>.tmp.<digits>" (the kernel cache recognises leftovers by it),
+ * created with O_EXCL|O_NOFOLLOW so that nothing planted under that name, a
+ * symlink least of all, is ever opened. Mode 0666 is masked by the umask
+ * (and a directory's default ACL) as any new file is. -1 with errno on failure. */
+static int open_temp_beside(const char *dest, char **tmp) {
+    static _Atomic unsigned long seq;
+    size_t n = strlen(dest) + 64;
+    if (!(*tmp = dpc_malloc(n))) {
+        errno = ENOMEM;
+        return -1;
+    }
+    for (int attempt = 0; attempt < 100; attempt++) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        snprintf(*tmp, n, "%s.tmp.%ld%09ld%lu", dest, (long)getpid(), (long)ts.tv_nsec, (unsigned long)seq++);
+        int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
+/* 0 or the errno of the failed write. */
+static int write_all(int fd, const void *data, size_t len) {
     const char *p = data;
-    size_t done = 0;
-    int err = 0;
-    while (done < len) {
+    for (size_t done = 0; done < len;) {
         ssize_t w = dpc_fault_io_should_fail() ? (errno = ENOSPC, -1) : write(fd, p + done, len - done);
         if (w < 0 && errno == EINTR)
             continue;
-        if (w <= 0) {
-            err = w < 0 ? errno : EIO;
-            break;
-        }
+        if (w <= 0)
+            return w < 0 ? errno : EIO;
         done += (size_t)w;
+    }
+    return 0;
+}
+
+/* Writes the temporary for t in full and makes it durable. A replaced file
+ * keeps its permission bits (and, when we may, its owner) as under `>`. */
+static dpc_status stage(wtarget *t, const void *data, size_t len, dpc_err *e) {
+    int fd = open_temp_beside(t->dest, &t->tmp);
+    if (fd < 0)
+        return write_err(t->path, errno, e);
+    int err = write_all(fd, data, len);
+    if (!err && t->kind == W_REPLACE) {
+        if (geteuid() == 0 && fchown(fd, t->old.st_uid, t->old.st_gid) != 0) {
+            /* best effort: root's copy keeps its owner where the filesystem allows */
+        }
+        if (fchmod(fd, t->old.st_mode & 0777) != 0)
+            err = errno;
     }
     if (!err && fsync(fd) != 0)
         err = errno;
     if (close(fd) != 0 && !err)
         err = errno;
-    if (!err && rename(tmp, path) != 0)
+    return err ? write_err(t->path, err, e) : DPC_OK;
+}
+
+/* A stream is opened without O_CREAT, so it never becomes a new file;
+ * O_TRUNC matters only for a regular file behind /dev/stdout, as under `>`. */
+static dpc_status write_through(const wtarget *t, const void *data, size_t len, dpc_err *e) {
+    int fd = open(t->dest, O_WRONLY | O_TRUNC | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0)
+        return write_err(t->path, errno, e);
+    int err = write_all(fd, data, len);
+    if (close(fd) != 0 && !err)
         err = errno;
-    if (err) {
-        unlink(tmp);
-        free(tmp);
-        return dpc_errf(e, DPC_EIO, "cannot write '%s': %s", path, strerror(err));
+    return err ? write_err(t->path, err, e) : DPC_OK;
+}
+
+/* Removes what is still staged and frees every target. */
+static void unstage(wtarget *t, int n) {
+    for (int i = 0; i < n; i++) {
+        if (t[i].tmp)
+            unlink(t[i].tmp);
+        free(t[i].tmp);
+        free(t[i].dest);
     }
-    free(tmp);
-    return DPC_OK;
+    free(t);
+}
+
+/* Streams first, because their failure can still be undone by dropping the
+ * temporaries; the renames last, one per file, each atomic. */
+static dpc_status commit(wtarget *t, int n, const void *const *data, const size_t *lens, dpc_err *e) {
+    dpc_status s = DPC_OK;
+    for (int i = 0; i < n && s == DPC_OK; i++)
+        if (t[i].kind == W_THROUGH)
+            s = write_through(&t[i], data[i], lens[i], e);
+    int renamed = 0;
+    for (int i = 0; i < n && s == DPC_OK; i++) {
+        if (!t[i].tmp)
+            continue;
+        if (rename(t[i].tmp, t[i].dest) != 0) {
+            s = write_err(t[i].path, errno, e);
+            if (renamed)
+                dpc_err_prefix(e, "%d of the other outputs were already replaced: ", renamed);
+            break;
+        }
+        free(t[i].tmp);
+        t[i].tmp = NULL;
+        renamed++;
+    }
+    return s;
+}
+
+dpc_status dpc_write_files_atomic(int n, const char *const *paths, const void *const *data, const size_t *lens,
+                                  dpc_err *e) {
+    wtarget *t = dpc_calloc((size_t)(n > 0 ? n : 1), sizeof *t);
+    if (!t)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    dpc_status s = DPC_OK;
+    for (int i = 0; i < n && s == DPC_OK; i++)
+        s = resolve_target(paths[i], &t[i], e);
+    for (int i = 0; i < n && s == DPC_OK; i++)
+        if (t[i].kind != W_THROUGH)
+            s = stage(&t[i], data[i], lens[i], e);
+    if (s == DPC_OK)
+        s = commit(t, n, data, lens, e);
+    unstage(t, n);
+    return s;
+}
+
+dpc_status dpc_write_file_atomic(const char *path, const void *data, size_t len, dpc_err *e) {
+    return dpc_write_files_atomic(1, &path, &data, &len, e);
+}
+
+/* A path made absolute and free of ".", ".." and links, for a file that may
+ * not exist yet: its directory resolved, its last component kept. */
+static char *norm_path(const char *p) {
+    char *r = realpath(p, NULL);
+    if (r)
+        return r;
+    char *dir = dir_of(p), *rd = dir ? realpath(dir, NULL) : NULL;
+    free(dir);
+    if (!rd)
+        return dpc_strdup(p);
+    const char *slash = strrchr(p, '/'), *base = slash ? slash + 1 : p;
+    size_t n = strlen(rd) + strlen(base) + 2;
+    char *out = dpc_malloc(n);
+    if (out)
+        snprintf(out, n, "%s%s%s", rd, strcmp(rd, "/") ? "/" : "", base);
+    free(rd);
+    return out;
+}
+
+bool dpc_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char *na = norm_path(a), *nb = norm_path(b);
+    bool same = na && nb ? strcmp(na, nb) == 0 : strcmp(a, b) == 0;
+    free(na);
+    free(nb);
+    return same;
 }
 
 dpc_status dpc_parse_file(const char *path, dpc_status (*parse)(const void *buf, size_t len, void *out, dpc_err *e),

@@ -76,10 +76,26 @@ void dpc_buf_vprintf(dpc_buf *b, const char *fmt, va_list ap);
 char *dpc_buf_take(dpc_buf *b);
 
 /* Whole-file I/O. Reading refuses directories, FIFOs and devices, and files
- * larger than max_bytes. Writing goes through a temporary file in the same
- * directory, fsync and rename, so a failure never leaves a partial file. */
+ * larger than max_bytes.
+ *
+ * Writing several files as one: each regular (or new) file is staged in a
+ * fresh temporary file beside it (created with O_EXCL|O_NOFOLLOW, never a
+ * predictable name) and fsync'ed; only when every one is complete are they
+ * renamed into place, so on any failure no temporary is left and every
+ * previous file is as it was. A replaced file keeps its permission bits, a
+ * new one gets 0666 less the umask. Character devices, FIFOs and names of
+ * a descriptor (/dev/null, a pipe, /dev/stdout, /dev/fd/N) are written
+ * through, never replaced or created; a symbolic link
+ * is followed to the file it names (not in a sticky shared directory when
+ * someone else planted it); directories, block devices and sockets are
+ * refused. dpc_write_file_atomic is the one-file case. */
 dpc_status dpc_read_file(const char *path, size_t max_bytes, char **data, size_t *len, dpc_err *e);
+dpc_status dpc_write_files_atomic(int n, const char *const *paths, const void *const *data, const size_t *lens,
+                                  dpc_err *e);
 dpc_status dpc_write_file_atomic(const char *path, const void *data, size_t len, dpc_err *e);
+/* Whether a and b name one file: the same inode when both exist, else the
+ * same path once made absolute with its directory's links resolved. */
+bool dpc_same_file(const char *a, const char *b);
 /* The loaders and savers of one file format each (.npy, safetensors) wrap
  * their parser and serializer alike: dpc_parse_file reads path whole and
  * hands it to parse (out is parse's own out pointer); dpc_write_image

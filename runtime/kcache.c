@@ -33,11 +33,6 @@
 #define PATH_CAP (DIR_CAP + 320) /* dir + "/" + a file name (<= 255) */
 static const char FOOTER_MAGIC[16] = "dpc-kcache-v1\n\0";
 
-/* Puts of one process go one at a time: dpc_write_file_atomic names its
- * temporary file after the process, so two threads writing the same key
- * would share it. */
-static pthread_mutex_t g_put_lock = PTHREAD_MUTEX_INITIALIZER;
-
 /* ---- small helpers ---- */
 
 static void put_u64(unsigned char *p, uint64_t v) {
@@ -315,9 +310,8 @@ dpc_status dpc_kcache_put(const char *key, const char *kind, const char *arch, c
     put_u64(f + 152, checksum(f, 152));
     memcpy(f + 160, FOOTER_MAGIC, 16);
 
-    pthread_mutex_lock(&g_put_lock);
+    /* each put has a temporary file of its own: threads need no lock */
     s = dpc_write_file_atomic(path, file, len + FOOTER_SIZE, e);
-    pthread_mutex_unlock(&g_put_lock);
     dpc_free(file);
     if (s != DPC_OK)
         dpc_err_prefix(e, "kernel cache: ");

@@ -7,10 +7,12 @@
 #include "npy.h"
 #include "safetensors.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int checks, failures;
@@ -887,6 +889,67 @@ static void test_st_files(void) {
     CHECK(access(p, F_OK) != 0);
 }
 
+/* The whole file at path equals s (NUL-terminated). */
+static bool file_is(const char *path, const char *s) {
+    char *d = NULL;
+    size_t n = 0;
+    dpc_err e;
+    bool same = dpc_read_file(path, 1 << 20, &d, &n, &e) == DPC_OK && n == strlen(s) && !memcmp(d, s, n);
+    free(d);
+    return same;
+}
+
+/* Entries of tmpdir whose name contains ".tmp.": left-over temporaries. */
+static int temp_files(void) {
+    DIR *d = opendir(tmpdir);
+    int n = 0;
+    for (struct dirent *de; d && (de = readdir(d));)
+        n += strstr(de->d_name, ".tmp.") != NULL;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* dpc_write_files_atomic: a failure on the second file (injected ENOSPC)
+ * changes neither file and leaves no temporary; success replaces both,
+ * keeps a replaced file's mode, writes through /dev/null and refuses a
+ * directory. */
+static void test_write_files(void) {
+    char a[256], b[256];
+    tmp_path(a, sizeof a, "a.out");
+    tmp_path(b, sizeof b, "b.out");
+    put_file(a, "old a", 5);
+    put_file(b, "old b", 5);
+    chmod(a, 0640);
+    const char *paths[] = {a, b};
+    const void *data[] = {"new a", "new b"};
+    size_t lens[] = {5, 5};
+    dpc_fault_arm_io(2);
+    EXPECT_ERR(dpc_write_files_atomic(2, paths, data, lens, e), DPC_EIO, "b.out");
+    dpc_fault_arm_io(0);
+    CHECK(file_is(a, "old a") && file_is(b, "old b") && temp_files() == 0);
+    EXPECT_OK(dpc_write_files_atomic(2, paths, data, lens, e));
+    struct stat st;
+    CHECK(file_is(a, "new a") && file_is(b, "new b") && temp_files() == 0);
+    CHECK(stat(a, &st) == 0 && (st.st_mode & 0777) == 0640);
+    const char *dn[] = {"/dev/null", a};
+    EXPECT_OK(dpc_write_files_atomic(2, dn, data, lens, e));
+    CHECK(stat("/dev/null", &st) == 0 && S_ISCHR(st.st_mode) && file_is(a, "new b"));
+    const char *dir[] = {a, tmpdir};
+    EXPECT_ERR(dpc_write_files_atomic(2, dir, data, lens, e), DPC_EUSER, "is a directory");
+    CHECK(file_is(a, "new b") && temp_files() == 0);
+    char link[256];
+    tmp_path(link, sizeof link, "link.out");
+    CHECK(symlink("a.out", link) == 0);
+    EXPECT_OK(dpc_write_file_atomic(link, "via link", 8, e));
+    CHECK(lstat(link, &st) == 0 && S_ISLNK(st.st_mode) && file_is(a, "via link"));
+    CHECK(dpc_same_file(link, a) && !dpc_same_file(a, b));
+    char c1[300], c2[300];
+    snprintf(c1, sizeof c1, "%s/new.out", tmpdir);
+    snprintf(c2, sizeof c2, "%s/./new.out", tmpdir);
+    CHECK(dpc_same_file(c1, c2));
+}
+
 int main(void) {
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
@@ -911,6 +974,7 @@ int main(void) {
     test_st_mutations();
     test_alloc_faults();
     test_st_files();
+    test_write_files();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
