@@ -302,7 +302,11 @@ static void padd(cg *g, plist *pl, int buf, bool write) {
             return;
         }
     if (pl->n == DPC_CU_MAX_PARAMS) {
-        fail(g, NULL, "a kernel reads too many buffers");
+        /* a launch's parameter space is bounded: located at the kernel's value */
+        const kernel *k = g->kg->kernels.items[g->kernel];
+        char why[80];
+        snprintf(why, sizeof why, "one kernel would take more than %d buffers", DPC_CU_MAX_PARAMS);
+        fail(g, k->out, why);
         return;
     }
     pl->id[pl->n] = buf;
