@@ -37,7 +37,7 @@ const char *emit_prod(char *b, size_t n, const shape *s, int from, int to) {
     return emit_dim(b, n, (dim){k, sym});
 }
 
-static ir_node *nd(const kgraph *kg, int id) { return kg->g->nodes.items[id]; }
+static ir_node *nd(const kgraph *kg, int id) { return (ir_node *)kgraph_node(kg, id); }
 
 void emit_comment(dpc_buf *o, const char *indent, const ir_node *n) {
     dpc_buf_printf(o, "%s/* %%%d = %s", indent, n->id, ir_op_name(n->op));
@@ -94,18 +94,14 @@ void emit_offset(const kgraph *kg, dpc_buf *o, const ir_node *x, const shape *os
 }
 
 static bool needs_coords(const kgraph *kg, const kernel *k, const shape *os) {
-    for (int i = 0; i < k->ops.len; i++) {
-        const ir_node *n = k->ops.items[i];
-        if (n->op == OP_BATCHNORM)
+    for (int i = 0; i < k->ops.len; i++)
+        if (((const ir_node *)k->ops.items[i])->op == OP_BATCHNORM)
             return true;
-        for (int j = 0; j < n->nin; j++) {
-            const ir_node *x = nd(kg, n->in[j]);
-            if (in_chain(k, x) || kg->acc[x->id].kind == ACC_LEAF)
-                continue;
-            if (!shape_eq(&x->sh, os) || kg->acc[x->id].kind != ACC_CONTIG)
-                return true;
-        }
-    }
+    koperand_iter it = kernel_operands(kg, k, 0);
+    int id, buf;
+    while (koperand_next(&it, &id, &buf))
+        if (!shape_eq(&nd(kg, id)->sh, os) || kg->acc[id].kind != ACC_CONTIG)
+            return true;
     if (k->kind == KK_COPY && k->src.kind == ACC_PERM)
         return true;
     return false;
@@ -219,30 +215,14 @@ static void declare_buffers(const kgraph *kg, const kernel *k, dpc_buf *o) {
     int outb = kg->buf_of[k->out->id];
     dpc_buf_printf(o, "    float *const b%d = (float *)ctx->buf[%d];\n", outb, outb);
     seen[outb] = true;
-    const ir_node *ops[70];
-    int nops = 0;
-    if (k->root && k->kind != KK_COPY)
-        ops[nops++] = k->root;
-    for (int i = 0; i < k->ops.len && nops < 64; i++)
-        ops[nops++] = k->ops.items[i];
-    for (int i = 0; i < nops; i++) {
-        const ir_node *x = ops[i];
-        int cnt = x->op == OP_CAT ? ir_cat_count(x) : x->nin;
-        for (int j = 0; j < cnt; j++) {
-            int id = x->op == OP_CAT ? ir_cat_operand(x, j) : x->in[j];
-            int b = kg->buf_of[id];
-            if (b < 0 || seen[b])
-                continue;
-            seen[b] = true;
-            const ir_node *src = nd(kg, id);
-            dpc_buf_printf(o, "    const %s *const b%d = (const %s *)ctx->buf[%d];\n",
-                           src->dt == IR_I64 ? "int64_t" : "float", b, src->dt == IR_I64 ? "int64_t" : "float", b);
-        }
-    }
-    if (k->kind == KK_COPY && k->src.kind != ACC_LEAF) {
-        int b = kg->buf_of[k->src.base->id];
-        if (!seen[b])
-            dpc_buf_printf(o, "    const float *const b%d = (const float *)ctx->buf[%d];\n", b, b);
+    koperand_iter it = kernel_operands(kg, k, -1);
+    int id, b;
+    while (koperand_next(&it, &id, &b)) {
+        if (seen[b])
+            continue;
+        seen[b] = true;
+        const char *t = nd(kg, id)->dt == IR_I64 ? "int64_t" : "float";
+        dpc_buf_printf(o, "    const %s *const b%d = (const %s *)ctx->buf[%d];\n", t, b, t, b);
     }
     free(seen);
 }

@@ -60,7 +60,7 @@ typedef struct cg {
     const char *ft;    /* their element type: float, dpc_bf16, dpc_f16 */
 } cg;
 
-static ir_node *nd(const kgraph *kg, int id) { return kg->g->nodes.items[id]; }
+static ir_node *nd(const kgraph *kg, int id) { return (ir_node *)kgraph_node(kg, id); }
 
 static const kbuf *kb(const cg *g, int id) { return g->kg->bufs.items[id]; }
 
@@ -302,31 +302,23 @@ static void padd(cg *g, plist *pl, int buf, bool write) {
             return;
         }
     if (pl->n == DPC_CU_MAX_PARAMS) {
-        fail(g, NULL, "a kernel reads too many buffers");
+        /* a launch's parameter space is bounded: located at the kernel's value */
+        const kernel *k = g->kg->kernels.items[g->kernel];
+        char why[80];
+        snprintf(why, sizeof why, "one kernel would take more than %d buffers", DPC_CU_MAX_PARAMS);
+        fail(g, k->out, why);
         return;
     }
     pl->id[pl->n] = buf;
     pl->wr[pl->n++] = write;
 }
 
-static bool in_chain(const kernel *k, const ir_node *x) {
-    for (int i = 0; i < k->ops.len; i++)
-        if (k->ops.items[i] == x)
-            return true;
-    return false;
-}
-
 /* The buffers read by ops[from..] of k's chain. */
 static void padd_chain(cg *g, plist *pl, const kernel *k, int from) {
-    for (int i = from; i < k->ops.len; i++) {
-        const ir_node *n = k->ops.items[i];
-        for (int j = 0; j < n->nin; j++) {
-            const ir_node *x = nd(g->kg, n->in[j]);
-            if (in_chain(k, x) || x == k->root || g->kg->acc[x->id].kind == ACC_LEAF)
-                continue;
-            padd(g, pl, g->kg->buf_of[x->id], false);
-        }
-    }
+    koperand_iter it = kernel_operands(g->kg, k, from);
+    int id, buf;
+    while (koperand_next(&it, &id, &buf))
+        padd(g, pl, buf, false);
 }
 
 static const char *ctype(const cg *g, int buf) { return kb(g, buf)->esize == 8 ? "long long" : g->ft; }
@@ -377,18 +369,14 @@ static const char *grid_stride(void) {
 /* ---------------------------------------------------------- elementwise chains */
 
 static bool chain_needs_coords(const kgraph *kg, const kernel *k, int from, const shape *os) {
-    for (int i = from; i < k->ops.len; i++) {
-        const ir_node *n = k->ops.items[i];
-        if (n->op == OP_BATCHNORM)
+    for (int i = from; i < k->ops.len; i++)
+        if (((const ir_node *)k->ops.items[i])->op == OP_BATCHNORM)
             return true;
-        for (int j = 0; j < n->nin; j++) {
-            const ir_node *x = nd(kg, n->in[j]);
-            if (in_chain(k, x) || x == k->root || kg->acc[x->id].kind == ACC_LEAF)
-                continue;
-            if (!shape_eq(&x->sh, os) || kg->acc[x->id].kind != ACC_CONTIG)
-                return true;
-        }
-    }
+    koperand_iter it = kernel_operands(kg, k, from);
+    int id, buf;
+    while (koperand_next(&it, &id, &buf))
+        if (!shape_eq(&nd(kg, id)->sh, os) || kg->acc[id].kind != ACC_CONTIG)
+            return true;
     return false;
 }
 

@@ -54,28 +54,40 @@ static kernel *kernel_of(fuser *f, const ir_node *n) {
     return k >= 0 ? f->kg->kernels.items[k] : NULL;
 }
 
-static ir_node *nd(fuser *f, int id) { return f->g->nodes.items[id]; }
+static ir_node *nd(fuser *f, int id) { return (ir_node *)kgraph_node(f->kg, id); }
 
-/* A copy node, appended to the graph, that materialises what `src` reads. */
+const ir_node *kgraph_node(const kgraph *kg, int id) {
+    int n = kg->g->nodes.len;
+    return id < n ? kg->g->nodes.items[id] : kg->copies.items[id - n];
+}
+
+/* A copy node that materialises what `x` reads, in the kernel graph only:
+ * the graph IR is the model as written, compared and stored by others. */
 static ir_node *copy_of(fuser *f, ir_node *x) {
-    ir_node *c = ir_new(f->g, OP_RESHAPE, x->at);
+    kgraph *kg = f->kg;
+    ir_node *c = arena_alloc(&f->c->arena, sizeof *c);
+    c->id = kg->nnodes;
+    c->op = OP_RESHAPE;
+    c->at = x->at;
+    c->param_index = c->input_index = -1;
     c->sh = x->sh;
     c->dt = x->dt;
     c->scope = x->scope;
     c->in[c->nin++] = x->id;
+    vec_push(&f->c->arena, &kg->copies, c);
     /* grow the per-node tables */
-    int n = f->g->nodes.len;
+    int n = ++kg->nnodes;
     int *ko = arena_alloc(&f->c->arena, sizeof(int) * (size_t)n);
     kaccess *acc = arena_alloc(&f->c->arena, sizeof(kaccess) * (size_t)n);
-    memcpy(ko, f->kg->kern_of, sizeof(int) * (size_t)(n - 1));
-    memcpy(acc, f->kg->acc, sizeof(kaccess) * (size_t)(n - 1));
-    f->kg->kern_of = ko;
-    f->kg->acc = acc;
+    memcpy(ko, kg->kern_of, sizeof(int) * (size_t)(n - 1));
+    memcpy(acc, kg->acc, sizeof(kaccess) * (size_t)(n - 1));
+    kg->kern_of = ko;
+    kg->acc = acc;
     bool *io = arena_alloc(&f->c->arena, (size_t)n);
     memcpy(io, f->is_output, (size_t)(n - 1));
     f->is_output = io;
     kernel *k = new_kernel(f, KK_COPY, c, c);
-    k->src = f->kg->acc[x->id];
+    k->src = kg->acc[x->id];
     return c;
 }
 
@@ -223,14 +235,9 @@ static void touch(kgraph *kg, int buf, int k) {
         b->last = k;
 }
 
-static int buf_of_access(const kgraph *kg, const kaccess *a) {
-    return a->kind == ACC_LEAF ? -1 : kg->buf_of[a->base->id];
-}
-
 static void plan_buffers(fuser *f) {
     kgraph *kg = f->kg;
-    ir_graph *g = f->g;
-    int n = g->nodes.len;
+    int n = kg->nnodes;
     kg->buf_of = arena_alloc(&f->c->arena, sizeof(int) * (size_t)n);
     for (int i = 0; i < n; i++)
         kg->buf_of[i] = -1;
@@ -246,8 +253,8 @@ static void plan_buffers(fuser *f) {
         kr->id = k;
         ir_node *o = kr->out;
         int oi = -1;
-        for (int j = 0; j < g->outputs.len; j++)
-            if (g->outputs.items[j] == o)
+        for (int j = 0; j < kg->outputs.len; j++)
+            if (kg->outputs.items[j] == o)
                 oi = j;
         kg->buf_of[o->id] = add_buf(f, oi >= 0 ? BUF_OUTPUT : BUF_TEMP, &o->sh, 4, oi, o->scope);
         if (kr->kind == KK_CONV) {
@@ -262,41 +269,59 @@ static void plan_buffers(fuser *f) {
         }
     }
     /* views share their base's buffer */
-    for (int i = 0; i < g->nodes.len; i++)
+    for (int i = 0; i < n; i++)
         if (kg->buf_of[i] < 0 && kg->acc[i].kind != ACC_LEAF && kg->acc[i].base)
             kg->buf_of[i] = kg->buf_of[kg->acc[i].base->id];
-    for (int j = 0; j < g->outputs.len; j++)
-        vec_push(&f->c->arena, &kg->out_bufs, (void *)(intptr_t)kg->buf_of[((ir_node *)g->outputs.items[j])->id]);
+    for (int j = 0; j < kg->outputs.len; j++)
+        vec_push(&f->c->arena, &kg->out_bufs, (void *)(intptr_t)kg->buf_of[((ir_node *)kg->outputs.items[j])->id]);
     /* liveness: the first kernel that writes a buffer, the last that reads it */
     for (int k = 0; k < kg->kernels.len; k++) {
         kernel *kr = kg->kernels.items[k];
         touch(kg, kg->buf_of[kr->out->id], k);
         touch(kg, kr->scratch, k);
         touch(kg, kr->scratch2, k);
-        if (kr->kind == KK_COPY)
-            touch(kg, buf_of_access(kg, &kr->src), k);
-        ir_node *ops[64];
-        int nops = 0;
-        if (kr->root && kr->kind != KK_COPY)
-            ops[nops++] = kr->root;
-        for (int i = 0; i < kr->ops.len && nops < 64; i++)
-            ops[nops++] = kr->ops.items[i];
-        for (int i = 0; i < nops; i++) {
-            ir_node *x = ops[i];
-            int cnt = x->op == OP_CAT ? ir_cat_count(x) : x->nin;
-            for (int j = 0; j < cnt; j++) {
-                int id = x->op == OP_CAT ? ir_cat_operand(x, j) : x->in[j];
-                touch(kg, kg->buf_of[id], k);
-            }
+        koperand_iter it = kernel_operands(kg, kr, -1);
+        int node, buf;
+        while (koperand_next(&it, &node, &buf))
+            touch(kg, buf, k);
+    }
+}
+
+koperand_iter kernel_operands(const kgraph *kg, const kernel *k, int from) {
+    return (koperand_iter){.kg = kg, .k = k, .all = from < 0, .op = from < 0 ? -1 : from};
+}
+
+/* Operand `id` of the iterator's kernel, when the kernel reads it from a buffer. */
+static bool in_buffer(const koperand_iter *it, int id, int *node, int *buf) {
+    int b = it->kg->buf_of[id];
+    if (b < 0 || it->kg->kern_of[id] == it->k->id)
+        return false;
+    *node = id;
+    *buf = b;
+    return true;
+}
+
+bool koperand_next(koperand_iter *it, int *node, int *buf) {
+    const kernel *k = it->k;
+    for (; it->op < k->ops.len; it->op++, it->arg = 0) {
+        const ir_node *x = it->op >= 0 ? k->ops.items[it->op] : k->kind != KK_COPY ? k->root : NULL;
+        int cnt = !x ? 0 : x->op == OP_CAT ? ir_cat_count(x) : x->nin;
+        while (it->arg < cnt) {
+            int j = it->arg++;
+            if (in_buffer(it, x->op == OP_CAT ? ir_cat_operand(x, j) : x->in[j], node, buf))
+                return true;
         }
     }
+    if (it->op++ != k->ops.len || !it->all || k->kind != KK_COPY || k->src.kind == ACC_LEAF)
+        return false;
+    return in_buffer(it, k->src.base->id, node, buf);
 }
 
 bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
     fuser f = {.c = c, .g = g, .kg = kg};
     memset(kg, 0, sizeof *kg);
     kg->g = g;
-    int n = g->nodes.len;
+    int n = kg->nnodes = g->nodes.len;
     kg->kern_of = arena_alloc(&c->arena, sizeof(int) * (size_t)n);
     kg->acc = arena_alloc(&c->arena, sizeof(kaccess) * (size_t)n);
     f.is_output = arena_alloc(&c->arena, (size_t)n);
@@ -326,8 +351,7 @@ bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
         bool dup = false;
         for (int j = 0; j < i; j++)
             dup |= g->outputs.items[j] == o;
-        if (!k || k->out != o || dup)
-            g->outputs.items[i] = copy_of(&f, o);
+        vec_push(&c->arena, &kg->outputs, !k || k->out != o || dup ? copy_of(&f, o) : o);
     }
     qsort(kg->kernels.items, (size_t)kg->kernels.len, sizeof(void *), cmp_kernel);
     for (int k = 0; k < kg->kernels.len; k++) {

@@ -1851,6 +1851,14 @@ static DPC_NOINLINE bool root_inputs(builder *b, frame *f) {
     for (int i = 0; i < d->fparams.len; i++) {
         const param *p = d->fparams.items[i];
         sv v = {0};
+        if (p->kind != PT_TENSOR && b->g->scalars.len == DPC_MAX_SCALARS) {
+            error_at(b->c, p->at, "forward has more than %d scalar parameters", DPC_MAX_SCALARS);
+            return false;
+        }
+        if (p->kind == PT_TENSOR && b->g->inputs.len == DPC_MAX_IO) {
+            error_at(b->c, p->at, "forward has more than %d tensor inputs", DPC_MAX_IO);
+            return false;
+        }
         if (p->kind != PT_TENSOR) {
             ir_node *n = mk(b, OP_SCALAR, p->at, "");
             if (!n)
@@ -1938,6 +1946,10 @@ static DPC_NOINLINE bool root_inputs(builder *b, frame *f) {
 
 static bool collect_outputs(builder *b, const sv *r, loc at) {
     if (r->k == SV_TENSOR) {
+        if (b->g->outputs.len == DPC_MAX_IO) {
+            error_at(b->c, at, "forward returns more than %d tensors", DPC_MAX_IO);
+            return false;
+        }
         vec_push(b->g->arena, &b->g->outputs, r->t);
         r->t->uses++;
         return true;

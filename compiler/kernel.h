@@ -87,7 +87,37 @@ typedef struct kgraph {
     kaccess *acc;  /* per IR node id: how it is read */
     vec unfused;  /* unfused* */
     vec out_bufs; /* per graph output, its buffer id */
+    /* Fusion never changes its input graph: the copies it adds (a graph
+     * output that is an input, a view or a value returned twice gets a
+     * buffer of its own) are nodes of the kernel graph only, with ids from
+     * g->nodes.len on. The per-node tables above have nnodes entries. */
+    vec copies;   /* ir_node*: copy node of id g->nodes.len + i */
+    int nnodes;   /* g->nodes.len + copies.len */
+    vec outputs;  /* ir_node*: per graph output, the node whose buffer holds it */
 } kgraph;
+
+/* The node of id `id`, a graph node or a copy added by fusion. */
+const ir_node *kgraph_node(const kgraph *kg, int id);
+
+/* The one enumeration of the buffers a kernel reads: liveness (fuse.c),
+ * the CPU declarations (emit_c.c) and the CUDA parameter lists
+ * (emit_cuda.c) all walk it, so none can miss a buffer another sees, and
+ * a chain of any length is walked whole. With from < 0: the root's
+ * operands (every kind but KK_COPY), then the operands of every op of the
+ * chain, then a KK_COPY's source. With from >= 0: the operands of
+ * ops[from..] of the chain only (what a CUDA epilogue kernel reads besides
+ * the root's result). Operands without a buffer are skipped: leaves, and
+ * values the kernel computes itself (an earlier op of the chain, the root
+ * under an epilogue). A buffer read twice is yielded twice. */
+typedef struct koperand_iter {
+    const kgraph *kg;
+    const kernel *k;
+    bool all; /* from < 0 */
+    int op;   /* -1: the root; 0..ops.len-1: the chain; ops.len: the copy source */
+    int arg;  /* next operand of that op */
+} koperand_iter;
+koperand_iter kernel_operands(const kgraph *kg, const kernel *k, int from);
+bool koperand_next(koperand_iter *it, int *node, int *buf);
 
 /* fuse.c */
 bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg);

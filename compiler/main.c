@@ -24,7 +24,7 @@
 
 extern char **environ;
 
-#define MAX_IO 64
+#define MAX_IO DPC_MAX_IO /* -o and --input: no forward has more (irbuild.c) */
 
 static const char *USAGE =
     "usage:\n"
@@ -60,7 +60,7 @@ typedef struct opts {
     int nout;
     const char *inputs[MAX_IO];
     int ninputs;
-    const char *kw[MAX_IO];
+    const char *kw[DPC_MAX_SCALARS];
     int nkw;
     const char *weights, *devices, *stage, *target, *seed, *arch, *batch, *iters, *dtype;
     bool verbose, json, mpi;
@@ -105,7 +105,7 @@ static int store_opt(opts *o, const opt_spec *sp, const char *a, const char *v) 
     }
     int *n = sp->key == 'o' ? &o->nout : sp->key == 'i' ? &o->ninputs : &o->nkw;
     const char **arr = sp->key == 'o' ? o->out : sp->key == 'i' ? o->inputs : o->kw;
-    if (*n >= MAX_IO)
+    if (*n >= (sp->key == 'k' ? DPC_MAX_SCALARS : MAX_IO))
         return usage_error("too many '%s' options", a);
     arr[(*n)++] = v;
     return 0;
@@ -794,7 +794,7 @@ static int cmd_run(int argc, char **argv) {
     dpc_model *m = NULL;
     dpc_tensor *in[MAX_IO] = {0}, *out[MAX_IO] = {0};
     dpc_safetensors *st = NULL;
-    double scalars[64];
+    double scalars[DPC_MAX_SCALARS];
     dpc_status s = DPC_OK;
     if ((rc = devices_opt(&o, devs, &ndev)) || (rc = compile_model(o.model, &m)))
         goto done;
@@ -1042,7 +1042,7 @@ static int cmd_bench(int argc, char **argv) {
     const ir_graph *g = &m->front->g;
     dpc_tensor *in[MAX_IO] = {0}, *out[MAX_IO] = {0};
     dpc_safetensors *st = NULL;
-    double scalars[64] = {0}, *times = NULL;
+    double scalars[DPC_MAX_SCALARS] = {0}, *times = NULL;
     rc = 1;
     if (!o.weights)
         s = dpc_model_bind_init(m, 0, &e); /* dpc init's weights, seed 0 */

@@ -31,8 +31,8 @@ _Static_assert(DPC_F32 == 0 && DPC_F64 == 1 && DPC_F16 == 2 && DPC_BF16 == 3 && 
                "dpc.h and tensor.h disagree on dpc_dtype");
 _Static_assert(DPC_MAX_RANK == 8, "dpc.h and tensor.h disagree on DPC_MAX_RANK");
 
-#define MAX_SCALARS 64
-#define MAX_INPUTS 64
+#define MAX_SCALARS DPC_MAX_SCALARS /* no forward has more (irbuild.c) */
+#define MAX_INPUTS DPC_MAX_IO
 
 struct dpc_program {
     pthread_mutex_t lock;

@@ -60,10 +60,10 @@ typedef struct dpc_kctx {
     long long g;
 } dpc_kctx;
 
-#define MAX_SCALARS 64
+#define MAX_SCALARS DPC_MAX_SCALARS /* no forward has more (irbuild.c) */
 #define CTL_SCALARS 64 /* offset of the scalars in the control block */
-#define CTL_BYTES 512
-#define HOST_IO 512    /* offset of the first staged input in pinned memory */
+#define CTL_BYTES (CTL_SCALARS + MAX_SCALARS * 4)
+#define HOST_IO ((CTL_BYTES + 255) / 256 * 256) /* offset of the first staged input in pinned memory */
 #define MAX_IMAGES 8
 
 /* What the replicas on one GPU share. */
@@ -733,8 +733,9 @@ static dpc_status enqueue(cuda_backend *cb, dpc_replica *r, int64_t N, bool capt
     const kgraph *kg = cb->kg;
     char *host = r->host;
     dpc_status s = CK(cuMemsetD8Async(r->ctl, 0, sizeof(dpc_kerr), r->stream));
-    if (s == DPC_OK)
-        s = CK(cuMemcpyHtoDAsync(r->ctl + CTL_SCALARS, host + CTL_SCALARS, MAX_SCALARS * sizeof(float), r->stream));
+    size_t nscalars = (size_t)kg->g->scalars.len; /* at most MAX_SCALARS */
+    if (s == DPC_OK && nscalars)
+        s = CK(cuMemcpyHtoDAsync(r->ctl + CTL_SCALARS, host + CTL_SCALARS, nscalars * sizeof(float), r->stream));
     for (int i = 0; s == DPC_OK && i < kg->bufs.len; i++) {
         const kbuf *b = kg->bufs.items[i];
         if (b->kind == BUF_INPUT && dev_bytes(cb, b, N))
@@ -803,7 +804,7 @@ static dpc_status cuda_launch(dpc_backend *be, dpc_replica *r, const dpc_run_arg
     /* stage the inputs and scalars in pinned memory */
     char *host = r->host;
     memset(host, 0, HOST_IO);
-    for (int i = 0; i < kg->g->scalars.len && i < MAX_SCALARS; i++)
+    for (int i = 0; i < kg->g->scalars.len; i++)
         ((float *)(host + CTL_SCALARS))[i] = a->scalars ? a->scalars[i] : 0.0f;
     for (int i = 0; i < kg->bufs.len; i++) {
         const kbuf *b = kg->bufs.items[i];

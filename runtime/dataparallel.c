@@ -213,6 +213,36 @@ static void input_label(const char *const *names, int j, bool first, char *out, 
     }
 }
 
+dpc_status dpc_dp_batch(const dpc_tensor *const *in, int n, const char *const *names, int nsplit,
+                        const char *over, int64_t *batch, dpc_err *e) {
+    char la[220], lb[220];
+    int first = -1;
+    *batch = -1;
+    for (int j = 0; j < n; j++) {
+        const dpc_tensor *t = in[j];
+        input_label(names, j, true, la, sizeof la);
+        if (t->rank == 0) {
+            if (nsplit > 1)
+                return dpc_errf(e, DPC_EUSER, "input %s is 0-dim: it has no batch dimension to split across %d %s",
+                                la, nsplit, over);
+            continue;
+        }
+        size_t rb, need;
+        if (t->shape[0] < 0 || !row_bytes(t->dtype, t->rank, t->shape, &rb) ||
+            !dpc_mul_size(rb, (size_t)t->shape[0], &need) || t->nbytes < need)
+            return dpc_errf(e, DPC_EUSAGE, "input %s: its data does not match its shape", la);
+        if (first < 0) {
+            first = j;
+            *batch = t->shape[0];
+        } else if (t->shape[0] != *batch) {
+            input_label(names, first, false, lb, sizeof lb);
+            return dpc_errf(e, DPC_EUSER, "input %s has batch %lld but %s has batch %lld", la,
+                            (long long)t->shape[0], lb, (long long)*batch);
+        }
+    }
+    return DPC_OK;
+}
+
 static void add_warning(dpc_dp_report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void add_warning(dpc_dp_report *r, const char *fmt, ...) {
     if (!r)
@@ -413,37 +443,10 @@ dpc_status dpc_dp_forward_ex(dpc_pool *pool, const dpc_device *devs, int ndev, d
 
     /* ---- scatter plan ---- */
     const bool scatter = ndev > 1;
-    const char *const *names = opts->input_names;
-    char la[220], lb[220];
-    int64_t batch = -1;
-    for (int j = 0; j < ninputs; j++) {
-        const dpc_tensor *t = inputs[j];
-        if (!scatter) {
-            if (j == 0 && t->rank > 0)
-                batch = t->shape[0];
-            continue;
-        }
-        if (t->rank == 0) {
-            input_label(names, j, true, la, sizeof la);
-            return dpc_errf(e, DPC_EUSER,
-                            "input %s is 0-dim: it has no batch dimension to split across %d devices", la,
-                            ndev);
-        }
-        size_t rb, need;
-        if (t->shape[0] < 0 || !row_bytes(t->dtype, t->rank, t->shape, &rb) ||
-            !dpc_mul_size(rb, (size_t)t->shape[0], &need) || t->nbytes < need) {
-            input_label(names, j, true, la, sizeof la);
-            return dpc_errf(e, DPC_EUSAGE, "input %s: its data does not match its shape", la);
-        }
-        if (j == 0) {
-            batch = t->shape[0];
-        } else if (t->shape[0] != batch) {
-            input_label(names, j, true, la, sizeof la);
-            input_label(names, 0, false, lb, sizeof lb);
-            return dpc_errf(e, DPC_EUSER, "input %s has batch %lld but %s has batch %lld", la,
-                            (long long)t->shape[0], lb, (long long)batch);
-        }
-    }
+    int64_t batch;
+    dpc_status bst = dpc_dp_batch(inputs, ninputs, opts->input_names, ndev, "devices", &batch, e);
+    if (bst != DPC_OK)
+        return bst;
     int64_t sizes[DPC_MAX_DEVICES], offs[DPC_MAX_DEVICES];
     int k = 1;
     if (scatter && ninputs > 0) {

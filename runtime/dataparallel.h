@@ -97,6 +97,17 @@ void dpc_device_name(const dpc_device *d, char *out, size_t n);
  * when b < 0 or n < 1. */
 int dpc_chunk_sizes(int64_t batch, int n, int64_t *sizes, int64_t *offsets);
 
+/* The batch of a forward's tensor inputs, checked once before any device
+ * path (one device, several replicas, an MPI rank's share, the C API):
+ * every input of rank >= 1 must hold the data its shape says, and all share
+ * the batch name, so their dim 0 must agree; *batch is that size, or -1
+ * when no input has a dim 0. Split across nsplit > 1 pieces (`over` names
+ * them: "devices", "ranks"), a 0-dim input is refused too, as it has no
+ * batch dimension to split. Errors name the inputs (names may be NULL) and
+ * their sizes. */
+dpc_status dpc_dp_batch(const dpc_tensor *const *inputs, int ninputs, const char *const *names, int nsplit,
+                        const char *over, int64_t *batch, dpc_err *e);
+
 /* GEMM threads for each of nreplicas replicas sharing ncores cores:
  * max(1, ncores / nreplicas) (ncores <= 0 means dpc_cpu_count()). See the
  * note at the top about how the CPU backend applies it. */

@@ -195,7 +195,7 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
 
 typedef struct run_ctx {
     dpc_model *m;
-    float scalars[64];
+    float scalars[DPC_MAX_SCALARS]; /* irbuild.c allows no more */
 } run_ctx;
 
 static dpc_status out_shape(void *ctx, int output, int64_t rows, dpc_tensor *spec, dpc_err *e) {
@@ -272,10 +272,10 @@ dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninp
     }
     const ir_graph *g = &m->front->g;
     run_ctx rc = {.m = m};
-    for (int i = 0; i < g->scalars.len && i < 64; i++)
+    for (int i = 0; i < g->scalars.len; i++)
         rc.scalars[i] = (float)scalars[i];
-    const char *names[64];
-    for (int i = 0; i < g->inputs.len && i < 64; i++)
+    const char *names[DPC_MAX_IO];
+    for (int i = 0; i < g->inputs.len; i++)
         names[i] = ((ir_node *)g->inputs.items[i])->name;
     dpc_dp_opts opts = {.input_names = names, .out_shape = out_shape};
     if (m->be->launch && m->be->sync) {

@@ -62,27 +62,6 @@ static void input_label(const char *const *names, int j, char *out, size_t n) {
     }
 }
 
-/* The one batch of all tensor inputs, as within a process (item 5 of the
- * contract), or an error naming the inputs that disagree. */
-static dpc_status common_batch(const dpc_mpi *m, const dpc_tensor *const *in, int n, const char *const *names,
-                               int64_t *batch, dpc_err *e) {
-    char la[220], lb[220];
-    for (int j = 0; j < n; j++) {
-        input_label(names, j, la, sizeof la);
-        if (in[j]->rank == 0)
-            return dpc_errf(e, DPC_EUSER, "input %s is 0-dim: it has no batch dimension to split across %d ranks",
-                            la, m->size);
-        if (j == 0)
-            *batch = in[j]->shape[0];
-        else if (in[j]->shape[0] != *batch) {
-            input_label(names, 0, lb, sizeof lb);
-            return dpc_errf(e, DPC_EUSER, "input %s has batch %lld but %s has batch %lld", la,
-                            (long long)in[j]->shape[0], lb, (long long)*batch);
-        }
-    }
-    return DPC_OK;
-}
-
 /* Bytes of one row (dims 1..) of t; false on overflow or a short buffer. */
 static bool row_bytes(const dpc_tensor *t, size_t *rb) {
     size_t n = dpc_dtype_size(t->dtype), need;
@@ -98,13 +77,14 @@ dpc_status dpc_mpi_take_share(const dpc_mpi *m, const dpc_tensor *const *in, int
     *sh = (dpc_mpi_share){.scattered = m->size > 1, .batch = -1, .k = 1, .works = m->rank == 0, .rows = -1};
     for (int j = 0; j < n; j++)
         views[j] = *in[j];
-    if (n > 0 && in[0]->rank > 0)
-        sh->batch = sh->rows = in[0]->shape[0];
-    if (!sh->scattered || n == 0)
-        return DPC_OK; /* as with one device: the inputs whole, on rank 0 */
-    dpc_status s = common_batch(m, in, n, names, &sh->batch, e);
+    /* the batch of all tensor inputs, checked as within a process (item 5
+     * of the contract) on one rank too */
+    dpc_status s = dpc_dp_batch(in, n, names, m->size, "ranks", &sh->batch, e);
     if (s != DPC_OK)
         return s;
+    sh->rows = sh->batch;
+    if (!sh->scattered || n == 0)
+        return DPC_OK; /* as with one device: the inputs whole, on rank 0 */
     int64_t *sizes = dpc_malloc(2 * sizeof(int64_t) * (size_t)m->size);
     if (!sizes)
         return dpc_errf(e, DPC_ENOMEM, "out of memory splitting the batch over %d ranks", m->size);

@@ -567,6 +567,26 @@ static void test_threads(void) {
         CHECK(jobs[i].bad == 0);
 }
 
+/* Inputs sharing the batch name with different sizes: refused on one device
+ * as on two, naming both (issue 10 item 9; one device used to read past b). */
+static void test_batch_mismatch(void) {
+    dpc_program *p = NULL;
+    CHECK(dpc_program_load(path_of("multi_input_w.dpa"), &p) == DPC_OK);
+    int64_t sa[2] = {1000, 5}, sb[2] = {1, 5};
+    dpc_tensor *in[2] = {ramp(DPC_F32, 2, sa, 0), ramp(DPC_F32, 2, sb, 0)};
+    const char *devs[] = {"cpu", "cpu,cpu"};
+    for (int d = 0; d < 2 && p; d++) {
+        dpc_tensor *out[1] = {(dpc_tensor *)1};
+        CHECK(dpc_program_set_devices(p, devs[d]) == DPC_OK);
+        CHECK(dpc_program_run(p, (const dpc_tensor *const *)in, 2, NULL, NULL, 0, out, 1) == DPC_EUSER);
+        CHECK(strstr(dpc_program_error(p), "input 'x2' has batch 1 but 'x1' has batch 1000") != NULL);
+        CHECK(out[0] == NULL);
+    }
+    dpc_tensor_free(in[0]);
+    dpc_tensor_free(in[1]);
+    dpc_program_free(p);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: test_api DPC MODELS_DIR WORK_DIR\n");
@@ -582,6 +602,7 @@ int main(int argc, char **argv) {
     test_embedded_devices_memory();
     test_bad_artifacts();
     test_threads();
+    test_batch_mismatch();
     printf("test_api: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

@@ -602,7 +602,7 @@ static double rel_l2(const dpc_tensor *a, const dpc_tensor *b) {
 
 typedef struct outs {
     int n;
-    dpc_tensor *t[64];
+    dpc_tensor *t[DPC_MAX_IO];
 } outs;
 
 static void outs_free(outs *o) {
@@ -613,16 +613,16 @@ static void outs_free(outs *o) {
 
 static dpc_status run_model(dpc_model *m, int64_t n, bool bad_id, outs *o, dpc_err *e) {
     const ir_graph *g = &m->front->g;
-    dpc_tensor *in[64] = {0};
-    double scalars[64];
-    for (int i = 0; i < g->scalars.len && i < 64; i++)
+    dpc_tensor *in[DPC_MAX_IO] = {0};
+    double scalars[DPC_MAX_SCALARS];
+    for (int i = 0; i < g->scalars.len; i++)
         scalars[i] = ((const ir_node *)g->scalars.items[i])->fa;
     int nin = model_inputs(m, n, in, bad_id);
     o->n = g->outputs.len;
     memset(o->t, 0, sizeof o->t);
     dpc_status s = nin < 0 ? dpc_errf(e, DPC_ENOMEM, "inputs") :
         dpc_model_run(m, (const dpc_tensor *const *)in, nin, scalars, o->t, e);
-    for (int i = 0; i < 64; i++)
+    for (int i = 0; i < DPC_MAX_IO; i++)
         dpc_tensor_free(in[i]);
     if (s != DPC_OK)
         o->n = 0;

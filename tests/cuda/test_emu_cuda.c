@@ -245,8 +245,8 @@ static int emu_forward(emu_model *em, const dpc_model *m, int64_t n, dpc_tensor 
                 dpc_f32_narrow(in[b->index]->data, (uint16_t *)ptr[i], (size_t)cnt, prec == KP_BF16 ? DPC_BF16 : DPC_F16);
         }
     }
-    float sc[64] = {0};
-    for (int i = 0; i < m->front->g.scalars.len && i < 64; i++)
+    float sc[DPC_MAX_SCALARS] = {0};
+    for (int i = 0; i < m->front->g.scalars.len; i++)
         sc[i] = (float)scalars[i];
     memset(flag, 0, sizeof *flag);
     for (int i = 0; i < em->plan.nsteps; i++) {
@@ -389,8 +389,8 @@ static void test_model(const char *path) {
     for (int i = 0; i < em.plan.nsteps; i++)
         complete &= em.plan.steps[i].kind != DPC_CU_LAUNCH || em.fn[i];
     const ir_graph *g = &m->front->g;
-    double scalars[64];
-    for (int i = 0; i < g->scalars.len && i < 64; i++)
+    double scalars[DPC_MAX_SCALARS];
+    for (int i = 0; i < g->scalars.len; i++)
         scalars[i] = ((const ir_node *)g->scalars.items[i])->fa;
     bool ints = false;
     for (int i = 0; i < g->inputs.len; i++)
@@ -399,8 +399,8 @@ static void test_model(const char *path) {
     double worst = 0;
     for (int bi = 0; complete && bi < 3; bi++) {
         int64_t n = batches[bi];
-        dpc_tensor *in[64] = {0}, *ref[64] = {0};
-        float *got[64] = {0};
+        dpc_tensor *in[DPC_MAX_IO] = {0}, *ref[DPC_MAX_IO] = {0};
+        float *got[DPC_MAX_IO] = {0};
         int nin = make_inputs(m, n, in, 0);
         s = dpc_model_run(m, (const dpc_tensor *const *)in, nin, scalars, ref, &e);
         CHECK(s == DPC_OK, "%s: CPU run at batch %lld: %s", path, (long long)n, e.msg);
@@ -422,7 +422,7 @@ static void test_model(const char *path) {
         }
     }
     if (complete && ints) { /* an index out of range raises the flag */
-        dpc_tensor *in[64] = {0};
+        dpc_tensor *in[DPC_MAX_IO] = {0};
         float *got[64] = {0};
         int nin = make_inputs(m, 3, in, 1);
         (void)nin;

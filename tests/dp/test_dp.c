@@ -477,14 +477,21 @@ static void test_scalar_outputs(void) {
 }
 
 static void test_one_device(void) {
-    /* fn runs on the caller, on the caller's tensors, whatever their batch. */
-    dpc_tensor *x = make_x(5), *x2 = make_x2(3);
+    /* fn runs on the caller, on the caller's tensors... */
+    dpc_tensor *x = make_x(5), *x2 = make_x2(5), *x3 = make_x2(3);
     const dpc_tensor *in[2] = {x, x2};
     dpc_tensor *out[1];
     dpc_dp_report rep;
     dpc_err e = {0};
+    /* ... once their batches agree: they share the batch name (issue 10 item 9) */
+    const dpc_tensor *bad[2] = {x, x3};
+    fake B = {0};
+    dpc_status st = dpc_dp_forward(pool8, cpus, 1, fake_fn, &B, bad, 2, NULL, NULL, 0, 1, out, &rep, &e);
+    CHECK_ERR(st, e, DPC_EUSER, "input 1 has batch 3 but input 0 has batch 5");
+    CHECK(B.r[0].calls == 0 && out[0] == NULL);
+    dpc_tensor_free(x3);
     fake F = {0};
-    dpc_status st = dpc_dp_forward(pool8, cpus, 1, fake_fn, &F, in, 2, NULL, NULL, 0, 1, out, &rep, &e);
+    st = dpc_dp_forward(pool8, cpus, 1, fake_fn, &F, in, 2, NULL, NULL, 0, 1, out, &rep, &e);
     CHECK(st == DPC_OK && F.r[0].calls == 1 && pthread_equal(F.r[0].thread, pthread_self()));
     CHECK(F.r[0].in0 == x->data && F.r[0].rows == 5 && out[0] == F.r[0].out0);
     CHECK(rep.nreplicas == 1 && !rep.scattered && rep.batch == 5);

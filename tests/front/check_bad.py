@@ -103,6 +103,13 @@ GENERATORS = {
     "eval_nest": lambda: chain(64, "x = " + "relu(" * 7 + "c(x)" + ")" * 7, "%s"),
     # the same while building the modules: Sequentials 10 deep in each
     "ctor_nest": lambda: chain(64, "x = c(x)", "Sequential(" * 10 + "%s" + ")" * 10),
+    # forward interface counts past DPC_MAX_SCALARS (1024) and DPC_MAX_IO (64),
+    # the sizes of the runtime's arrays: located at the first one too many
+    "too_many_scalars": lambda: module("        return fc(x)\n",
+                                       params="x: [N, 4],\n" + ",\n".join("        s%d: float" % i for i in range(1025))),
+    "too_many_inputs": lambda: module("        return fc(x0)\n",
+                                      params=",\n".join("        x%d: [N, 4]" % i for i in range(65))),
+    "too_many_outputs": lambda: ret(", ".join(["x"] * 65)),
     # --- survival only (see SURVIVE) ---
     # a 1 MB identifier (an unknown name)
     "long_ident": lambda: ret("fc(" + "a" * 1000000 + ")"),
