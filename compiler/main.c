@@ -192,7 +192,9 @@ static int cmd_print(int argc, char **argv) {
     opts o;
     int rc = parse_opts(argc, argv, &o, "");
     dpc_front *f;
-    if (rc || (rc = front(o.model, FRONT_TREE, &f)))
+    /* up to the IR, as `dpc ir`: a model whose forward does not compile is
+     * an error here too, and nothing is printed */
+    if (rc || (rc = front(o.model, FRONT_IR, &f)))
         return rc;
     dpc_buf out;
     dpc_buf_init(&out);
