@@ -83,5 +83,20 @@ with tempfile.TemporaryDirectory() as d:
     print('%-28s %s' % ('output_equals_input', 'ok' if ok else 'FAIL ' + r.stderr))
     failures += not ok
     passed += ok
+    # --weights is needed only by a model with parameters or buffers (.dp or .dpa)
+    check('weights_needed', [SIMPLE] + X, 2, 'SimpleModel has parameters or buffers (2 state_dict entries): '
+          'give --weights W.safetensors', d)
+    open(P('noparam.dp'), 'w').write('module M {\n    forward(x: [N, 10]) {\n        return relu(x)\n    }\n}\n'
+                                     'model = M()\n')
+    subprocess.run([dpc, 'compile', P('noparam.dp'), '-o', P('noparam.dpa')], check=True)
+    np.save(P('xs.npy'), np.linspace(-1, 1, 30, dtype=np.float32).reshape(3, 10))
+    for m in ('noparam.dp', 'noparam.dpa'):
+        r = subprocess.run([dpc, 'run', P(m), '--input', P('xs.npy'), '-o', P('y_' + m + '.npy')],
+                           capture_output=True, text=True)
+        ok = r.returncode == 0 and r.stderr == '' and np.array_equal(
+            np.load(P('y_' + m + '.npy')), np.maximum(np.load(P('xs.npy')), 0))
+        print('%-28s %s' % ('no_weights_' + m, 'ok' if ok else 'FAIL (exit %d) %s' % (r.returncode, r.stderr)))
+        failures += not ok
+        passed += ok
 print('%d passed, %d failed' % (passed, failures))
 sys.exit(1 if failures else 0)
