@@ -58,6 +58,17 @@ with tempfile.TemporaryDirectory() as d:
     check('wrong_shape', [SIMPLE, '--weights', P('wrong_shape.st')] + X, 1, 'fc.weight is [5, 11], the model needs [5, 10]', d)
     open(P('missing.st'), 'wb').write(st_bytes({'fc.weight': np.ones((5, 10))}))
     check('missing_key', [SIMPLE, '--weights', P('missing.st')] + X, 1, 'missing fc.bias', d)
+    # every kind of mismatch named: the first 10 of each and a count of the rest
+    junk = {'junk%02d' % i: np.zeros(1) for i in range(13)}
+    open(P('missing_extra.st'), 'wb').write(st_bytes(dict({'fc.weight': np.ones((5, 10))}, **junk)))
+    check('missing_and_unexpected', [SIMPLE, '--weights', P('missing_extra.st')] + X, 1,
+          'weights do not match the model: missing fc.bias; unexpected: junk00, junk01, junk02, junk03, junk04, '
+          'junk05, junk06, junk07, junk08, junk09 (and 3 more)\n', d)
+    open(P('other.st'), 'wb').write(st_bytes({'other': np.zeros(1)}))
+    check('many_missing', [os.path.join(models, 'resnet.dp'), '--weights', P('other.st')] + X, 1,
+          'missing stem.0.weight, stem.1.weight, stem.1.bias, stem.1.running_mean, stem.1.running_var, '
+          'layer1.0.conv1.weight, layer1.0.bn1.weight, layer1.0.bn1.bias, layer1.0.bn1.running_mean, '
+          'layer1.0.bn1.running_var (and 87 more); unexpected: other\n', d)
     open(P('bad.npy'), 'wb').write(b'\x93NUMPX' + b'\0' * 100)
     check('npy_bad_magic', [SIMPLE, '--weights', P('good.st'), '--input', P('bad.npy')], 1, 'dpc: error:', d)
     np.save(P('obj.npy'), np.array([{'a': 1}], dtype=object), allow_pickle=True)
