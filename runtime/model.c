@@ -325,9 +325,34 @@ static dpc_status check_inputs(const dpc_model *m, const dpc_tensor *const *in, 
     return DPC_OK;
 }
 
+/* Batch 0 (inputs checked: the batch is dim 0 of each): as in PyTorch every
+ * output with the batch dim is empty, so there is nothing to compute. An
+ * output without it (a reduction over the batch) would be the reduction of
+ * nothing: 0 for sum but nan for mean and an error for amax in PyTorch;
+ * refused rather than answered with zeros. */
+static dpc_status check_empty_batch(const dpc_model *m, const dpc_tensor *const *in, int n, dpc_err *e) {
+    if (n == 0 || in[0]->rank == 0 || in[0]->shape[0] != 0)
+        return DPC_OK;
+    const ir_graph *g = &m->front->g;
+    for (int j = 0; j < g->outputs.len; j++) {
+        const ir_node *o = g->outputs.items[j];
+        bool batched = false;
+        for (int d = 0; d < o->sh.rank; d++)
+            batched = batched || o->sh.d[d].sym;
+        if (!batched)
+            return dpc_errf(e, DPC_EUSER,
+                            "batch 0: output %d of %s (%s:%d) has no batch dim %s, so it is not empty; a "
+                            "reduction over an empty batch is not computed (give at least one row)",
+                            j + 1, g->model_name, o->at.file ? o->at.file->path : "?", o->at.line, g->batch_name);
+    }
+    return DPC_OK;
+}
+
 dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninputs, const double *scalars,
                          dpc_tensor **outputs, dpc_err *e) {
     dpc_status s = check_inputs(m, inputs, ninputs, e);
+    if (s == DPC_OK)
+        s = check_empty_batch(m, inputs, ninputs, e);
     if (s != DPC_OK)
         return s;
     if (m->ndev == 0) {

@@ -109,5 +109,11 @@ with tempfile.TemporaryDirectory() as d:
         print('%-28s %s' % ('no_weights_' + m, 'ok' if ok else 'FAIL (exit %d) %s' % (r.returncode, r.stderr)))
         failures += not ok
         passed += ok
+    # batch 0: empty outputs (above, run_<model>), but a reduction over the batch is refused, not zeros
+    open(P('reduce.dp'), 'w').write('module M {\n    forward(x: [N, 10]) {\n        return relu(x), mean(x, 0)\n'
+                                    '    }\n}\nmodel = M()\n')
+    np.save(P('x0.npy'), np.ones((0, 10), np.float32))
+    check('batch0_reduction', [P('reduce.dp'), '--input', P('x0.npy'), '-o', P('r1.npy')], 1,
+          'batch 0: output 2 of M (%s:3) has no batch dim N, so it is not empty' % P('reduce.dp'), d)
 print('%d passed, %d failed' % (passed, failures))
 sys.exit(1 if failures else 0)
