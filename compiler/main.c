@@ -817,11 +817,8 @@ static int cmd_run(int argc, char **argv) {
     dpc_model_set_precision(m, prec);
     if ((s = dpc_model_set_devices(m, devs, ndev, &e)) != DPC_OK)
         goto failed;
-    const char *fr = getenv("DPC_FAULT_REPLICA"), *fk = getenv("DPC_FAULT_KERNEL");
-    if (fr && fk) {
-        m->fail_replica = atoi(fr);
-        m->fail_kernel = atoi(fk);
-    }
+    if ((s = dpc_model_faults_from_env(m, &e)) != DPC_OK)
+        goto failed;
     if ((s = run_forward(&o, &x, m, in, scalars, out, &e)) != DPC_OK)
         goto failed;
     for (int w = 0; w < m->last.nwarnings && w < DPC_DP_MAX_WARNINGS; w++)

@@ -209,6 +209,13 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
                         kprec_name(m->prec));
     if (!m->params)
         return dpc_errf(e, DPC_EUSAGE, "bind the weights (dpc_model_bind) before choosing devices");
+    /* replicas share the cores: each replica's GEMMs get its share, unless
+     * DPC_GEMM_THREADS says otherwise */
+    long threads = dpc_dp_threads_per_replica(0, n);
+    bool set;
+    dpc_status st = dpc_env_long("DPC_GEMM_THREADS", 1, 4096, &threads, &set, e);
+    if (st != DPC_OK)
+        return st;
     for (int i = 0; i < m->ndev; i++)
         m->be->replica_free(m->be, m->rep[i]);
     m->ndev = 0;
@@ -249,12 +256,25 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
         if (s != DPC_OK)
             return s;
     }
-    if (!ncuda) {
-        /* replicas share the cores: each replica's GEMMs get its share */
-        const char *env = getenv("DPC_GEMM_THREADS");
-        int threads = env && atoi(env) > 0 ? atoi(env) : dpc_dp_threads_per_replica(0, n);
-        dpc_cpu_set_gemm_threads(threads);
-    }
+    if (!ncuda)
+        dpc_cpu_set_gemm_threads((int)threads);
+    return DPC_OK;
+}
+
+dpc_status dpc_model_faults_from_env(dpc_model *m, dpc_err *e) {
+    long r = -1, k = -1;
+    bool rset, kset;
+    int nk = m->kg.kernels.len;
+    dpc_status s = dpc_env_long("DPC_FAULT_REPLICA", 0, DPC_MAX_DEVICES - 1, &r, &rset, e);
+    if (s == DPC_OK)
+        s = dpc_env_long("DPC_FAULT_KERNEL", 0, nk > 0 ? nk - 1 : 0, &k, &kset, e);
+    if (s != DPC_OK)
+        return s;
+    if (rset != kset) /* one alone would silently inject nothing */
+        return dpc_errf(e, DPC_EUSAGE, "environment variable %s is set but %s is not: fault injection needs both",
+                        rset ? "DPC_FAULT_REPLICA" : "DPC_FAULT_KERNEL", rset ? "DPC_FAULT_KERNEL" : "DPC_FAULT_REPLICA");
+    m->fail_replica = (int)r;
+    m->fail_kernel = (int)k;
     return DPC_OK;
 }
 

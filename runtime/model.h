@@ -45,6 +45,10 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
  * at the next dpc_model_set_devices; a CPU device list with 16-bit storage
  * is refused there, since the CPU backend computes in f32 only. */
 void dpc_model_set_precision(dpc_model *m, kprec prec);
+/* Test fault injection from the environment (docs/cli.md): with
+ * DPC_FAULT_REPLICA=R and DPC_FAULT_KERNEL=K, kernel K of replica R fails.
+ * Both or neither, each a valid index (dpc_env_long): otherwise an error. */
+dpc_status dpc_model_faults_from_env(dpc_model *m, dpc_err *e);
 /* Checks the inputs against forward's declaration and runs. scalars are in
  * forward order (defaults filled by dpc_model_scalar_defaults). */
 dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninputs, const double *scalars,

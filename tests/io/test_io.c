@@ -887,6 +887,44 @@ static void test_st_files(void) {
     CHECK(access(p, F_OK) != 0);
 }
 
+/* DPC_* environment variables: strict, never "abc" as 0 (dpc_env_long,
+ * dpc_env_flag). */
+static void test_env_vars(void) {
+    static const char *const bad_ints[] = {"abc", "1x", " 1", "+1", "", "-", "0x10", "99999999999999999999", "17"};
+    long v = 7;
+    bool set = true, f = false;
+    for (size_t i = 0; i < sizeof bad_ints / sizeof *bad_ints; i++) {
+        setenv("DPC_TEST_INT", bad_ints[i], 1);
+        if (!*bad_ints[i]) { /* empty: as unset */
+            EXPECT_OK(dpc_env_long("DPC_TEST_INT", 0, 16, &v, &set, e));
+            CHECK(!set && v == 7);
+            continue;
+        }
+        EXPECT_ERR(dpc_env_long("DPC_TEST_INT", 0, 16, &v, &set, e), DPC_EUSAGE, "DPC_TEST_INT='");
+        CHECK(v == 7);
+    }
+    setenv("DPC_TEST_INT", "-3", 1);
+    EXPECT_OK(dpc_env_long("DPC_TEST_INT", -5, 16, &v, &set, e));
+    CHECK(set && v == -3);
+    setenv("DPC_TEST_INT", "16", 1);
+    EXPECT_OK(dpc_env_long("DPC_TEST_INT", 0, 16, &v, &set, e));
+    CHECK(set && v == 16);
+    unsetenv("DPC_TEST_INT");
+    EXPECT_OK(dpc_env_long("DPC_TEST_INT", 0, 16, &v, &set, e));
+    CHECK(!set);
+    setenv("DPC_TEST_FLAG", "off", 1);
+    EXPECT_OK(dpc_env_flag("DPC_TEST_FLAG", true, &f, e));
+    CHECK(!f);
+    setenv("DPC_TEST_FLAG", "1", 1);
+    EXPECT_OK(dpc_env_flag("DPC_TEST_FLAG", false, &f, e));
+    CHECK(f);
+    setenv("DPC_TEST_FLAG", "O", 1); /* a letter O, not a zero: once silently "on" */
+    EXPECT_ERR(dpc_env_flag("DPC_TEST_FLAG", false, &f, e), DPC_EUSAGE, "DPC_TEST_FLAG='O' is not a flag");
+    unsetenv("DPC_TEST_FLAG");
+    EXPECT_OK(dpc_env_flag("DPC_TEST_FLAG", true, &f, e));
+    CHECK(f);
+}
+
 int main(void) {
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
@@ -911,6 +949,7 @@ int main(void) {
     test_st_mutations();
     test_alloc_faults();
     test_st_files();
+    test_env_vars();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)
