@@ -301,6 +301,26 @@ static void test_npy_roundtrip(void) {
         }
 }
 
+/* A bool tensor with a byte other than 0 and 1 is not written (numpy
+ * would read it back as a bool that is neither true nor false). */
+static void test_npy_bool_writer(void) {
+    int64_t n = 4;
+    dpc_tensor *t;
+    EXPECT_OK(dpc_tensor_new(DPC_BOOL, 1, &n, &t, e));
+    memcpy(t->data, "\0\1\1\x80", 4);
+    dpc_buf b;
+    EXPECT_ERR(dpc_npy_serialize(t, &b, e), DPC_EUSAGE, "bool array holds byte 0x80 at element 3");
+    CHECK(b.len == 0);
+    char path[300];
+    snprintf(path, sizeof path, "%s/bool.npy", tmpdir);
+    EXPECT_ERR(dpc_npy_write(path, t, e), DPC_EUSAGE, "bool array holds byte 0x80 at element 3");
+    CHECK(access(path, F_OK) != 0);
+    ((unsigned char *)t->data)[3] = 0;
+    EXPECT_OK(dpc_npy_serialize(t, &b, e));
+    dpc_buf_free(&b);
+    dpc_tensor_free(t);
+}
+
 /* The exact header text numpy 1.24 writes (growth padding included). */
 static void test_npy_header_bytes(void) {
     int64_t sh[2] = {2, 3};
@@ -936,6 +956,7 @@ int main(void) {
     test_convert();
     test_npy_roundtrip();
     test_npy_header_bytes();
+    test_npy_bool_writer();
     test_npy_values();
     test_npy_bad();
     test_npy_files();
