@@ -1017,11 +1017,13 @@ static dpc_status read_sections(dpc_artifact *a, dpc_err *e) {
         }
         if (!known && starts_with(k, SRC_PREFIX)) {
             const char *name = k + strlen(SRC_PREFIX);
-            char canon[4096];
-            if (!norm_path(name, canon, sizeof canon) || strcmp(canon, name) != 0 || name[0] == '/') {
-                char q[80];
-                dpc_quote(name, strlen(name), q, sizeof q);
-                snprintf(msg, sizeof msg, "source name '%s' is not a normalised relative path", q);
+            char canon[4096], q[80];
+            dpc_quote(name, strlen(name), q, sizeof q);
+            /* the rules of a .dp file (size, no escape from the model's
+             * directory), then the artifact's own: names in normal form */
+            const char *why = dpc_source_rule(name, strlen(st->meta_vals[i]));
+            if (why || !norm_path(name, canon, sizeof canon) || strcmp(canon, name) != 0) {
+                snprintf(msg, sizeof msg, "source '%s' %s", q, why ? why : "is not named by a normalised relative path");
                 return bad(e, a, msg);
             }
             if (strcmp(name, a->root) == 0) {
