@@ -236,7 +236,9 @@ static int cmd_print(int argc, char **argv) {
     opts o;
     int rc = parse_opts(argc, argv, &o, "");
     dpc_front *f;
-    if (rc || (rc = front(o.model, FRONT_TREE, &f)))
+    /* up to the IR, as `dpc ir`: a model whose forward does not compile is
+     * an error here too, and nothing is printed */
+    if (rc || (rc = front(o.model, FRONT_IR, &f)))
         return rc;
     dpc_buf out;
     dpc_buf_init(&out);
@@ -771,6 +773,32 @@ static int mpi_complete(const opts *o, cli_mpi *x, int rc, dpc_tensor **out) {
     return rc;
 }
 
+/* The state_dict entries a model needs: its parameters and buffers, less
+ * those forward ignores (num_batches_tracked). */
+static int needed_weights(const dpc_model *m) {
+    int n = 0;
+    for (int i = 0; i < m->front->m.params.len; i++)
+        n += !((const param_entry *)m->front->m.params.items[i])->ignored;
+    return n;
+}
+
+/* The weights for run: --weights; else those embedded in the .dpa; else
+ * none (*st NULL) for a model that needs none. */
+static dpc_status run_weights(const opts *o, const dpc_model *m, dpc_safetensors **st, dpc_err *e) {
+    *st = NULL;
+    if (o->weights)
+        return dpc_st_read(o->weights, st, e);
+    int n = needed_weights(m);
+    if (g_dpa && (n || dpc_artifact_has_weights(g_dpa)))
+        return dpa_weights(st, e); /* its message says to give --weights */
+    if (n)
+        return dpc_errf(e, DPC_EUSAGE,
+                        "%s has parameters or buffers (%d state_dict entr%s): give --weights W.safetensors (`dpc "
+                        "init %s -o W.safetensors` writes initial ones)",
+                        m->front->g.model_name, n, n == 1 ? "y" : "ies", o->model);
+    return DPC_OK;
+}
+
 static int cmd_run(int argc, char **argv) {
     opts o;
     int rc = parse_opts(argc, argv, &o, "oiwkdbDM");
@@ -779,8 +807,6 @@ static int cmd_run(int argc, char **argv) {
     kprec prec;
     if ((rc = dtype_opt(&o, &prec)))
         return rc;
-    if (!o.weights && !dpc_artifact_path(o.model))
-        return usage_error("%s", "run needs --weights W.safetensors");
     if (o.nout == 0)
         return usage_error("%s", "run needs -o OUT.npy for each returned tensor");
     if ((rc = check_outputs(&o, o.out, o.nout)))
@@ -814,11 +840,12 @@ static int cmd_run(int argc, char **argv) {
     }
     if (parse_kw(m, &o, scalars))
         goto done;
-    if ((s = o.weights ? dpc_st_read(o.weights, &st, &e) : dpa_weights(&st, &e)) != DPC_OK)
+    if ((s = run_weights(&o, m, &st, &e)) != DPC_OK)
         goto failed;
+    dpc_safetensors none = {0}; /* the empty state_dict of a model without parameters */
     dpc_buf warn;
     dpc_buf_init(&warn);
-    s = dpc_model_bind(m, st, &warn, &e);
+    s = dpc_model_bind(m, st ? st : &none, &warn, &e);
     if (warn.len)
         fprintf(stderr, "dpc: warning: %s\n", warn.data);
     dpc_buf_free(&warn);
@@ -839,11 +866,8 @@ static int cmd_run(int argc, char **argv) {
     dpc_model_set_precision(m, prec);
     if ((s = dpc_model_set_devices(m, devs, ndev, &e)) != DPC_OK)
         goto failed;
-    const char *fr = getenv("DPC_FAULT_REPLICA"), *fk = getenv("DPC_FAULT_KERNEL");
-    if (fr && fk) {
-        m->fail_replica = atoi(fr);
-        m->fail_kernel = atoi(fk);
-    }
+    if ((s = dpc_model_faults_from_env(m, &e)) != DPC_OK)
+        goto failed;
     if ((s = run_forward(&o, &x, m, in, scalars, out, &e)) != DPC_OK)
         goto failed;
     for (int w = 0; w < m->last.nwarnings && w < DPC_DP_MAX_WARNINGS; w++)

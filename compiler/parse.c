@@ -22,7 +22,6 @@ int dpparse(void *scanner, parser_state *ps);
 
 _Thread_local jmp_buf *dp_lex_fatal;
 
-#define MAX_SOURCE_BYTES (16u << 20)
 #define MAX_IMPORT_DEPTH 32
 
 typedef struct reader {
@@ -66,6 +65,27 @@ static void dir_of(const char *path, char *out, size_t n) {
         snprintf(out, n, "%.*s", (int)(slash - path), path);
 }
 
+const char *dpc_source_rule(const char *rel, size_t len) {
+    if (len > DPC_MAX_SOURCE_BYTES)
+        return "is larger than the 16 MiB (16777216 bytes) a .dp file may have";
+    if (!rel)
+        return NULL;
+    if (rel[0] == '/')
+        return "is an absolute path";
+    int depth = 0; /* components below the root, lexically */
+    for (const char *p = rel; *p;) {
+        size_t n = strcspn(p, "/");
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            if (--depth < 0)
+                return "leaves the model's directory";
+        } else if (n && !(n == 1 && p[0] == '.')) {
+            depth++;
+        }
+        p += n + (p[n] == '/');
+    }
+    return depth > 0 ? NULL : "does not name a file";
+}
+
 static void import_one(reader *r, const src_file *from, const import_decl *im, int depth) {
     dpc_ctx *c = r->c;
     char dir[PATH_MAX], joined[PATH_MAX * 2], real[PATH_MAX];
@@ -77,6 +97,13 @@ static void import_one(reader *r, const src_file *from, const import_decl *im, i
     snprintf(joined, sizeof joined, "%s/%s", dir, im->path);
     const char *mtext = NULL; /* imports served from memory (dpc_ctx.read_import) */
     size_t mlen = 0;
+    /* from memory the names are those of the stored sources, relative to
+     * the root's directory: the rule is lexical (on disk: resolved paths) */
+    const char *why = c->read_import ? dpc_source_rule(joined, 0) : NULL;
+    if (why) {
+        error_at(c, im->at, "import '%s' %s", im->path, why);
+        return;
+    }
     if (c->read_import ? !c->read_import(c->import_ud, joined, real, sizeof real, &mtext, &mlen)
                        : !realpath(joined, real)) {
         error_at(c, im->at, "cannot import '%s': file not found", im->path);
@@ -107,7 +134,7 @@ static void import_one(reader *r, const src_file *from, const import_decl *im, i
     dpc_err e;
     if (mtext)
         text = (char *)mtext, len = mlen;
-    else if (dpc_read_file(joined, MAX_SOURCE_BYTES, &text, &len, &e) != DPC_OK) {
+    else if (dpc_read_file(joined, DPC_MAX_SOURCE_BYTES, &text, &len, &e) != DPC_OK) {
         error_at(c, im->at, "cannot import '%s': %s", im->path, e.msg);
         return;
     }
@@ -174,6 +201,11 @@ static bool parse_text(reader *r, src_file *f, int depth) {
 
 bool parse_source(dpc_ctx *c, const char *path, const char *text, size_t len, program *prog) {
     reader r = {.c = c, .prog = prog};
+    const char *why = dpc_source_rule(NULL, len); /* text given: not read through dpc_read_file's limit */
+    if (why) {
+        error_at(c, (loc){0}, "'%s' %s", path, why);
+        return false;
+    }
     char real[PATH_MAX];
     if (realpath(path, real))
         dir_of(real, r.root_dir, sizeof r.root_dir);
@@ -192,7 +224,7 @@ bool parse_program(dpc_ctx *c, const char *path, program *prog) {
     char *text;
     size_t len;
     dpc_err e;
-    if (dpc_read_file(path, MAX_SOURCE_BYTES, &text, &len, &e) != DPC_OK) {
+    if (dpc_read_file(path, DPC_MAX_SOURCE_BYTES, &text, &len, &e) != DPC_OK) {
         error_at(c, (loc){0}, "%s", e.msg);
         return false;
     }

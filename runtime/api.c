@@ -545,6 +545,13 @@ dpc_status dpc_tensor_create(dpc_dtype dtype, int rank, const int64_t *shape, co
         return done(NULL, s, &e);
     if (data && t->nbytes)
         memcpy(t->data, data, t->nbytes);
+    size_t bad;
+    if (dtype == DPC_BOOL && t->nbytes && !dpc_bool_valid(t->data, t->nbytes, &bad)) {
+        unsigned byte = ((const unsigned char *)t->data)[bad];
+        dpc_tensor_free(t);
+        return failf(NULL, DPC_EUSAGE, "dpc_tensor_create: bool data holds byte 0x%02x at element %zu (only 0 and 1 are valid)",
+                     byte, bad);
+    }
     *out = t;
     return DPC_OK;
 }

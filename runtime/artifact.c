@@ -372,69 +372,6 @@ static bool gen_oom(const gen *g) {
 
 /* ------------------------------------------------------------ weights */
 
-/* Checks weights against the parameter table: every parameter present
- * (also as "module.<key>"), with its shape and a float dtype (integer
- * buffers that forward ignores are exempt). picks[i] receives the tensor
- * of parameter i (NULL if absent and ignored); extra keys are listed in
- * extra (may be NULL). */
-static dpc_status check_weights(const model *mm, const dpc_safetensors *st, const dpc_st_tensor **picks,
-                                dpc_buf *extra, dpc_err *e) {
-    dpc_buf missing, wrong;
-    dpc_buf_init(&missing);
-    dpc_buf_init(&wrong);
-    bool *used = dpc_calloc(st->n + 1, 1);
-    if (!used)
-        return dpc_errf(e, DPC_ENOMEM, "out of memory");
-    int nmiss = 0, nwrong = 0;
-    for (int i = 0; i < mm->params.len; i++) {
-        const param_entry *p = mm->params.items[i];
-        const dpc_st_tensor *t = dpc_st_find(st, p->key);
-        if (!t) {
-            char pre[1024];
-            snprintf(pre, sizeof pre, "module.%s", p->key);
-            t = dpc_st_find(st, pre);
-        }
-        picks[i] = t;
-        if (!t) {
-            if (!p->ignored)
-                dpc_buf_printf(&missing, "%s%s", nmiss++ ? ", " : "", p->key);
-            continue;
-        }
-        used[t - st->t] = true;
-        if (p->ignored)
-            continue;
-        bool shape_ok = p->rank == t->rank;
-        for (int k = 0; shape_ok && k < p->rank; k++)
-            shape_ok = p->shape[k] == t->shape[k];
-        if (!shape_ok) {
-            char want[128], got[128];
-            dpc_shape_str(p->rank, p->shape, want, sizeof want);
-            dpc_shape_str(t->rank, t->shape, got, sizeof got);
-            dpc_buf_printf(&wrong, "%s%s is %s, the model needs %s", nwrong++ ? "; " : "", p->key, got, want);
-        } else if (t->dtype != DPC_F32 && t->dtype != DPC_F64 && t->dtype != DPC_F16 && t->dtype != DPC_BF16) {
-            dpc_buf_printf(&wrong, "%s%s has dtype %s, the model needs a float", nwrong++ ? "; " : "", p->key,
-                           dpc_dtype_name(t->dtype));
-        }
-    }
-    int nextra = 0;
-    for (size_t j = 0; j < st->n; j++)
-        if (!used[j] && extra)
-            dpc_buf_printf(extra, "%s%s", nextra++ ? ", " : "", st->t[j].name);
-        else if (!used[j])
-            nextra++;
-    dpc_free(used);
-    dpc_status s = DPC_OK;
-    if (nmiss || nwrong)
-        s = dpc_errf(e, DPC_EUSER, "weights do not match the model%s%s%s%s", nmiss ? ": missing " : "",
-                     nmiss ? bstr(&missing) : "", nwrong ? (nmiss ? "; wrong: " : ": wrong: ") : "",
-                     nwrong ? bstr(&wrong) : "");
-    else if (missing.oom || wrong.oom || (extra && extra->oom))
-        s = dpc_errf(e, DPC_ENOMEM, "out of memory");
-    dpc_buf_free(&missing);
-    dpc_buf_free(&wrong);
-    return s;
-}
-
 /* -------------------------------------------------------------- archs */
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
@@ -692,7 +629,7 @@ static dpc_status write_image(const src_set *src, const dpc_model *m, const arch
             s = dpc_errf(e, DPC_ENOMEM, "out of memory");
             goto done;
         }
-        if ((s = check_weights(mm, wst, picks, &extra, e)) != DPC_OK) {
+        if ((s = dpc_weights_match(mm, wst, picks, &extra, e)) != DPC_OK) {
             dpc_err_prefix(e, "%s: ", wname);
             goto done;
         }
@@ -1080,11 +1017,13 @@ static dpc_status read_sections(dpc_artifact *a, dpc_err *e) {
         }
         if (!known && starts_with(k, SRC_PREFIX)) {
             const char *name = k + strlen(SRC_PREFIX);
-            char canon[4096];
-            if (!norm_path(name, canon, sizeof canon) || strcmp(canon, name) != 0 || name[0] == '/') {
-                char q[80];
-                dpc_quote(name, strlen(name), q, sizeof q);
-                snprintf(msg, sizeof msg, "source name '%s' is not a normalised relative path", q);
+            char canon[4096], q[80];
+            dpc_quote(name, strlen(name), q, sizeof q);
+            /* the rules of a .dp file (size, no escape from the model's
+             * directory), then the artifact's own: names in normal form */
+            const char *why = dpc_source_rule(name, strlen(st->meta_vals[i]));
+            if (why || !norm_path(name, canon, sizeof canon) || strcmp(canon, name) != 0) {
+                snprintf(msg, sizeof msg, "source '%s' %s", q, why ? why : "is not named by a normalised relative path");
                 return bad(e, a, msg);
             }
             if (strcmp(name, a->root) == 0) {
@@ -1299,7 +1238,7 @@ dpc_status dpc_artifact_instantiate(const dpc_artifact *a, dpc_model **out, dpc_
         dpc_buf_init(&extra);
         if (!picks)
             st = dpc_errf(e, DPC_ENOMEM, "out of memory");
-        else if ((st = check_weights(mm, a->st, picks, &extra, e)) != DPC_OK) {
+        else if ((st = dpc_weights_match(mm, a->st, picks, &extra, e)) != DPC_OK) {
             char msg[DPC_ERR_MSG];
             snprintf(msg, sizeof msg, "%s", e->msg);
             st = dpc_errf(e, DPC_EUSER, "%s: invalid artifact: embedded %s", a->name, msg);

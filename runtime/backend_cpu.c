@@ -271,7 +271,9 @@ static dpc_status plan(cpu_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
     dpc_status s = dpc_memplan(kg, N, KP_F32, false, r->offset, &total, e);
     if (s != DPC_OK)
         return s;
-    if (total > r->arena_bytes) {
+    /* an arena even for 0 bytes (batch 0): buffer pointers are offsets into
+     * it, and NULL + 0 is undefined */
+    if (total > r->arena_bytes || !r->arena) {
         free(r->arena);
         r->arena = dpc_aligned_alloc(total ? total : 64);
         if (!r->arena) {

@@ -168,13 +168,6 @@ static dpc_status cu_check(cuda_backend *cb, CUresult r, const char *call, dpc_e
 
 static const char *kname(const cuda_backend *cb, int k) { return ((const kernel *)cb->kg->kernels.items[k])->name; }
 
-static bool env_flag(const char *name, bool dflt) {
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return dflt;
-    return !(strcmp(v, "0") == 0 || strcmp(v, "no") == 0 || strcmp(v, "off") == 0 || strcmp(v, "false") == 0);
-}
-
 /* ---------------------------------------------------------- compiling */
 
 static const char *const NVRTC_OPTS[] = {"-lineinfo"};
@@ -1008,6 +1001,14 @@ bool dpc_cuda_weights(const dpc_backend *be, dpc_cuda_weights_info *out) {
 
 dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, kprec prec, dpc_backend **out, dpc_err *e) {
     *out = NULL;
+    bool tf32, graphs, sync_each;
+    dpc_status s = dpc_env_flag("DPC_CUDA_TF32", false, &tf32, e);
+    if (s == DPC_OK)
+        s = dpc_env_flag("DPC_CUDA_GRAPHS", true, &graphs, e);
+    if (s == DPC_OK)
+        s = dpc_env_flag("DPC_CUDA_SYNC", false, &sync_each, e);
+    if (s != DPC_OK)
+        return s;
     cuda_backend *cb = dpc_calloc(1, sizeof *cb);
     if (!cb)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
@@ -1017,9 +1018,9 @@ dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, kprec pr
     cb->kg = kg;
     cb->params = params;
     cb->prec = prec;
-    cb->tf32 = env_flag("DPC_CUDA_TF32", false);
-    cb->graphs = env_flag("DPC_CUDA_GRAPHS", true);
-    cb->sync_each = env_flag("DPC_CUDA_SYNC", false);
+    cb->tf32 = tf32;
+    cb->graphs = graphs;
+    cb->sync_each = sync_each;
     pthread_mutex_init(&cb->lock, NULL);
     *out = &cb->be;
     return DPC_OK;

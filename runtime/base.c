@@ -613,3 +613,35 @@ void dpc_sha256_hex(const void *data, size_t n, char out[65]) {
     for (int k = 0; k < 8; k++)
         snprintf(out + 8 * k, 9, "%08x", h[k]);
 }
+
+dpc_status dpc_env_long(const char *name, long min, long max, long *out, bool *set, dpc_err *e) {
+    const char *v = getenv(name);
+    *set = v && *v;
+    if (!*set)
+        return DPC_OK;
+    /* strtol alone would take leading blanks and "+", and "abc" as 0 */
+    const char *d = v + (*v == '-');
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (*d < '0' || *d > '9' || *end || errno == ERANGE || x < min || x > max)
+        return dpc_errf(e, DPC_EUSAGE, "environment variable %s='%.100s' is not an integer from %ld to %ld", name, v,
+                        min, max);
+    *out = x;
+    return DPC_OK;
+}
+
+dpc_status dpc_env_flag(const char *name, bool dflt, bool *out, dpc_err *e) {
+    static const char *const on[] = {"1", "yes", "on", "true"}, *const off[] = {"0", "no", "off", "false"};
+    const char *v = getenv(name);
+    *out = dflt;
+    if (!v || !*v)
+        return DPC_OK;
+    for (int i = 0; i < 4; i++)
+        if (strcmp(v, on[i]) == 0 || strcmp(v, off[i]) == 0) {
+            *out = strcmp(v, on[i]) == 0;
+            return DPC_OK;
+        }
+    return dpc_errf(e, DPC_EUSAGE, "environment variable %s='%.100s' is not a flag (1, yes, on, true or 0, no, off, false)",
+                    name, v);
+}

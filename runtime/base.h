@@ -106,6 +106,16 @@ dpc_status dpc_parse_file(const char *path, dpc_status (*parse)(const void *buf,
                           void *out, dpc_err *e);
 dpc_status dpc_write_image(const char *path, dpc_buf *b, dpc_status st, dpc_err *e);
 
+/* An integer environment variable, parsed strictly: *set is false when it
+ * is unset or empty; anything but a decimal integer in [min, max] (a
+ * typo, trailing text, an overflow) is a DPC_EUSAGE error naming the
+ * variable, never a silent 0. Every DPC_* integer variable goes through
+ * it. */
+dpc_status dpc_env_long(const char *name, long min, long max, long *out, bool *set, dpc_err *e);
+/* A boolean environment variable: unset or empty is dflt; 1, yes, on, true
+ * and 0, no, off, false are read; anything else is a DPC_EUSAGE error. */
+dpc_status dpc_env_flag(const char *name, bool dflt, bool *out, dpc_err *e);
+
 /* Python's repr of a float (shortest round-trip, '1e-05', '0.5', 'inf'). */
 void dpc_format_pyfloat(double v, char *out, size_t n);
 

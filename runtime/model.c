@@ -3,6 +3,7 @@
 #include "model.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,36 @@ dpc_status dpc_model_compile(const char *path, dpc_model **out, dpc_buf *diags, 
 
 static param_entry *param_at(const dpc_model *m, int i) { return m->front->m.params.items[i]; }
 
+/* ------------------------------------------------- matching a state_dict */
+
+/* A list of items for one message: the first DPC_WEIGHTS_SHOWN are
+ * written, the rest only counted (a state_dict of another model can have
+ * thousands of keys). */
+typedef struct item_list {
+    dpc_buf b;
+    int n;
+    const char *sep;
+} item_list;
+
+static void list_add(item_list *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void list_add(item_list *l, const char *fmt, ...) {
+    if (l->n++ >= DPC_WEIGHTS_SHOWN)
+        return;
+    if (l->n > 1)
+        dpc_buf_puts(&l->b, l->sep);
+    va_list ap;
+    va_start(ap, fmt);
+    dpc_buf_vprintf(&l->b, fmt, ap);
+    va_end(ap);
+}
+
+/* The items, then " (and N more)" for those not written. */
+static const char *list_end(item_list *l) {
+    if (l->n > DPC_WEIGHTS_SHOWN)
+        dpc_buf_printf(&l->b, " (and %d more)", l->n - DPC_WEIGHTS_SHOWN);
+    return l->b.data ? l->b.data : "";
+}
+
 static bool shape_matches(const param_entry *p, const dpc_st_tensor *t) {
     if (p->rank != t->rank)
         return false;
@@ -40,95 +71,129 @@ static bool shape_matches(const param_entry *p, const dpc_st_tensor *t) {
     return true;
 }
 
-dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warnings, dpc_err *e) {
-    const vec *params = &m->front->m.params;
-    dpc_buf missing, shapes, extra;
-    dpc_buf_init(&missing);
-    dpc_buf_init(&shapes);
-    dpc_buf_init(&extra);
-    if (!m->params)
-        m->params = dpc_calloc((size_t)params->len + 1, sizeof(float *));
-    if (!m->params)
-        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+static bool float_dtype(dpc_dtype t) { return t == DPC_F32 || t == DPC_F64 || t == DPC_F16 || t == DPC_BF16; }
+
+/* The tensor for parameter p: its key, or "module.<key>" as a state_dict
+ * saved from DataParallel has it. */
+static const dpc_st_tensor *find_param(const dpc_safetensors *st, const param_entry *p) {
+    const dpc_st_tensor *t = dpc_st_find(st, p->key);
+    if (!t) {
+        char pre[1024];
+        snprintf(pre, sizeof pre, "module.%s", p->key);
+        t = dpc_st_find(st, pre);
+    }
+    return t;
+}
+
+/* Checks p's tensor t; a problem is added to wrong. */
+static void check_param(const param_entry *p, const dpc_st_tensor *t, item_list *wrong) {
+    if (!shape_matches(p, t)) {
+        char want[128], got[128];
+        dpc_shape_str(p->rank, p->shape, want, sizeof want);
+        dpc_shape_str(t->rank, t->shape, got, sizeof got);
+        list_add(wrong, "%s is %s, the model needs %s", p->key, got, want);
+    } else if (!float_dtype(t->dtype)) {
+        list_add(wrong, "%s has dtype %s, the model needs a float", p->key, dpc_dtype_name(t->dtype));
+    }
+}
+
+static dpc_status mismatch(item_list *missing, item_list *wrong, item_list *extra, dpc_err *e) {
+    const char *ms = list_end(missing), *ws = list_end(wrong), *xs = list_end(extra);
+    bool m = missing->n, w = wrong->n, x = extra->n;
+    return dpc_errf(e, DPC_EUSER, "weights do not match the model%s%s%s%s%s%s", m ? ": missing " : "", ms,
+                    w ? (m ? "; wrong: " : ": wrong: ") : "", ws, x ? "; unexpected: " : "", xs);
+}
+
+dpc_status dpc_weights_match(const model *mm, const dpc_safetensors *st, const dpc_st_tensor **picks,
+                             dpc_buf *extra, dpc_err *e) {
     bool *used = dpc_calloc(st->n + 1, 1);
     if (!used)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
-    int nmiss = 0, nshape = 0, nextra = 0;
-    for (int i = 0; i < params->len; i++) {
-        param_entry *p = param_at(m, i);
-        const dpc_st_tensor *t = dpc_st_find(st, p->key);
-        if (!t) {
-            char pre[1024];
-            snprintf(pre, sizeof pre, "module.%s", p->key);
-            t = dpc_st_find(st, pre);
-        }
-        if (!t) {
-            if (!p->ignored)
-                dpc_buf_printf(&missing, "%s%s", nmiss++ ? ", " : "", p->key);
+    item_list missing = {.sep = ", "}, wrong = {.sep = "; "}, unexpected = {.sep = ", "};
+    for (int i = 0; i < mm->params.len; i++) {
+        const param_entry *p = mm->params.items[i];
+        const dpc_st_tensor *t = picks[i] = find_param(st, p);
+        if (t)
+            used[t - st->t] = true;
+        if (!t && !p->ignored)
+            list_add(&missing, "%s", p->key);
+        else if (t && !p->ignored)
+            check_param(p, t, &wrong);
+    }
+    for (size_t j = 0; j < st->n; j++)
+        if (!used[j])
+            list_add(&unexpected, "%s", st->t[j].name);
+    dpc_free(used);
+    dpc_status s = DPC_OK;
+    if (missing.n || wrong.n)
+        s = mismatch(&missing, &wrong, &unexpected, e);
+    else if (missing.b.oom || wrong.b.oom || unexpected.b.oom)
+        s = dpc_errf(e, DPC_ENOMEM, "out of memory");
+    else if (extra && unexpected.n)
+        dpc_buf_puts(extra, list_end(&unexpected));
+    dpc_buf_free(&missing.b);
+    dpc_buf_free(&wrong.b);
+    dpc_buf_free(&unexpected.b);
+    return s == DPC_OK && extra && extra->oom ? dpc_errf(e, DPC_ENOMEM, "out of memory") : s;
+}
+
+/* ---------------------------------------------------------- binding */
+
+/* f32 copies of the picked tensors, each replacing the parameter's old one. */
+static dpc_status keep_f32(dpc_model *m, const dpc_st_tensor **picks, dpc_err *e) {
+    for (int i = 0; i < m->front->m.params.len; i++) {
+        const dpc_st_tensor *t = picks[i];
+        if (!t || param_at(m, i)->ignored)
             continue;
-        }
-        used[t - st->t] = true;
-        if (p->ignored)
-            continue;
-        char want[128], got[128];
-        if (!shape_matches(p, t)) {
-            dpc_shape_str(p->rank, p->shape, want, sizeof want);
-            dpc_shape_str(t->rank, t->shape, got, sizeof got);
-            dpc_buf_printf(&shapes, "%s%s is %s, the model needs %s", nshape++ ? "; " : "", p->key, got, want);
-            continue;
-        }
-        if (t->dtype != DPC_F32 && t->dtype != DPC_F64 && t->dtype != DPC_F16 && t->dtype != DPC_BF16) {
-            dpc_buf_printf(&shapes, "%s%s has dtype %s, the model needs a float", nshape++ ? "; " : "", p->key,
-                           dpc_dtype_name(t->dtype));
-            continue;
-        }
         dpc_tensor src = {.dtype = t->dtype, .rank = t->rank, .data = t->data, .nbytes = t->nbytes};
         memcpy(src.shape, t->shape, sizeof src.shape);
         dpc_tensor *f32;
         dpc_status s = dpc_tensor_convert(&src, DPC_F32, &f32, e);
-        if (s != DPC_OK) {
-            free(used);
+        if (s != DPC_OK)
             return s;
-        }
         free(m->params[i]);
         m->params[i] = f32->data;
         f32->data = NULL;
         dpc_tensor_free(f32);
     }
-    for (size_t j = 0; j < st->n; j++) {
-        if (used[j])
-            continue;
-        const char *k = st->t[j].name;
-        dpc_buf_printf(&extra, "%s%s", nextra++ ? ", " : "", k);
-    }
-    free(used);
-    dpc_status s = DPC_OK;
-    if (nmiss || nshape) {
-        s = dpc_errf(e, DPC_EUSER, "weights do not match the model%s%s%s%s%s", nmiss ? ": missing " : "",
-                     nmiss ? missing.data : "", nshape ? (nmiss ? "; wrong: " : ": wrong: ") : "",
-                     nshape ? shapes.data : "", nextra ? "; unexpected keys are present too" : "");
-    } else if (nextra && warnings)
+    return DPC_OK;
+}
+
+/* The CUDA backend holds device copies of the old weights: rebuild it. */
+static dpc_status rebuild_backend(dpc_model *m, dpc_err *e) {
+    dpc_device devs[DPC_MAX_DEVICES];
+    int n = m->ndev;
+    memcpy(devs, m->devs, sizeof(dpc_device) * (size_t)n);
+    for (int i = 0; i < m->ndev; i++)
+        m->be->replica_free(m->be, m->rep[i]);
+    m->ndev = 0;
+    m->be->destroy(m->be);
+    m->be = NULL;
+    return dpc_model_set_devices(m, devs, n, e);
+}
+
+dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warnings, dpc_err *e) {
+    const vec *params = &m->front->m.params;
+    if (!m->params)
+        m->params = dpc_calloc((size_t)params->len + 1, sizeof(float *));
+    const dpc_st_tensor **picks = dpc_calloc((size_t)params->len + 1, sizeof *picks);
+    dpc_buf extra;
+    dpc_buf_init(&extra);
+    dpc_status s = !m->params || !picks ? dpc_errf(e, DPC_ENOMEM, "out of memory")
+                                        : dpc_weights_match(&m->front->m, st, picks, &extra, e);
+    if (s == DPC_OK)
+        s = keep_f32(m, picks, e);
+    if (s == DPC_OK && extra.len && warnings)
         dpc_buf_printf(warnings, "unexpected keys in the weights, ignored: %s", extra.data);
-    dpc_buf_free(&missing);
-    dpc_buf_free(&shapes);
+    free(picks);
     dpc_buf_free(&extra);
     if (s != DPC_OK)
         return s;
-    if (m->be && strcmp(m->be->name, "cpu") != 0 && m->ndev > 0) {
-        /* the CUDA backend holds device copies of the old weights: rebuild it */
-        dpc_device devs[DPC_MAX_DEVICES];
-        int n = m->ndev;
-        memcpy(devs, m->devs, sizeof(dpc_device) * (size_t)n);
-        for (int i = 0; i < m->ndev; i++)
-            m->be->replica_free(m->be, m->rep[i]);
-        m->ndev = 0;
-        m->be->destroy(m->be);
-        m->be = NULL;
-        return dpc_model_set_devices(m, devs, n, e);
-    }
     /* the backend is created with the devices (dpc_model_set_devices, or
      * the CPU by default at the first run): a CUDA run needs no C compiler */
-    return s;
+    if (m->be && strcmp(m->be->name, "cpu") != 0 && m->ndev > 0)
+        return rebuild_backend(m, e);
+    return DPC_OK;
 }
 
 void dpc_model_set_precision(dpc_model *m, kprec prec) { m->prec = prec; }
@@ -144,6 +209,13 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
                         kprec_name(m->prec));
     if (!m->params)
         return dpc_errf(e, DPC_EUSAGE, "bind the weights (dpc_model_bind) before choosing devices");
+    /* replicas share the cores: each replica's GEMMs get its share, unless
+     * DPC_GEMM_THREADS says otherwise */
+    long threads = dpc_dp_threads_per_replica(0, n);
+    bool set;
+    dpc_status st = dpc_env_long("DPC_GEMM_THREADS", 1, 4096, &threads, &set, e);
+    if (st != DPC_OK)
+        return st;
     for (int i = 0; i < m->ndev; i++)
         m->be->replica_free(m->be, m->rep[i]);
     m->ndev = 0;
@@ -184,12 +256,25 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
         if (s != DPC_OK)
             return s;
     }
-    if (!ncuda) {
-        /* replicas share the cores: each replica's GEMMs get its share */
-        const char *env = getenv("DPC_GEMM_THREADS");
-        int threads = env && atoi(env) > 0 ? atoi(env) : dpc_dp_threads_per_replica(0, n);
-        dpc_cpu_set_gemm_threads(threads);
-    }
+    if (!ncuda)
+        dpc_cpu_set_gemm_threads((int)threads);
+    return DPC_OK;
+}
+
+dpc_status dpc_model_faults_from_env(dpc_model *m, dpc_err *e) {
+    long r = -1, k = -1;
+    bool rset, kset;
+    int nk = m->kg.kernels.len;
+    dpc_status s = dpc_env_long("DPC_FAULT_REPLICA", 0, DPC_MAX_DEVICES - 1, &r, &rset, e);
+    if (s == DPC_OK)
+        s = dpc_env_long("DPC_FAULT_KERNEL", 0, nk > 0 ? nk - 1 : 0, &k, &kset, e);
+    if (s != DPC_OK)
+        return s;
+    if (rset != kset) /* one alone would silently inject nothing */
+        return dpc_errf(e, DPC_EUSAGE, "environment variable %s is set but %s is not: fault injection needs both",
+                        rset ? "DPC_FAULT_REPLICA" : "DPC_FAULT_KERNEL", rset ? "DPC_FAULT_KERNEL" : "DPC_FAULT_REPLICA");
+    m->fail_replica = (int)r;
+    m->fail_kernel = (int)k;
     return DPC_OK;
 }
 
@@ -260,9 +345,34 @@ static dpc_status check_inputs(const dpc_model *m, const dpc_tensor *const *in, 
     return DPC_OK;
 }
 
+/* Batch 0 (inputs checked: the batch is dim 0 of each): as in PyTorch every
+ * output with the batch dim is empty, so there is nothing to compute. An
+ * output without it (a reduction over the batch) would be the reduction of
+ * nothing: 0 for sum but nan for mean and an error for amax in PyTorch;
+ * refused rather than answered with zeros. */
+static dpc_status check_empty_batch(const dpc_model *m, const dpc_tensor *const *in, int n, dpc_err *e) {
+    if (n == 0 || in[0]->rank == 0 || in[0]->shape[0] != 0)
+        return DPC_OK;
+    const ir_graph *g = &m->front->g;
+    for (int j = 0; j < g->outputs.len; j++) {
+        const ir_node *o = g->outputs.items[j];
+        bool batched = false;
+        for (int d = 0; d < o->sh.rank; d++)
+            batched = batched || o->sh.d[d].sym;
+        if (!batched)
+            return dpc_errf(e, DPC_EUSER,
+                            "batch 0: output %d of %s (%s:%d) has no batch dim %s, so it is not empty; a "
+                            "reduction over an empty batch is not computed (give at least one row)",
+                            j + 1, g->model_name, o->at.file ? o->at.file->path : "?", o->at.line, g->batch_name);
+    }
+    return DPC_OK;
+}
+
 dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninputs, const double *scalars,
                          dpc_tensor **outputs, dpc_err *e) {
     dpc_status s = check_inputs(m, inputs, ninputs, e);
+    if (s == DPC_OK)
+        s = check_empty_batch(m, inputs, ninputs, e);
     if (s != DPC_OK)
         return s;
     if (m->ndev == 0) {

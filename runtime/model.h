@@ -24,8 +24,20 @@ typedef struct dpc_model {
 
 /* Compiles path up to kernels; diagnostics rendered into diags. */
 dpc_status dpc_model_compile(const char *path, dpc_model **out, dpc_buf *diags, dpc_err *e);
-/* Checks the weights against the parameter table (all problems in one
- * message) and keeps f32 copies. Extra keys are reported in warnings. */
+/* Matches a state_dict against the parameter table mm: every parameter
+ * and buffer present (also as "module.<key>"), with its shape and a float
+ * dtype (integer buffers that forward ignores are exempt). picks[i]
+ * receives the tensor of parameter i (NULL if absent and ignored). All
+ * problems go in one message, each kind (missing, wrong, unexpected)
+ * listing its first DPC_WEIGHTS_SHOWN and a count of the rest; on success
+ * the unexpected keys, listed the same way, are appended to extra (may be
+ * NULL). The one rule for weights: dpc run and the artifact's embedded
+ * weights both use it. */
+#define DPC_WEIGHTS_SHOWN 10
+dpc_status dpc_weights_match(const model *mm, const dpc_safetensors *st, const dpc_st_tensor **picks,
+                             dpc_buf *extra, dpc_err *e);
+/* Checks the weights (dpc_weights_match) and keeps f32 copies. Extra keys
+ * are reported in warnings. */
 dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warnings, dpc_err *e);
 dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e);
 /* Float storage on CUDA devices (--dtype): KP_F32 (the default), KP_BF16 or
@@ -33,6 +45,10 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
  * at the next dpc_model_set_devices; a CPU device list with 16-bit storage
  * is refused there, since the CPU backend computes in f32 only. */
 void dpc_model_set_precision(dpc_model *m, kprec prec);
+/* Test fault injection from the environment (docs/cli.md): with
+ * DPC_FAULT_REPLICA=R and DPC_FAULT_KERNEL=K, kernel K of replica R fails.
+ * Both or neither, each a valid index (dpc_env_long): otherwise an error. */
+dpc_status dpc_model_faults_from_env(dpc_model *m, dpc_err *e);
 /* Checks the inputs against forward's declaration and runs. scalars are in
  * forward order (defaults filled by dpc_model_scalar_defaults). */
 dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninputs, const double *scalars,

@@ -302,13 +302,14 @@ static void fortran_to_c(const unsigned char *src, dpc_tensor *t) {
     }
 }
 
-static dpc_status check_bool(const dpc_tensor *t, dpc_err *e) {
-    const unsigned char *p = t->data;
-    for (size_t i = 0; i < t->nbytes; i++)
-        if (p[i] > 1)
-            return dpc_errf(e, DPC_EUSER, "bool array holds byte 0x%02x at element %zu (only 0 and 1 are valid)",
-                            p[i], i);
-    return DPC_OK;
+/* A bool array read (code DPC_EUSER) or to be written (DPC_EUSAGE): only
+ * bytes 0 and 1, never normalised silently. */
+static dpc_status check_bool(const dpc_tensor *t, dpc_status code, dpc_err *e) {
+    size_t i;
+    if (t->dtype != DPC_BOOL || t->nbytes == 0 || dpc_bool_valid(t->data, t->nbytes, &i))
+        return DPC_OK;
+    return dpc_errf(e, code, "bool array holds byte 0x%02x at element %zu (only 0 and 1 are valid)",
+                    ((const unsigned char *)t->data)[i], i);
 }
 
 /* Element count and byte size of the header's shape, overflow-checked. */
@@ -355,7 +356,7 @@ dpc_status dpc_npy_parse(const void *buf, size_t len, dpc_tensor **out, dpc_err 
         memcpy(t->data, data, nbytes);
     if (h.swap)
         swap_bytes(t->data, t->nbytes, dpc_dtype_size(t->dtype));
-    if (t->dtype == DPC_BOOL && (st = check_bool(t, e))) {
+    if ((st = check_bool(t, DPC_EUSER, e))) {
         dpc_tensor_free(t);
         return st;
     }
@@ -425,7 +426,7 @@ static dpc_status check_tensor(const dpc_tensor *t, dpc_err *e) {
     if (!st && (nbytes != t->nbytes || (nbytes && !t->data)))
         return dpc_errf(e, DPC_EUSAGE, "tensor holds %zu bytes but its dtype and shape need %zu", t->nbytes,
                         nbytes);
-    return st;
+    return st ? st : check_bool(t, DPC_EUSAGE, e);
 }
 
 dpc_status dpc_npy_serialize(const dpc_tensor *t, dpc_buf *out, dpc_err *e) {

@@ -665,11 +665,10 @@ static dpc_status copy_data(st_entry *en, const unsigned char *data, dpc_err *e)
     size_t nb = (size_t)(en->end - en->begin);
     char q[80];
     qname(en->t.name, q);
-    if (en->t.dtype == DPC_BOOL)
-        for (size_t i = 0; i < nb; i++)
-            if (data[en->begin + i] > 1)
-                return dpc_errf(e, DPC_EUSER, "tensor '%s': BOOL holds byte 0x%02x at element %zu (only 0 and 1 are valid)",
-                                q, data[en->begin + i], i);
+    size_t i;
+    if (en->t.dtype == DPC_BOOL && !dpc_bool_valid(data + en->begin, nb, &i))
+        return dpc_errf(e, DPC_EUSER, "tensor '%s': BOOL holds byte 0x%02x at element %zu (only 0 and 1 are valid)", q,
+                        data[en->begin + i], i);
     en->t.data = dpc_aligned_alloc(nb);
     if (!en->t.data)
         return dpc_errf(e, DPC_ENOMEM, "out of memory loading tensor '%s' (%zu bytes)", q, nb);
@@ -815,10 +814,10 @@ static dpc_status check_out_tensor(const dpc_st_tensor *t, dpc_err *e) {
                         t->nbytes);
     if (t->nbytes && !t->data)
         return dpc_errf(e, DPC_EUSAGE, "tensor '%s' has no data", q);
-    const unsigned char *p = t->data;
-    for (size_t i = 0; t->dtype == DPC_BOOL && i < t->nbytes; i++)
-        if (p[i] > 1)
-            return dpc_errf(e, DPC_EUSAGE, "tensor '%s': bool byte 0x%02x at element %zu", q, p[i], i);
+    size_t i;
+    if (t->dtype == DPC_BOOL && t->nbytes && !dpc_bool_valid(t->data, t->nbytes, &i))
+        return dpc_errf(e, DPC_EUSAGE, "tensor '%s': bool byte 0x%02x at element %zu (only 0 and 1 are valid)", q,
+                        ((const unsigned char *)t->data)[i], i);
     return DPC_OK;
 }
 

@@ -108,6 +108,16 @@ size_t dpc_utf8_seq(const unsigned char *p, size_t n) {
     return len;
 }
 
+bool dpc_bool_valid(const void *data, size_t n, size_t *bad_at) {
+    const unsigned char *p = data;
+    for (size_t i = 0; i < n; i++)
+        if (p[i] > 1) {
+            *bad_at = i;
+            return false;
+        }
+    return true;
+}
+
 bool dpc_utf8_valid(const char *s, size_t n, size_t *bad_at) {
     const unsigned char *p = (const unsigned char *)s;
     for (size_t i = 0; i < n;) {

@@ -79,6 +79,12 @@ void dpc_quote(const char *s, size_t len, char *out, size_t n);
  * dpc_utf8_seq: length of the valid sequence at p (0 if invalid). */
 size_t dpc_utf8_seq(const unsigned char *p, size_t n);
 bool dpc_utf8_valid(const char *s, size_t n, size_t *bad_at);
+/* BOOL data holds only the bytes 0 and 1, as NumPy and PyTorch store it;
+ * any other byte would read as true in one place and compare unequal to
+ * true in another. False with the first bad byte's index in *bad_at. The
+ * one rule for every reader and writer of bool tensors (.npy,
+ * safetensors). */
+bool dpc_bool_valid(const void *data, size_t n, size_t *bad_at);
 
 /* 64-byte aligned allocation that fault injection can make fail; release
  * it with dpc_free. A request for 0 bytes still returns a unique pointer. */

@@ -81,6 +81,18 @@ def edit(blob, old, new, fix=True):
     return fix_checksum(out) if fix else out
 
 
+def with_meta(blob, change):
+    """the artifact with change(metadata) applied: the header rewritten
+    (keys sorted, padded to 8 as the writer pads it) and the checksum fixed"""
+    n, h, data = split(blob)
+    hdr = json.loads(h)
+    change(hdr['__metadata__'])
+    hdr['__metadata__'] = dict(sorted(hdr['__metadata__'].items()))
+    t = json.dumps(hdr, separators=(',', ':'), ensure_ascii=False).encode()
+    t += b' ' * (-(8 + len(t)) % 8)
+    return fix_checksum(struct.pack('<Q', len(t)) + t + data)
+
+
 def inputs_for(summary, d, batch=3, seed=0):
     rng = np.random.RandomState(seed)
     paths = []
@@ -302,6 +314,38 @@ with tempfile.TemporaryDirectory() as d:
             'summary does not match')
     refused('unknown section (checksum fixed)', edit(sb, b'"dpc.schedule"', b'"dpc.schedulX"'),
             'damaged artifact')
+    # stored sources are held to the rules of .dp files (dpc_source_rule):
+    # 16 MiB, and nothing outside the model's directory
+    open(P('same.dpa'), 'wb').write(with_meta(sb, lambda m: None))
+    r = run(['print', P('same.dpa')])
+    check('header rewritten, nothing changed: still loads', r.returncode == 0, r.stderr)
+    SRC = 'dpc.src/simple.dp'
+    EVIL = 'module Evil {\n    forward(x: [N, 10]) {\n        return x\n    }\n}\n'
+
+    def grow(m):
+        m[SRC] += '#' + 'x' * (16 << 20) + '\n'   # a trailing comment: the IR stays the same
+    refused('stored source over 16 MiB', with_meta(sb, grow),
+            "source 'simple.dp' is larger than the 16 MiB (16777216 bytes) a .dp file may have")
+
+    def outside(m):
+        m['dpc.src/../evil.dp'] = EVIL
+    refused('stored source named ../evil.dp', with_meta(sb, outside), "source '../evil.dp' leaves the model's directory")
+
+    def outside_imported(m):
+        outside(m)
+        m[SRC] += 'import "../evil.dp"\n'
+    refused('stored source ../evil.dp, imported', with_meta(sb, outside_imported),
+            "source '../evil.dp' leaves the model's directory")
+
+    def absolute(m):
+        m['dpc.src//tmp/evil.dp'] = EVIL
+    refused('stored source named /tmp/evil.dp', with_meta(sb, absolute), "source '/tmp/evil.dp' is an absolute path")
+
+    def escaping_import(m):
+        m['dpc.src/lib/evil.dp'] = EVIL
+        m[SRC] += 'import "lib/../../simple.dp"\n'
+    refused('import escaping the stored sources', with_meta(sb, escaping_import),
+            "import 'lib/../../simple.dp' leaves the model's directory")
     r = run(['run', P('simple.dpa')] + X + ['-o', P('nw.npy')])
     good, err = clean_error(r)
     check('run without weights, none embedded: exit 1', good and 'no embedded weights' in err

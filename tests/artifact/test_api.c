@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int failures, checks;
 static const char *DPC, *MODELS, *WORK;
@@ -204,6 +205,18 @@ static void test_tensors(void) {
     dpc_tensor_free(t);
     CHECK(strcmp(dpc_dtype_name(DPC_I64), "int64") == 0 && dpc_dtype_size(DPC_BF16) == 2);
     CHECK(dpc_tensor_load_npy(path_of("missing.npy"), &t) != DPC_OK && strstr(dpc_last_error(), "missing.npy"));
+    /* bool bytes other than 0 and 1: refused on the way in and on the way out */
+    int64_t three = 3;
+    unsigned char bits[3] = {0, 1, 1};
+    CHECK(dpc_tensor_create(DPC_BOOL, 1, &three, bits, &t) == DPC_OK);
+    ((unsigned char *)dpc_tensor_data(t))[1] = 2;
+    CHECK(dpc_tensor_save_npy(t, path_of("b.npy")) == DPC_EUSAGE &&
+          strstr(dpc_last_error(), "bool array holds byte 0x02 at element 1 (only 0 and 1 are valid)"));
+    CHECK(access(path_of("b.npy"), F_OK) != 0);
+    dpc_tensor_free(t);
+    bits[2] = 0xff;
+    CHECK(dpc_tensor_create(DPC_BOOL, 1, &three, bits, &t) == DPC_EUSAGE && t == NULL &&
+          strstr(dpc_last_error(), "byte 0xff at element 2"));
 }
 
 static void test_signature_and_text(void) {

@@ -9,6 +9,8 @@
   differently per chunk size).
 - Batch 0, a batch smaller than the device count, mismatched batches, and a
   failing replica (fault injection) with its message and no output files.
+- DPC_FAULT_* and DPC_GEMM_THREADS that are not valid integers: exit 2
+  naming the variable, no output files.
 """
 import os, subprocess, sys, tempfile
 import numpy as np
@@ -98,5 +100,17 @@ with tempfile.TemporaryDirectory() as d:
              '-o', P('f1.npy'), '-o', P('f2.npy')], env={'DPC_FAULT_REPLICA': '1', 'DPC_FAULT_KERNEL': '0'})
     ok('failing replica 1', r.returncode != 0 and 'replica 1 on device cpu' in r.stderr and
        not os.path.exists(P('f1.npy')) and not os.path.exists(P('f2.npy')), r.stderr)
+    # DPC_* integer variables are parsed strictly: "abc" is an error, not replica 0
+    bad_env = [({'DPC_FAULT_REPLICA': 'abc', 'DPC_FAULT_KERNEL': '0'},
+                "DPC_FAULT_REPLICA='abc' is not an integer from 0 to"),
+               ({'DPC_FAULT_REPLICA': '0', 'DPC_FAULT_KERNEL': '1x'}, "DPC_FAULT_KERNEL='1x' is not an integer"),
+               ({'DPC_FAULT_REPLICA': '0', 'DPC_FAULT_KERNEL': '100000'}, "DPC_FAULT_KERNEL='100000' is not an integer"),
+               ({'DPC_FAULT_REPLICA': '1'}, 'DPC_FAULT_REPLICA is set but DPC_FAULT_KERNEL is not'),
+               ({'DPC_GEMM_THREADS': 'four'}, "DPC_GEMM_THREADS='four' is not an integer from 1 to 4096")]
+    for env, needle in bad_env:
+        r = run([MULTI, '--weights', P('m.st'), '--input', P('a.npy'), '--input', P('b.npy'), '--devices', 'cpu,cpu',
+                 '-o', P('e1.npy'), '-o', P('e2.npy')], env=env)
+        ok('env %s' % ' '.join('%s=%s' % kv for kv in sorted(env.items())), r.returncode == 2 and
+           'dpc: error: environment variable ' + needle in r.stderr and not os.path.exists(P('e1.npy')), 'exit %d: %s' % (r.returncode, r.stderr))
 print('%d passed, %d failed' % (passed, failed))
 sys.exit(1 if failed else 0)

@@ -6,10 +6,12 @@
     check_bad.py DPC DIR --list          print the case names (CMake registers one test each)
     check_bad.py DPC DIR --update CASE.. rewrite CASE's .err from dpc's stderr (review the diff!)
 
-A case is run as `DPC ir <file>` with DIR (or, for a generated case, a fresh
-temporary directory) as the working directory, so that the file name in the
-messages is short and stable. It passes when dpc exits 1, prints nothing on
-stdout and prints exactly the expected text on stderr. In the expected text
+A case is run as `DPC ir <file>` and as `DPC print <file>` with DIR (or, for
+a generated case, a fresh temporary directory) as the working directory, so
+that the file name in the messages is short and stable. It passes when dpc
+exits 1, prints nothing on stdout and prints exactly the expected text on
+stderr, under both verbs: print checks the whole model as ir does (a forward
+that does not compile is not a printable model). In the expected text
 `$DIR` stands for the case's directory, fully resolved (for messages that
 show an absolute path).
 
@@ -166,8 +168,11 @@ def find_cases(root, pending=False):
     return cases
 
 
-def run_case(dpc, case):
-    """Runs one case; returns (rc, stdout, stderr, workdir_real)."""
+VERBS = ("ir", "print")
+
+
+def run_case(dpc, case, verb):
+    """Runs one case as `dpc VERB`; returns (rc, stdout, stderr, workdir_real)."""
     tmp = None
     try:
         if case.gen is not None:
@@ -181,7 +186,7 @@ def run_case(dpc, case):
             workdir = tmp
         else:
             workdir = case.workdir
-        p = subprocess.run([os.path.abspath(dpc), "ir", case.rel], cwd=workdir, stdout=subprocess.PIPE,
+        p = subprocess.run([os.path.abspath(dpc), verb, case.rel], cwd=workdir, stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, timeout=TIMEOUT)
         return p.returncode, p.stdout, p.stderr, os.path.realpath(workdir)
     finally:
@@ -195,9 +200,17 @@ def normalise(stderr, workdir_real):
 
 
 def check(dpc, case, update=False):
+    """Returns a list of problems under every verb (empty: pass)."""
+    problems = []
+    for verb in VERBS:
+        problems += ["dpc %s: %s" % (verb, p) for p in check_verb(dpc, case, verb, update and verb == "ir")]
+    return problems
+
+
+def check_verb(dpc, case, verb, update=False):
     """Returns a list of problems (empty: pass)."""
     try:
-        rc, out, err, wd = run_case(dpc, case)
+        rc, out, err, wd = run_case(dpc, case, verb)
     except subprocess.TimeoutExpired:
         return ["timed out after %g s (hang?)" % TIMEOUT]
     except (KeyError, OSError, TypeError, ValueError) as e:

@@ -303,6 +303,26 @@ static void test_npy_roundtrip(void) {
         }
 }
 
+/* A bool tensor with a byte other than 0 and 1 is not written (numpy
+ * would read it back as a bool that is neither true nor false). */
+static void test_npy_bool_writer(void) {
+    int64_t n = 4;
+    dpc_tensor *t;
+    EXPECT_OK(dpc_tensor_new(DPC_BOOL, 1, &n, &t, e));
+    memcpy(t->data, "\0\1\1\x80", 4);
+    dpc_buf b;
+    EXPECT_ERR(dpc_npy_serialize(t, &b, e), DPC_EUSAGE, "bool array holds byte 0x80 at element 3");
+    CHECK(b.len == 0);
+    char path[300];
+    snprintf(path, sizeof path, "%s/bool.npy", tmpdir);
+    EXPECT_ERR(dpc_npy_write(path, t, e), DPC_EUSAGE, "bool array holds byte 0x80 at element 3");
+    CHECK(access(path, F_OK) != 0);
+    ((unsigned char *)t->data)[3] = 0;
+    EXPECT_OK(dpc_npy_serialize(t, &b, e));
+    dpc_buf_free(&b);
+    dpc_tensor_free(t);
+}
+
 /* The exact header text numpy 1.24 writes (growth padding included). */
 static void test_npy_header_bytes(void) {
     int64_t sh[2] = {2, 3};
@@ -950,6 +970,44 @@ static void test_write_files(void) {
     CHECK(dpc_same_file(c1, c2));
 }
 
+/* DPC_* environment variables: strict, never "abc" as 0 (dpc_env_long,
+ * dpc_env_flag). */
+static void test_env_vars(void) {
+    static const char *const bad_ints[] = {"abc", "1x", " 1", "+1", "", "-", "0x10", "99999999999999999999", "17"};
+    long v = 7;
+    bool set = true, f = false;
+    for (size_t i = 0; i < sizeof bad_ints / sizeof *bad_ints; i++) {
+        setenv("DPC_TEST_INT", bad_ints[i], 1);
+        if (!*bad_ints[i]) { /* empty: as unset */
+            EXPECT_OK(dpc_env_long("DPC_TEST_INT", 0, 16, &v, &set, e));
+            CHECK(!set && v == 7);
+            continue;
+        }
+        EXPECT_ERR(dpc_env_long("DPC_TEST_INT", 0, 16, &v, &set, e), DPC_EUSAGE, "DPC_TEST_INT='");
+        CHECK(v == 7);
+    }
+    setenv("DPC_TEST_INT", "-3", 1);
+    EXPECT_OK(dpc_env_long("DPC_TEST_INT", -5, 16, &v, &set, e));
+    CHECK(set && v == -3);
+    setenv("DPC_TEST_INT", "16", 1);
+    EXPECT_OK(dpc_env_long("DPC_TEST_INT", 0, 16, &v, &set, e));
+    CHECK(set && v == 16);
+    unsetenv("DPC_TEST_INT");
+    EXPECT_OK(dpc_env_long("DPC_TEST_INT", 0, 16, &v, &set, e));
+    CHECK(!set);
+    setenv("DPC_TEST_FLAG", "off", 1);
+    EXPECT_OK(dpc_env_flag("DPC_TEST_FLAG", true, &f, e));
+    CHECK(!f);
+    setenv("DPC_TEST_FLAG", "1", 1);
+    EXPECT_OK(dpc_env_flag("DPC_TEST_FLAG", false, &f, e));
+    CHECK(f);
+    setenv("DPC_TEST_FLAG", "O", 1); /* a letter O, not a zero: once silently "on" */
+    EXPECT_ERR(dpc_env_flag("DPC_TEST_FLAG", false, &f, e), DPC_EUSAGE, "DPC_TEST_FLAG='O' is not a flag");
+    unsetenv("DPC_TEST_FLAG");
+    EXPECT_OK(dpc_env_flag("DPC_TEST_FLAG", true, &f, e));
+    CHECK(f);
+}
+
 int main(void) {
     if (!mkdtemp(tmpdir)) {
         perror("mkdtemp");
@@ -961,6 +1019,7 @@ int main(void) {
     test_convert();
     test_npy_roundtrip();
     test_npy_header_bytes();
+    test_npy_bool_writer();
     test_npy_values();
     test_npy_bad();
     test_npy_files();
@@ -975,6 +1034,7 @@ int main(void) {
     test_alloc_faults();
     test_st_files();
     test_write_files();
+    test_env_vars();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0)

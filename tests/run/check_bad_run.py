@@ -58,6 +58,17 @@ with tempfile.TemporaryDirectory() as d:
     check('wrong_shape', [SIMPLE, '--weights', P('wrong_shape.st')] + X, 1, 'fc.weight is [5, 11], the model needs [5, 10]', d)
     open(P('missing.st'), 'wb').write(st_bytes({'fc.weight': np.ones((5, 10))}))
     check('missing_key', [SIMPLE, '--weights', P('missing.st')] + X, 1, 'missing fc.bias', d)
+    # every kind of mismatch named: the first 10 of each and a count of the rest
+    junk = {'junk%02d' % i: np.zeros(1) for i in range(13)}
+    open(P('missing_extra.st'), 'wb').write(st_bytes(dict({'fc.weight': np.ones((5, 10))}, **junk)))
+    check('missing_and_unexpected', [SIMPLE, '--weights', P('missing_extra.st')] + X, 1,
+          'weights do not match the model: missing fc.bias; unexpected: junk00, junk01, junk02, junk03, junk04, '
+          'junk05, junk06, junk07, junk08, junk09 (and 3 more)\n', d)
+    open(P('other.st'), 'wb').write(st_bytes({'other': np.zeros(1)}))
+    check('many_missing', [os.path.join(models, 'resnet.dp'), '--weights', P('other.st')] + X, 1,
+          'missing stem.0.weight, stem.1.weight, stem.1.bias, stem.1.running_mean, stem.1.running_var, '
+          'layer1.0.conv1.weight, layer1.0.bn1.weight, layer1.0.bn1.bias, layer1.0.bn1.running_mean, '
+          'layer1.0.bn1.running_var (and 87 more); unexpected: other\n', d)
     open(P('bad.npy'), 'wb').write(b'\x93NUMPX' + b'\0' * 100)
     check('npy_bad_magic', [SIMPLE, '--weights', P('good.st'), '--input', P('bad.npy')], 1, 'dpc: error:', d)
     np.save(P('obj.npy'), np.array([{'a': 1}], dtype=object), allow_pickle=True)
@@ -83,5 +94,26 @@ with tempfile.TemporaryDirectory() as d:
     print('%-28s %s' % ('output_equals_input', 'ok' if ok else 'FAIL ' + r.stderr))
     failures += not ok
     passed += ok
+    # --weights is needed only by a model with parameters or buffers (.dp or .dpa)
+    check('weights_needed', [SIMPLE] + X, 2, 'SimpleModel has parameters or buffers (2 state_dict entries): '
+          'give --weights W.safetensors', d)
+    open(P('noparam.dp'), 'w').write('module M {\n    forward(x: [N, 10]) {\n        return relu(x)\n    }\n}\n'
+                                     'model = M()\n')
+    subprocess.run([dpc, 'compile', P('noparam.dp'), '-o', P('noparam.dpa')], check=True)
+    np.save(P('xs.npy'), np.linspace(-1, 1, 30, dtype=np.float32).reshape(3, 10))
+    for m in ('noparam.dp', 'noparam.dpa'):
+        r = subprocess.run([dpc, 'run', P(m), '--input', P('xs.npy'), '-o', P('y_' + m + '.npy')],
+                           capture_output=True, text=True)
+        ok = r.returncode == 0 and r.stderr == '' and np.array_equal(
+            np.load(P('y_' + m + '.npy')), np.maximum(np.load(P('xs.npy')), 0))
+        print('%-28s %s' % ('no_weights_' + m, 'ok' if ok else 'FAIL (exit %d) %s' % (r.returncode, r.stderr)))
+        failures += not ok
+        passed += ok
+    # batch 0: empty outputs (above, run_<model>), but a reduction over the batch is refused, not zeros
+    open(P('reduce.dp'), 'w').write('module M {\n    forward(x: [N, 10]) {\n        return relu(x), mean(x, 0)\n'
+                                    '    }\n}\nmodel = M()\n')
+    np.save(P('x0.npy'), np.ones((0, 10), np.float32))
+    check('batch0_reduction', [P('reduce.dp'), '--input', P('x0.npy'), '-o', P('r1.npy')], 1,
+          'batch 0: output 2 of M (%s:3) has no batch dim N, so it is not empty' % P('reduce.dp'), d)
 print('%d passed, %d failed' % (passed, failures))
 sys.exit(1 if failures else 0)
