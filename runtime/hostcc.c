@@ -180,17 +180,11 @@ static char **child_env(const char *dir, char *tmpdir_var, size_t n) {
 }
 
 static dpc_status cc_timeout(int *secs, dpc_err *e) {
-    const char *v = getenv("DPC_CC_TIMEOUT");
-    *secs = DPC_CC_TIMEOUT_DEFAULT;
-    if (!v || !*v)
-        return DPC_OK;
-    char *end;
-    errno = 0;
-    long t = strtol(v, &end, 10);
-    if (errno || *end || t < 1 || t > INT_MAX / 1000)
-        return dpc_errf(e, DPC_EUSAGE, "DPC_CC_TIMEOUT must be a whole number of seconds >= 1, not '%s'", v);
+    long t = DPC_CC_TIMEOUT_DEFAULT;
+    bool set;
+    dpc_status s = dpc_env_long("DPC_CC_TIMEOUT", 1, INT_MAX / 1000, &t, &set, e);
     *secs = (int)t;
-    return DPC_OK;
+    return s;
 }
 
 /* ---- running ---- */
