@@ -10,6 +10,7 @@
 #define DPC_COMPILER_H
 
 #include "base.h"
+#include "dpc_compile.h"
 #include <setjmp.h>
 
 /* --------------------------------------------------------------- limits */
@@ -28,13 +29,8 @@
 #define DPC_MAX_NUMEL (INT64_C(1) << 40)
 #define DPC_MAX_PARAM_BYTES (INT64_C(1) << 40)
 
-/* Counts of a forward's interface, checked where the forward is read
- * (irbuild.c, located errors), so that the runtime, the C API, the CLI and
- * the CUDA control block can hold them in arrays of these sizes:
- *   - scalar parameters: at most DPC_MAX_SCALARS;
- *   - tensor inputs, and tensors returned: at most DPC_MAX_IO each. */
-#define DPC_MAX_SCALARS 1024
-#define DPC_MAX_IO 64
+/* DPC_MAX_SCALARS, DPC_MAX_IO: the counts of a forward's interface, in
+ * dpc_compile.h. */
 
 /* Nesting limits. An expression nests at most dpc_ctx.max_depth (200)
  * levels, and so do brackets. Evaluation also nests through module calls

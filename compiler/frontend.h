@@ -20,8 +20,7 @@ dpc_status front_run(const char *path, const char *text, size_t len, front_stage
                      dpc_buf *diags, dpc_err *e);
 /* The same, with imports read through read_import (see dpc_ctx) instead of
  * the file system: compiles a .dpa's stored sources. */
-typedef bool (*front_import_fn)(void *ud, const char *path, char *real, size_t real_n, const char **text,
-                                size_t *len);
+typedef dpc_import_fn front_import_fn; /* dpc_compile.h */
 dpc_status front_run_mem(const char *path, const char *text, size_t len, front_stage stage,
                          front_import_fn read_import, void *ud, dpc_front **out, dpc_buf *diags, dpc_err *e);
 void front_free(dpc_front *f);

@@ -67,7 +67,7 @@ int64_t shape_numel(const shape *s, bool *sym) {
     return k;
 }
 
-static const char *dtype_name(ir_dtype t) {
+const char *ir_dtype_name(ir_dtype t) {
     switch (t) {
     case IR_F32: return "f32";
     case IR_I64: return "i64";
@@ -144,7 +144,7 @@ void ir_print(const ir_graph *g, dpc_buf *out) {
     for (int i = 0; i < g->inputs.len; i++) {
         const ir_node *n = g->inputs.items[i];
         shape_str(&n->sh, g->batch_name, sh, sizeof sh);
-        dpc_buf_printf(out, "%s%%%d: %s%s", i ? ", " : "", n->id, dtype_name(n->dt), sh);
+        dpc_buf_printf(out, "%s%%%d: %s%s", i ? ", " : "", n->id, ir_dtype_name(n->dt), sh);
     }
     for (int i = 0; i < g->scalars.len; i++) {
         const ir_node *n = g->scalars.items[i];
@@ -161,7 +161,7 @@ void ir_print(const ir_graph *g, dpc_buf *out) {
             dpc_buf_printf(out, "%s%%%d", k ? ", " : " ", n->op == OP_CAT ? ir_cat_operand(n, k) : n->in[k]);
         print_attrs(n, out);
         shape_str(&n->sh, g->batch_name, sh, sizeof sh);
-        dpc_buf_printf(out, " : %s%s", dtype_name(n->dt), sh);
+        dpc_buf_printf(out, " : %s%s", ir_dtype_name(n->dt), sh);
         if (n->at.file)
             dpc_buf_printf(out, "  # %s:%d", n->at.file->path, n->at.line);
         if (n->scope && n->scope[0])

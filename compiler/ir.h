@@ -99,6 +99,8 @@ bool ir_build(dpc_ctx *c, model *m, ir_graph *g);
 /* ir.c */
 ir_node *ir_new(ir_graph *g, ir_op op, loc at);
 void ir_print(const ir_graph *g, dpc_buf *out);
+/* "f32", "i64", "i32", "bool": the one name of each IR dtype. */
+const char *ir_dtype_name(ir_dtype t);
 void shape_str(const shape *s, const char *batch, char *out, size_t n);
 bool shape_eq(const shape *a, const shape *b);
 /* Elements as k * N^p: returns k and sets *sym (p is at most 1). Shapes the

@@ -10,6 +10,7 @@
 #ifndef DPC_KERNEL_H
 #define DPC_KERNEL_H
 
+#include "dpc_compile.h"
 #include "ir.h"
 
 typedef enum kkind {
@@ -59,19 +60,8 @@ typedef struct kbuf {
     const char *what;
 } kbuf;
 
-/* How a backend stores float buffers (weights, activations, inputs and
- * outputs on the device): f32, or 16 bits (bf16, f16) read into float for
- * every operation and rounded to nearest even on every store. Integer
- * buffers (i64 indices) are never narrowed. The CPU backend is f32 only. */
-typedef enum kprec { KP_F32 = 0, KP_BF16 = 1, KP_F16 = 2 } kprec;
-
-/* Bytes per element of b when floats are stored as p. */
+/* Bytes per element of b when floats are stored as p (kprec: dpc_compile.h). */
 static inline int kbuf_esize(const kbuf *b, kprec p) { return b->esize == 4 && p != KP_F32 ? 2 : b->esize; }
-/* "f32", "bf16", "f16". */
-const char *kprec_name(kprec p);
-/* The inverse, also taking "float32", "bfloat16", "float16" and "half";
- * false for anything else. */
-bool kprec_parse(const char *s, kprec *out);
 
 typedef struct unfused {
     ir_node *producer, *consumer;

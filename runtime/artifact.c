@@ -210,16 +210,6 @@ static void gen_free(gen *g) {
     dpc_buf_free(&g->summary);
 }
 
-static const char *ir_dtype_str(ir_dtype t) {
-    switch (t) {
-    case IR_F32: return "f32";
-    case IR_I64: return "i64";
-    case IR_I32: return "i32";
-    case IR_BOOL: return "bool";
-    }
-    return "?";
-}
-
 static const char *kkind_str(kkind k) {
     static const char *const names[] = {"elementwise", "gemm", "conv", "pool", "row", "reduce", "embedding", "cat",
                                         "copy"};
@@ -292,7 +282,7 @@ static void gen_summary(const dpc_model *m, const char *archs, const dpc_safeten
         const ir_node *n = g->inputs.items[i];
         dpc_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
         json_str(b, n->name);
-        dpc_buf_printf(b, ",\"dtype\":\"%s\",\"shape\":", ir_dtype_str(n->dt));
+        dpc_buf_printf(b, ",\"dtype\":\"%s\",\"shape\":", ir_dtype_name(n->dt));
         json_shape(b, &n->sh, batch);
         dpc_buf_puts(b, "}");
     }
@@ -318,7 +308,7 @@ static void gen_summary(const dpc_model *m, const char *archs, const dpc_safeten
     dpc_buf_puts(b, "],\"outputs\":[");
     for (int i = 0; i < g->outputs.len; i++) {
         const ir_node *n = g->outputs.items[i];
-        dpc_buf_printf(b, "%s{\"dtype\":\"%s\",\"shape\":", i ? "," : "", ir_dtype_str(n->dt));
+        dpc_buf_printf(b, "%s{\"dtype\":\"%s\",\"shape\":", i ? "," : "", ir_dtype_name(n->dt));
         json_shape(b, &n->sh, batch);
         dpc_buf_puts(b, "}");
     }
@@ -1313,7 +1303,7 @@ void dpc_artifact_describe(const dpc_artifact *a, const dpc_model *m, dpc_buf *o
     for (int i = 0; i < g->inputs.len; i++) {
         const ir_node *n = g->inputs.items[i];
         shape_str(&n->sh, g->batch_name, sh, sizeof sh);
-        dpc_buf_printf(out, "%s%s: %s%s\n", i ? "               " : "inputs:        ", n->name, ir_dtype_str(n->dt),
+        dpc_buf_printf(out, "%s%s: %s%s\n", i ? "               " : "inputs:        ", n->name, ir_dtype_name(n->dt),
                        sh);
     }
     if (!g->inputs.len)
@@ -1337,7 +1327,7 @@ void dpc_artifact_describe(const dpc_artifact *a, const dpc_model *m, dpc_buf *o
     for (int i = 0; i < g->outputs.len; i++) {
         const ir_node *n = g->outputs.items[i];
         shape_str(&n->sh, g->batch_name, sh, sizeof sh);
-        dpc_buf_printf(out, "%s%d: %s%s\n", i ? "               " : "outputs:       ", i, ir_dtype_str(n->dt), sh);
+        dpc_buf_printf(out, "%s%d: %s%s\n", i ? "               " : "outputs:       ", i, ir_dtype_name(n->dt), sh);
     }
     int64_t elems, bytes;
     parameter_totals(mm, &elems, &bytes);

@@ -1,0 +1,239 @@
+/* compile.c - the compile API (dpc_compile.h): the front end, fusion, the
+ * signature and the texts behind one entry point, with the one
+ * out-of-memory catch around fusion. */
+#include "dpc_compile.h"
+
+#include "frontend.h"
+#include "kernel.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dpc_unit {
+    dpc_front *front;
+    dpc_stage stage;
+    kgraph kg;         /* DPC_STAGE_FUSED */
+    dpc_signature sig;
+};
+
+/* ------------------------------------------------------------ signature */
+
+static dpc_sig_tensor sig_tensor(dpc_front *f, const ir_node *n) {
+    dpc_sig_tensor t = {.name = n->name, .rank = n->sh.rank, .line = n->at.line};
+    t.dtype = n->dt == IR_I64 ? DPC_I64 : n->dt == IR_I32 ? DPC_I32 : DPC_F32;
+    for (int d = 0; d < n->sh.rank; d++)
+        t.dim[d] = (dpc_sig_dim){n->sh.d[d].k, n->sh.d[d].sym};
+    char sh[512];
+    shape_str(&n->sh, f->g.batch_name, sh, sizeof sh);
+    t.shape = arena_strdup(&f->ctx.arena, sh);
+    t.file = n->at.file ? n->at.file->path : NULL;
+    return t;
+}
+
+/* Rows of the smallest embedding that reads input p, 0 when none does. */
+static int64_t input_limit(const ir_graph *g, const ir_node *p) {
+    int64_t limit = 0;
+    for (int j = 0; j < g->nodes.len; j++) {
+        const ir_node *x = g->nodes.items[j];
+        if (x->op != OP_EMBEDDING || x->in[0] != p->id)
+            continue;
+        const ir_node *w = g->nodes.items[x->in[1]];
+        if (limit == 0 || w->sh.d[0].k < limit)
+            limit = w->sh.d[0].k;
+    }
+    return limit;
+}
+
+static void sig_io(dpc_unit *u) {
+    dpc_front *f = u->front;
+    dpc_arena *a = &f->ctx.arena;
+    dpc_signature *s = &u->sig;
+    const ir_graph *g = &f->g;
+    s->ninputs = g->inputs.len;
+    s->nscalars = g->scalars.len;
+    s->noutputs = g->outputs.len;
+    dpc_sig_tensor *in = arena_alloc(a, sizeof *in * (size_t)(s->ninputs + 1));
+    dpc_sig_tensor *out = arena_alloc(a, sizeof *out * (size_t)(s->noutputs + 1));
+    dpc_sig_scalar *sc = arena_alloc(a, sizeof *sc * (size_t)(s->nscalars + 1));
+    for (int i = 0; i < s->ninputs; i++) {
+        in[i] = sig_tensor(f, g->inputs.items[i]);
+        in[i].limit = input_limit(g, g->inputs.items[i]);
+    }
+    for (int i = 0; i < s->noutputs; i++) {
+        out[i] = sig_tensor(f, g->outputs.items[i]);
+        out[i].name = NULL;
+    }
+    for (int i = 0; i < s->nscalars; i++) {
+        const ir_node *n = g->scalars.items[i];
+        sc[i] = (dpc_sig_scalar){n->name, (dpc_sig_scalar_type)n->ia[0], n->flag, n->flag ? n->fa : 0};
+    }
+    s->inputs = in;
+    s->outputs = out;
+    s->scalars = sc;
+    s->model_name = g->model_name;
+    s->batch_name = g->batch_name;
+}
+
+static void sig_build(dpc_unit *u) {
+    dpc_front *f = u->front;
+    const vec *ps = &f->m.params;
+    dpc_sig_param *p = arena_alloc(&f->ctx.arena, sizeof *p * (size_t)(ps->len + 1));
+    for (int i = 0; i < ps->len; i++) {
+        const param_entry *e = ps->items[i];
+        p[i] = (dpc_sig_param){.key = e->key, .rank = e->rank, .is_int = e->is_int, .ignored = e->ignored};
+        memcpy(p[i].shape, e->shape, sizeof p[i].shape);
+    }
+    u->sig.params = p;
+    u->sig.nparams = ps->len;
+    u->sig.file = f->ctx.files.len ? ((const src_file *)f->ctx.files.items[0])->path : NULL;
+    if (u->stage >= DPC_STAGE_IR)
+        sig_io(u);
+    else if (f->m.root)
+        u->sig.model_name = f->m.root->type_name;
+}
+
+/* ------------------------------------------------------------ compiling */
+
+void dpc_unit_free(dpc_unit *u) {
+    if (!u)
+        return;
+    front_free(u->front);
+    free(u);
+}
+
+/* Fusion, and the signature: arena exhaustion jumps back here. */
+static dpc_status lower(dpc_unit *u, const char *path, dpc_err *e) {
+    dpc_front *f = u->front;
+    if (setjmp(f->oom))
+        return dpc_errf(e, DPC_ENOMEM, "out of memory while lowering '%s'", path);
+    if (u->stage == DPC_STAGE_FUSED)
+        fuse_graph(&f->ctx, &f->g, &u->kg);
+    sig_build(u);
+    return DPC_OK;
+}
+
+dpc_status dpc_compile(const dpc_compile_opts *o, dpc_unit **out, dpc_buf *diags, dpc_err *e) {
+    *out = NULL;
+    dpc_unit *u = calloc(1, sizeof *u);
+    if (!u)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    u->stage = o->stage;
+    front_stage fs = o->stage == DPC_STAGE_TREE ? FRONT_TREE : FRONT_IR;
+    dpc_status s = front_run_mem(o->path, o->text, o->len, fs, o->read_import, o->import_ud,
+                                 &u->front, diags, e);
+    if (s == DPC_OK)
+        s = lower(u, o->path, e);
+    if (s != DPC_OK) {
+        dpc_unit_free(u);
+        return s;
+    }
+    *out = u;
+    return DPC_OK;
+}
+
+dpc_status dpc_compile_file(const char *path, dpc_stage stage, dpc_unit **out, dpc_buf *diags, dpc_err *e) {
+    dpc_compile_opts o = {.path = path, .stage = stage};
+    return dpc_compile(&o, out, diags, e);
+}
+
+dpc_stage dpc_unit_stage(const dpc_unit *u) { return u->stage; }
+const dpc_signature *dpc_unit_signature(const dpc_unit *u) { return &u->sig; }
+const kgraph *dpc_unit_kgraph(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? &u->kg : NULL; }
+dpc_front *dpc_unit_front(const dpc_unit *u) { return u->front; }
+
+int dpc_unit_nfiles(const dpc_unit *u) { return u->front->ctx.files.len; }
+
+const char *dpc_unit_file(const dpc_unit *u, int i, const char **text, size_t *len) {
+    const src_file *f = u->front->ctx.files.items[i];
+    if (text)
+        *text = f->text;
+    if (len)
+        *len = f->len;
+    return f->path;
+}
+
+/* ---------------------------------------------------------------- texts */
+
+void dpc_unit_print(const dpc_unit *u, dpc_buf *out) { repr_model(&u->front->m, out); }
+
+void dpc_unit_ir(const dpc_unit *u, bool fused, dpc_buf *out) {
+    if (fused)
+        fuse_print(&u->kg, out);
+    else
+        ir_print(&u->front->g, out);
+}
+
+void dpc_kgraph_source(const kgraph *kg, dpc_dialect d, kprec prec, dpc_buf *out) {
+    if (d == DPC_DIALECT_CUDA)
+        emit_cuda(kg, prec, out);
+    else
+        emit_c(kg, out);
+}
+
+void dpc_unit_source(const dpc_unit *u, dpc_dialect d, kprec prec, dpc_buf *out) {
+    dpc_kgraph_source(&u->kg, d, prec, out);
+}
+
+/* ------------------------------------------------- scalar keyword values */
+
+static dpc_status scalar_check(const dpc_sig_scalar *sc, double v, dpc_err *e) {
+    if (sc->type == DPC_SIG_BOOL && v != 0 && v != 1)
+        return dpc_errf(e, DPC_EUSER, "'%s' is a bool, got %g (use 0 or 1)", sc->name, v);
+    if (sc->type == DPC_SIG_INT && (v != v || v != (double)(long long)v))
+        return dpc_errf(e, DPC_EUSER, "'%s' is an int, got %g", sc->name, v);
+    return DPC_OK;
+}
+
+dpc_status dpc_sig_scalars(const dpc_signature *s, const char *const *names, const double *values, int n,
+                           double *out, dpc_err *e) {
+    if (s->nscalars > DPC_MAX_SCALARS)
+        return dpc_errf(e, DPC_EUSER, "%s has more than %d scalar parameters", s->model_name, DPC_MAX_SCALARS);
+    if (n < 0 || (n > 0 && (!names || !values)))
+        return dpc_errf(e, DPC_EUSAGE, "keyword names or values missing");
+    bool given[DPC_MAX_SCALARS] = {0};
+    for (int i = 0; i < s->nscalars; i++)
+        out[i] = s->scalars[i].def;
+    for (int k = 0; k < n; k++) {
+        int idx = -1;
+        for (int i = 0; names[k] && i < s->nscalars; i++)
+            if (strcmp(s->scalars[i].name, names[k]) == 0)
+                idx = i;
+        if (idx < 0)
+            return dpc_errf(e, DPC_EUSER, "forward of %s has no scalar parameter '%.100s'", s->model_name,
+                            names[k] ? names[k] : "(null)");
+        if (given[idx])
+            return dpc_errf(e, DPC_EUSER, "scalar parameter '%s' given twice", names[k]);
+        dpc_status st = scalar_check(&s->scalars[idx], values[k], e);
+        if (st != DPC_OK)
+            return st;
+        out[idx] = values[k];
+        given[idx] = true;
+    }
+    for (int i = 0; i < s->nscalars; i++)
+        if (!given[i] && !s->scalars[i].has_default)
+            return dpc_errf(e, DPC_EUSER, "forward of %s needs the scalar parameter '%s'", s->model_name,
+                            s->scalars[i].name);
+    return DPC_OK;
+}
+
+dpc_status dpc_sig_scalar_parse(const dpc_sig_scalar *sc, const char *v, double *out, dpc_err *e) {
+    if (sc->type == DPC_SIG_BOOL) {
+        if (!strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "1"))
+            *out = 1;
+        else if (!strcmp(v, "false") || !strcmp(v, "False") || !strcmp(v, "0"))
+            *out = 0;
+        else
+            return dpc_errf(e, DPC_EUSER, "'%s' is a bool, got '%s'", sc->name, v);
+        return DPC_OK;
+    }
+    char *end;
+    errno = 0;
+    double d = strtod(v, &end);
+    if (errno || *end || !*v || (sc->type == DPC_SIG_INT && d != (double)(long long)d))
+        return dpc_errf(e, DPC_EUSER, "'%s' is %s, got '%s'", sc->name, sc->type == DPC_SIG_INT ? "an int" : "a float",
+                        v);
+    *out = d;
+    return DPC_OK;
+}

@@ -1,0 +1,170 @@
+/* dpc_compile.h - the compiler's one entry point: sources and options in, a
+ * compiled unit out. Every consumer (the CLI, the model runtime, the
+ * artifact writer and reader, the C API, both backends) compiles through
+ * dpc_compile and reads the result through the unit: its forward signature
+ * as a typed struct, its texts (the model tree, the graph IR, the fused
+ * schedule) and each dialect's source, produced on request and
+ * deterministic. This is the only compiler header runtime/ needs for
+ * compiling and describing a model; stages that run kernels (the backends
+ * and the memory plan) still read the kernel graph itself (kernel.h), which
+ * the unit hands out with dpc_unit_kgraph.
+ *
+ * Memory: a unit owns its compilation's arena; everything it hands out
+ * (names, the signature, the graphs) lives until dpc_unit_free. Running out
+ * of memory inside the compiler is caught here and returned as DPC_ENOMEM. */
+#ifndef DPC_COMPILE_H
+#define DPC_COMPILE_H
+
+#include "base.h"
+#include "tensor.h"
+
+/* Counts of a forward's interface, checked where the forward is read
+ * (irbuild.c, located errors), so that the runtime, the C API, the CLI and
+ * the CUDA control block can hold them in arrays of these sizes:
+ *   - scalar parameters: at most DPC_MAX_SCALARS;
+ *   - tensor inputs, and tensors returned: at most DPC_MAX_IO each. */
+#define DPC_MAX_SCALARS 1024
+#define DPC_MAX_IO 64
+
+/* How a backend stores float buffers (weights, activations, inputs and
+ * outputs on the device): f32, or 16 bits (bf16, f16) read into float for
+ * every operation and rounded to nearest even on every store. Integer
+ * buffers (i64 indices) are never narrowed. The CPU backend is f32 only. */
+typedef enum kprec { KP_F32 = 0, KP_BF16 = 1, KP_F16 = 2 } kprec;
+/* "f32", "bf16", "f16". */
+const char *kprec_name(kprec p);
+/* The inverse, also taking "float32", "bfloat16", "float16" and "half";
+ * false for anything else. */
+bool kprec_parse(const char *s, kprec *out);
+
+/* The compiler's internals, for the stages that need them (kernel.h,
+ * frontend.h define them). */
+typedef struct kgraph kgraph;
+typedef struct dpc_front dpc_front;
+
+/* ------------------------------------------------------------- compiling */
+
+/* How far to compile: the module tree (`dpc print`), the graph IR
+ * (`dpc ir`), or the kernel graph fused from it (everything that runs or
+ * emits source). Each stage checks everything the earlier ones do. */
+typedef enum dpc_stage { DPC_STAGE_TREE, DPC_STAGE_IR, DPC_STAGE_FUSED } dpc_stage;
+
+/* Serves an import from memory instead of the file system (a .dpa's stored
+ * sources): path as written in the import, *text / *len its bytes (kept by
+ * the caller until the compilation returns), real its name in
+ * diagnostics. False when there is no such source. */
+typedef bool (*dpc_import_fn)(void *ud, const char *path, char *real, size_t real_n, const char **text,
+                              size_t *len);
+
+typedef struct dpc_compile_opts {
+    const char *path;          /* the root source: read from here, or its name when text is set */
+    const char *text;          /* in-memory root source (len bytes), or NULL to read path */
+    size_t len;
+    dpc_import_fn read_import; /* NULL: imports from the file system */
+    void *import_ud;
+    dpc_stage stage;
+} dpc_compile_opts;
+
+typedef struct dpc_unit dpc_unit;
+
+/* Compiles o->path (or o->text) up to o->stage. On a user error returns
+ * DPC_EUSER with the rendered diagnostics in diags (may be NULL); on
+ * exhaustion DPC_ENOMEM. */
+dpc_status dpc_compile(const dpc_compile_opts *o, dpc_unit **out, dpc_buf *diags, dpc_err *e);
+/* The same for a file, the common case. */
+dpc_status dpc_compile_file(const char *path, dpc_stage stage, dpc_unit **out, dpc_buf *diags, dpc_err *e);
+void dpc_unit_free(dpc_unit *u);
+dpc_stage dpc_unit_stage(const dpc_unit *u);
+
+/* ------------------------------------------------------- the signature */
+
+/* A dim: k, or k * N for the batch dim (batch true). */
+typedef struct dpc_sig_dim {
+    int64_t k;
+    bool batch;
+} dpc_sig_dim;
+
+/* A tensor of forward: an input (named) or an output (name NULL). */
+typedef struct dpc_sig_tensor {
+    const char *name;
+    dpc_dtype dtype;           /* DPC_F32, DPC_I64 (indices) or DPC_I32 */
+    int rank;
+    dpc_sig_dim dim[DPC_MAX_RANK];
+    const char *shape;         /* written as in the .dp file, "[N, 784]" */
+    int64_t limit;             /* index inputs: rows of the smallest embedding reading it, 0 if none */
+    const char *file;          /* outputs: where forward returns it */
+    int line;
+} dpc_sig_tensor;
+
+/* Scalar keyword parameter types (dpc.h's dpc_scalar_type). */
+typedef enum dpc_sig_scalar_type { DPC_SIG_FLOAT = 0, DPC_SIG_INT = 1, DPC_SIG_BOOL = 2 } dpc_sig_scalar_type;
+
+typedef struct dpc_sig_scalar {
+    const char *name;
+    dpc_sig_scalar_type type;
+    bool has_default;
+    double def;                /* the default (0 when none) */
+} dpc_sig_scalar;
+
+/* A state_dict entry: every parameter and buffer of the module tree, in
+ * model order (the index of the model's parameter table). */
+typedef struct dpc_sig_param {
+    const char *key;           /* "fc1.weight" */
+    int rank;
+    int64_t shape[DPC_MAX_RANK];
+    bool is_int;               /* an integer buffer (num_batches_tracked) */
+    bool ignored;              /* in the state_dict, not read by forward */
+} dpc_sig_param;
+
+typedef struct dpc_signature {
+    const char *model_name;
+    const char *batch_name;    /* "N" */
+    const char *file;          /* the root source */
+    int ninputs, nscalars, noutputs, nparams;
+    const dpc_sig_tensor *inputs, *outputs; /* outputs: at DPC_STAGE_IR and later */
+    const dpc_sig_scalar *scalars;
+    const dpc_sig_param *params;
+} dpc_signature;
+
+const dpc_signature *dpc_unit_signature(const dpc_unit *u);
+
+/* The one rule for forward's scalar keyword arguments (the CLI's --kw and
+ * dpc_program_run): out[i] receives scalar i, its default unless given.
+ * Each name must be a scalar of forward, given once; a bool takes 0 or 1,
+ * an int an integral value; a scalar without default must be given.
+ * DPC_EUSER naming the offender otherwise. */
+dpc_status dpc_sig_scalars(const dpc_signature *s, const char *const *names, const double *values, int n,
+                           double *out, dpc_err *e);
+/* The value of --kw NAME=TEXT for scalar sc: a float or an int as strtod
+ * reads it (an int integral), a bool as true/True/1 or false/False/0. */
+dpc_status dpc_sig_scalar_parse(const dpc_sig_scalar *sc, const char *text, double *out, dpc_err *e);
+
+/* ------------------------------------------------------------ the texts */
+
+/* The module tree as PyTorch prints it (`dpc print`). */
+void dpc_unit_print(const dpc_unit *u, dpc_buf *out);
+/* The graph IR (`dpc ir`), or with fused the kernel schedule (`dpc ir
+ * --stage fused`, DPC_STAGE_FUSED only). */
+void dpc_unit_ir(const dpc_unit *u, bool fused, dpc_buf *out);
+
+typedef enum dpc_dialect { DPC_DIALECT_C, DPC_DIALECT_CUDA } dpc_dialect;
+/* A dialect's source of the kernel graph (DPC_STAGE_FUSED), CUDA with
+ * floats stored as prec (the C dialect is f32 only): deterministic, byte
+ * for byte what the backends compile. */
+void dpc_unit_source(const dpc_unit *u, dpc_dialect d, kprec prec, dpc_buf *out);
+/* The same from a kernel graph (what the backends hold). */
+void dpc_kgraph_source(const kgraph *kg, dpc_dialect d, kprec prec, dpc_buf *out);
+
+/* ---------------------------------------------------------- the internals */
+
+/* The kernel graph (DPC_STAGE_FUSED; NULL before), for the backends and
+ * the memory plan, and the front end's result (model tree and graph IR),
+ * for the artifact's inspection text and the weight initialiser. */
+const kgraph *dpc_unit_kgraph(const dpc_unit *u);
+dpc_front *dpc_unit_front(const dpc_unit *u);
+/* The files the compilation read, the root first: dpc_unit_nfiles of
+ * them; file i's path as read, with its text (NUL-terminated, len bytes). */
+int dpc_unit_nfiles(const dpc_unit *u);
+const char *dpc_unit_file(const dpc_unit *u, int i, const char **text, size_t *len);
+
+#endif
