@@ -142,6 +142,7 @@ dpc_stage dpc_unit_stage(const dpc_unit *u) { return u->stage; }
 const dpc_signature *dpc_unit_signature(const dpc_unit *u) { return &u->sig; }
 const kgraph *dpc_unit_kgraph(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? &u->kg : NULL; }
 dpc_front *dpc_unit_front(const dpc_unit *u) { return u->front; }
+int dpc_unit_nkernels(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? u->kg.kernels.len : 0; }
 
 int dpc_unit_nfiles(const dpc_unit *u) { return u->front->ctx.files.len; }
 
@@ -186,6 +187,13 @@ static dpc_status scalar_check(const dpc_sig_scalar *sc, double v, dpc_err *e) {
     return DPC_OK;
 }
 
+int dpc_sig_scalar_index(const dpc_signature *s, const char *name) {
+    for (int i = 0; i < s->nscalars; i++)
+        if (strcmp(s->scalars[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
 dpc_status dpc_sig_scalars(const dpc_signature *s, const char *const *names, const double *values, int n,
                            double *out, dpc_err *e) {
     if (s->nscalars > DPC_MAX_SCALARS)
@@ -196,10 +204,7 @@ dpc_status dpc_sig_scalars(const dpc_signature *s, const char *const *names, con
     for (int i = 0; i < s->nscalars; i++)
         out[i] = s->scalars[i].def;
     for (int k = 0; k < n; k++) {
-        int idx = -1;
-        for (int i = 0; names[k] && i < s->nscalars; i++)
-            if (strcmp(s->scalars[i].name, names[k]) == 0)
-                idx = i;
+        int idx = names[k] ? dpc_sig_scalar_index(s, names[k]) : -1;
         if (idx < 0)
             return dpc_errf(e, DPC_EUSER, "forward of %s has no scalar parameter '%.100s'", s->model_name,
                             names[k] ? names[k] : "(null)");

@@ -135,6 +135,8 @@ const dpc_signature *dpc_unit_signature(const dpc_unit *u);
  * DPC_EUSER naming the offender otherwise. */
 dpc_status dpc_sig_scalars(const dpc_signature *s, const char *const *names, const double *values, int n,
                            double *out, dpc_err *e);
+/* The index of scalar `name`, -1 when forward has none. */
+int dpc_sig_scalar_index(const dpc_signature *s, const char *name);
 /* The value of --kw NAME=TEXT for scalar sc: a float or an int as strtod
  * reads it (an int integral), a bool as true/True/1 or false/False/0. */
 dpc_status dpc_sig_scalar_parse(const dpc_sig_scalar *sc, const char *text, double *out, dpc_err *e);
@@ -161,6 +163,8 @@ void dpc_kgraph_source(const kgraph *kg, dpc_dialect d, kprec prec, dpc_buf *out
  * the memory plan, and the front end's result (model tree and graph IR),
  * for the artifact's inspection text and the weight initialiser. */
 const kgraph *dpc_unit_kgraph(const dpc_unit *u);
+/* Kernels of the kernel graph (0 before DPC_STAGE_FUSED). */
+int dpc_unit_nkernels(const dpc_unit *u);
 dpc_front *dpc_unit_front(const dpc_unit *u);
 /* The files the compilation read, the root first: dpc_unit_nfiles of
  * them; file i's path as read, with its text (NUL-terminated, len bytes). */

@@ -181,14 +181,15 @@ static int check_outputs(const opts *o, const char *const *outs, int nout) {
     return 0;
 }
 
-static int front_dpa(const char *path, dpc_front **f);
-static int front(const char *path, front_stage st, dpc_front **f) {
+static int unit_dpa(const char *path, dpc_unit **u);
+/* The model of path (a .dp source or a .dpa) compiled up to stage. */
+static int front(const char *path, dpc_stage st, dpc_unit **u) {
     if (dpc_artifact_path(path))
-        return front_dpa(path, f);
+        return unit_dpa(path, u);
     dpc_buf diags;
     dpc_err e;
     dpc_buf_init(&diags);
-    dpc_status s = front_run(path, NULL, 0, st, f, &diags, &e);
+    dpc_status s = dpc_compile_file(path, st, u, &diags, &e);
     if (s != DPC_OK) {
         if (diags.len)
             fputs(diags.data, stderr);
@@ -235,15 +236,15 @@ static int emit(dpc_buf *b) {
 static int cmd_print(int argc, char **argv) {
     opts o;
     int rc = parse_opts(argc, argv, &o, "");
-    dpc_front *f;
+    dpc_unit *u;
     /* up to the IR, as `dpc ir`: a model whose forward does not compile is
      * an error here too, and nothing is printed */
-    if (rc || (rc = front(o.model, FRONT_IR, &f)))
+    if (rc || (rc = front(o.model, DPC_STAGE_IR, &u)))
         return rc;
     dpc_buf out;
     dpc_buf_init(&out);
-    repr_model(&f->m, &out);
-    front_free(f);
+    dpc_unit_print(u, &out);
+    dpc_unit_free(u);
     return emit(&out);
 }
 
@@ -260,16 +261,16 @@ static int cmd_ir(int argc, char **argv) {
     dpc_buf out;
     dpc_buf_init(&out);
     if (!fused) {
-        dpc_front *f;
-        if ((rc = front(o.model, FRONT_IR, &f)))
+        dpc_unit *u;
+        if ((rc = front(o.model, DPC_STAGE_IR, &u)))
             return rc;
-        ir_print(&f->g, &out);
-        front_free(f);
+        dpc_unit_ir(u, false, &out);
+        dpc_unit_free(u);
     } else {
         dpc_model *m;
         if ((rc = compile_model(o.model, &m)))
             return rc;
-        fuse_print(&m->kg, &out);
+        dpc_unit_ir(m->unit, true, &out);
         dpc_model_free(m);
     }
     return emit(&out);
@@ -301,10 +302,7 @@ static int cmd_source(int argc, char **argv) {
         return rc;
     dpc_buf out;
     dpc_buf_init(&out);
-    if (strcmp(t, "cpu") == 0)
-        emit_c(&m->kg, &out);
-    else
-        emit_cuda(&m->kg, prec, &out);
+    dpc_unit_source(m->unit, strcmp(t, "cpu") == 0 ? DPC_DIALECT_C : DPC_DIALECT_CUDA, prec, &out);
     dpc_model_free(m);
     return emit(&out);
 }
@@ -335,68 +333,36 @@ static int cmd_init(int argc, char **argv) {
     return s == DPC_OK ? 0 : fail(s, &e);
 }
 
-/* --kw NAME=VALUE against forward's scalar parameters */
+/* --kw NAME=VALUE against forward's scalar parameters: each VALUE read as
+ * its scalar's type, then the library's one rule (dpc_sig_scalars). */
 static int parse_kw(const dpc_model *m, const opts *o, double *scalars) {
-    const ir_graph *g = &m->front->g;
-    for (int i = 0; i < g->scalars.len; i++) {
-        const ir_node *s = g->scalars.items[i];
-        scalars[i] = s->fa;
-    }
-    bool *given = calloc((size_t)g->scalars.len + 1, 1);
-    for (int k = 0; k < o->nkw; k++) {
-        const char *eq = strchr(o->kw[k], '=');
+    const dpc_signature *g = m->sig;
+    char *names[DPC_MAX_SCALARS];
+    double values[DPC_MAX_SCALARS];
+    dpc_err e;
+    dpc_status s = DPC_OK;
+    int n = 0, rc = 0;
+    for (; n < o->nkw && s == DPC_OK; n++) {
+        const char *eq = strchr(o->kw[n], '=');
         if (!eq) {
-            free(given);
-            return usage_error("--kw needs NAME=VALUE, got '%s'", o->kw[k]);
+            rc = usage_error("--kw needs NAME=VALUE, got '%s'", o->kw[n]);
+            break;
         }
-        int idx = -1;
-        for (int i = 0; i < g->scalars.len; i++) {
-            const ir_node *s = g->scalars.items[i];
-            if (strlen(s->name) == (size_t)(eq - o->kw[k]) && strncmp(s->name, o->kw[k], (size_t)(eq - o->kw[k])) == 0)
-                idx = i;
+        names[n] = dpc_strndup(o->kw[n], (size_t)(eq - o->kw[n]));
+        if (!names[n]) {
+            s = dpc_errf(&e, DPC_ENOMEM, "out of memory");
+            break;
         }
-        if (idx < 0) {
-            fprintf(stderr, "dpc: error: forward of %s has no scalar parameter '%.*s'\n", g->model_name,
-                    (int)(eq - o->kw[k]), o->kw[k]);
-            free(given);
-            return 1;
-        }
-        const ir_node *s = g->scalars.items[idx];
-        const char *v = eq + 1;
-        char *end;
-        double d;
-        if (s->ia[0] == 2) {
-            if (!strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "1"))
-                d = 1;
-            else if (!strcmp(v, "false") || !strcmp(v, "False") || !strcmp(v, "0"))
-                d = 0;
-            else {
-                fprintf(stderr, "dpc: error: '%s' is a bool, got '%s'\n", s->name, v);
-                free(given);
-                return 1;
-            }
-        } else {
-            errno = 0;
-            d = strtod(v, &end);
-            if (errno || *end || !*v || (s->ia[0] == 1 && d != (double)(long long)d)) {
-                fprintf(stderr, "dpc: error: '%s' is %s, got '%s'\n", s->name, s->ia[0] == 1 ? "an int" : "a float", v);
-                free(given);
-                return 1;
-            }
-        }
-        scalars[idx] = d;
-        given[idx] = true;
+        int idx = dpc_sig_scalar_index(g, names[n]);
+        values[n] = 0; /* an unknown name: dpc_sig_scalars names it */
+        if (idx >= 0)
+            s = dpc_sig_scalar_parse(&g->scalars[idx], eq + 1, &values[n], &e);
     }
-    for (int i = 0; i < g->scalars.len; i++) {
-        const ir_node *s = g->scalars.items[i];
-        if (!given[i] && !s->flag) {
-            fprintf(stderr, "dpc: error: forward of %s needs --kw %s=VALUE\n", g->model_name, s->name);
-            free(given);
-            return 1;
-        }
-    }
-    free(given);
-    return 0;
+    if (!rc && s == DPC_OK)
+        s = dpc_sig_scalars(g, (const char *const *)names, values, n, scalars, &e);
+    for (int k = 0; k < n; k++)
+        dpc_free(names[k]);
+    return rc ? rc : s == DPC_OK ? 0 : fail(s, &e);
 }
 
 /* ---- .dpa artifacts: dpc compile, dpc inspect, and loading for the other verbs */
@@ -419,12 +385,14 @@ static int load_dpa(const char *path, dpc_model **m) {
     return s == DPC_OK ? 0 : fail(s, &e);
 }
 
-static int front_dpa(const char *path, dpc_front **f) {
+static int unit_dpa(const char *path, dpc_unit **u) {
     dpc_model *m;
     int rc = load_dpa(path, &m);
     if (rc)
         return rc;
-    *f = m->front;
+    *u = m->unit; /* the model is unbound: nothing else to keep */
+    m->unit = NULL;
+    m->sig = NULL;
     m->front = NULL;
     dpc_model_free(m);
     return 0;
@@ -667,12 +635,11 @@ static dpc_status run_forward(const opts *o, cli_mpi *x, dpc_model *m, dpc_tenso
                               dpc_tensor **out, dpc_err *e) {
     if (!x->on)
         return dpc_model_run(m, (const dpc_tensor *const *)in, o->ninputs, scalars, out, e);
-    const ir_graph *g = &m->front->g;
     const char *names[MAX_IO];
     dpc_tensor views[MAX_IO];
     const dpc_tensor *vp[MAX_IO];
     for (int i = 0; i < o->ninputs; i++)
-        names[i] = ((const ir_node *)g->inputs.items[i])->name, vp[i] = &views[i];
+        names[i] = m->sig->inputs[i].name, vp[i] = &views[i];
     dpc_status s = dpc_mpi_take_share(&x->mpi, (const dpc_tensor *const *)in, o->ninputs, names, views, &x->share, e);
     if (s != DPC_OK || !x->share.works)
         return s;
@@ -777,8 +744,8 @@ static int mpi_complete(const opts *o, cli_mpi *x, int rc, dpc_tensor **out) {
  * those forward ignores (num_batches_tracked). */
 static int needed_weights(const dpc_model *m) {
     int n = 0;
-    for (int i = 0; i < m->front->m.params.len; i++)
-        n += !((const param_entry *)m->front->m.params.items[i])->ignored;
+    for (int i = 0; i < m->sig->nparams; i++)
+        n += !m->sig->params[i].ignored;
     return n;
 }
 
@@ -795,8 +762,20 @@ static dpc_status run_weights(const opts *o, const dpc_model *m, dpc_safetensors
         return dpc_errf(e, DPC_EUSAGE,
                         "%s has parameters or buffers (%d state_dict entr%s): give --weights W.safetensors (`dpc "
                         "init %s -o W.safetensors` writes initial ones)",
-                        m->front->g.model_name, n, n == 1 ? "y" : "ies", o->model);
+                        m->sig->model_name, n, n == 1 ? "y" : "ies", o->model);
     return DPC_OK;
+}
+
+/* int32 index inputs widened in place (dpc_model_widen_inputs). */
+static dpc_status widen_inputs(const dpc_model *m, dpc_tensor **in, int n, dpc_err *e) {
+    dpc_tensor *wide[MAX_IO];
+    dpc_status s = dpc_model_widen_inputs(m, (const dpc_tensor *const *)in, n, wide, e);
+    for (int i = 0; i < n; i++)
+        if (wide[i]) {
+            dpc_tensor_free(in[i]);
+            in[i] = wide[i];
+        }
+    return s;
 }
 
 static int cmd_run(int argc, char **argv) {
@@ -824,17 +803,17 @@ static int cmd_run(int argc, char **argv) {
     dpc_status s = DPC_OK;
     if ((rc = devices_opt(&o, devs, &ndev)) || (rc = compile_model(o.model, &m)))
         goto done;
-    const ir_graph *g = &m->front->g;
+    const dpc_signature *g = m->sig;
     rc = 1;
-    if (o.nout != g->outputs.len) {
-        fprintf(stderr, "dpc: error: %s returns %d tensor%s but %d -o option%s given\n", g->model_name, g->outputs.len,
-                g->outputs.len == 1 ? "" : "s", o.nout, o.nout == 1 ? " was" : "s were");
+    if (o.nout != g->noutputs) {
+        fprintf(stderr, "dpc: error: %s returns %d tensor%s but %d -o option%s given\n", g->model_name, g->noutputs,
+                g->noutputs == 1 ? "" : "s", o.nout, o.nout == 1 ? " was" : "s were");
         rc = 2;
         goto done;
     }
-    if (o.ninputs != g->inputs.len) {
+    if (o.ninputs != g->ninputs) {
         fprintf(stderr, "dpc: error: forward of %s takes %d tensor input%s but %d --input given\n", g->model_name,
-                g->inputs.len, g->inputs.len == 1 ? "" : "s", o.ninputs);
+                g->ninputs, g->ninputs == 1 ? "" : "s", o.ninputs);
         rc = 2;
         goto done;
     }
@@ -851,18 +830,11 @@ static int cmd_run(int argc, char **argv) {
     dpc_buf_free(&warn);
     if (s != DPC_OK)
         goto failed;
-    for (int i = 0; i < o.ninputs; i++) {
+    for (int i = 0; i < o.ninputs; i++)
         if ((s = dpc_npy_read(o.inputs[i], &in[i], &e)) != DPC_OK)
             goto failed;
-        const ir_node *p = g->inputs.items[i];
-        if (p->dt == IR_I64 && in[i]->dtype == DPC_I32) {
-            dpc_tensor *c;
-            if ((s = dpc_tensor_convert(in[i], DPC_I64, &c, &e)) != DPC_OK)
-                goto failed;
-            dpc_tensor_free(in[i]);
-            in[i] = c;
-        }
-    }
+    if ((s = widen_inputs(m, in, o.ninputs, &e)) != DPC_OK)
+        goto failed;
     dpc_model_set_precision(m, prec);
     if ((s = dpc_model_set_devices(m, devs, ndev, &e)) != DPC_OK)
         goto failed;
@@ -1063,7 +1035,7 @@ static int cmd_bench(int argc, char **argv) {
     dpc_model *m;
     if ((rc = compile_model(o.model, &m)))
         return rc;
-    const ir_graph *g = &m->front->g;
+    const dpc_signature *g = m->sig;
     dpc_tensor *in[MAX_IO] = {0}, *out[MAX_IO] = {0};
     dpc_safetensors *st = NULL;
     double scalars[DPC_MAX_SCALARS] = {0}, *times = NULL;
@@ -1074,18 +1046,18 @@ static int cmd_bench(int argc, char **argv) {
         s = dpc_model_bind(m, st, NULL, &e);
     if (s != DPC_OK)
         goto failed;
-    for (int i = 0; i < g->scalars.len; i++)
-        scalars[i] = ((ir_node *)g->scalars.items[i])->fa;
+    for (int i = 0; i < g->nscalars; i++)
+        scalars[i] = g->scalars[i].def;
     uint64_t rng = 88172645463325252ull;
-    for (int i = 0; i < g->inputs.len; i++) {
-        const ir_node *p = g->inputs.items[i];
+    for (int i = 0; i < g->ninputs; i++) {
+        const dpc_sig_tensor *p = &g->inputs[i];
         if ((s = dpc_model_input_new(m, i, batch, &in[i], &e)) != DPC_OK)
             goto failed;
         int64_t limit = dpc_model_input_limit(m, i) ? dpc_model_input_limit(m, i) : 1;
         int64_t cnt = dpc_tensor_numel(in[i]);
         for (int64_t k = 0; k < cnt; k++) {
             rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
-            if (p->dt == IR_I64)
+            if (p->dtype == DPC_I64)
                 ((int64_t *)in[i]->data)[k] = (int64_t)(rng % (uint64_t)limit);
             else
                 ((float *)in[i]->data)[k] = (float)((double)(rng >> 11) * 0x1.0p-53 * 2.0 - 1.0);
@@ -1101,7 +1073,7 @@ static int cmd_bench(int argc, char **argv) {
     double t_start = now_s();
     for (long it = -warm; it < n; it++) {
         double t0 = now_s();
-        s = dpc_model_run(m, (const dpc_tensor *const *)in, g->inputs.len, scalars, out, &e);
+        s = dpc_model_run(m, (const dpc_tensor *const *)in, g->ninputs, scalars, out, &e);
         double t1 = now_s();
         for (int j = 0; j < MAX_IO; j++) {
             dpc_tensor_free(out[j]);

@@ -257,36 +257,34 @@ dpc_status dpc_program_set_dtype(dpc_program *cp, const char *dtype) {
 
 /* ------------------------------------------------- forward's signature */
 
-static const ir_graph *graph(const dpc_program *p) { return &p->sig->front->g; }
+static const dpc_signature *signature(const dpc_program *p) { return p->sig->sig; }
 
-const char *dpc_program_name(const dpc_program *p) { return p ? graph(p)->model_name : ""; }
-int dpc_program_num_inputs(const dpc_program *p) { return p ? graph(p)->inputs.len : 0; }
-int dpc_program_num_scalars(const dpc_program *p) { return p ? graph(p)->scalars.len : 0; }
-int dpc_program_num_outputs(const dpc_program *p) { return p ? graph(p)->outputs.len : 0; }
+const char *dpc_program_name(const dpc_program *p) { return p ? signature(p)->model_name : ""; }
+int dpc_program_num_inputs(const dpc_program *p) { return p ? signature(p)->ninputs : 0; }
+int dpc_program_num_scalars(const dpc_program *p) { return p ? signature(p)->nscalars : 0; }
+int dpc_program_num_outputs(const dpc_program *p) { return p ? signature(p)->noutputs : 0; }
 
-static void node_shape(const ir_node *n, int *rank, int64_t *shape) {
+static void tensor_shape(const dpc_sig_tensor *t, int *rank, int64_t *shape) {
     if (rank)
-        *rank = n->sh.rank;
-    for (int i = 0; shape && i < n->sh.rank; i++)
-        shape[i] = n->sh.d[i].sym ? -n->sh.d[i].k : n->sh.d[i].k;
+        *rank = t->rank;
+    for (int i = 0; shape && i < t->rank; i++)
+        shape[i] = t->dim[i].batch ? -t->dim[i].k : t->dim[i].k;
 }
-
-static dpc_dtype node_dtype(const ir_node *n) { return n->dt == IR_I64 ? DPC_I64 : n->dt == IR_I32 ? DPC_I32 : DPC_F32; }
 
 dpc_status dpc_program_input(const dpc_program *cp, int i, const char **name, dpc_dtype *dtype, int *rank,
                              int64_t *shape) {
     if (!cp)
         return fail(NULL, DPC_EUSAGE, "dpc_program_input: program is NULL");
     dpc_program *p = enter(cp);
-    const ir_graph *g = graph(p);
-    if (i < 0 || i >= g->inputs.len)
-        return leave(p, failf(p, DPC_EUSAGE, "input %d out of range: %s has %d", i, g->model_name, g->inputs.len));
-    const ir_node *n = g->inputs.items[i];
+    const dpc_signature *g = signature(p);
+    if (i < 0 || i >= g->ninputs)
+        return leave(p, failf(p, DPC_EUSAGE, "input %d out of range: %s has %d", i, g->model_name, g->ninputs));
+    const dpc_sig_tensor *t = &g->inputs[i];
     if (name)
-        *name = n->name;
+        *name = t->name;
     if (dtype)
-        *dtype = node_dtype(n);
-    node_shape(n, rank, shape);
+        *dtype = t->dtype;
+    tensor_shape(t, rank, shape);
     return leave(p, DPC_OK);
 }
 
@@ -294,14 +292,14 @@ dpc_status dpc_program_output(const dpc_program *cp, int i, dpc_dtype *dtype, in
     if (!cp)
         return fail(NULL, DPC_EUSAGE, "dpc_program_output: program is NULL");
     dpc_program *p = enter(cp);
-    const ir_graph *g = graph(p);
-    if (i < 0 || i >= g->outputs.len)
+    const dpc_signature *g = signature(p);
+    if (i < 0 || i >= g->noutputs)
         return leave(p, failf(p, DPC_EUSAGE, "output %d out of range: %s returns %d", i, g->model_name,
-                              g->outputs.len));
-    const ir_node *n = g->outputs.items[i];
+                              g->noutputs));
+    const dpc_sig_tensor *t = &g->outputs[i];
     if (dtype)
-        *dtype = node_dtype(n);
-    node_shape(n, rank, shape);
+        *dtype = t->dtype;
+    tensor_shape(t, rank, shape);
     return leave(p, DPC_OK);
 }
 
@@ -310,19 +308,18 @@ dpc_status dpc_program_scalar(const dpc_program *cp, int i, const char **name, d
     if (!cp)
         return fail(NULL, DPC_EUSAGE, "dpc_program_scalar: program is NULL");
     dpc_program *p = enter(cp);
-    const ir_graph *g = graph(p);
-    if (i < 0 || i >= g->scalars.len)
-        return leave(p, failf(p, DPC_EUSAGE, "scalar %d out of range: %s has %d", i, g->model_name,
-                              g->scalars.len));
-    const ir_node *n = g->scalars.items[i];
+    const dpc_signature *g = signature(p);
+    if (i < 0 || i >= g->nscalars)
+        return leave(p, failf(p, DPC_EUSAGE, "scalar %d out of range: %s has %d", i, g->model_name, g->nscalars));
+    const dpc_sig_scalar *sc = &g->scalars[i];
     if (name)
-        *name = n->name;
+        *name = sc->name;
     if (type)
-        *type = (dpc_scalar_type)n->ia[0];
+        *type = (dpc_scalar_type)sc->type;
     if (has_default)
-        *has_default = n->flag;
+        *has_default = sc->has_default;
     if (default_value)
-        *default_value = n->flag ? n->fa : 0;
+        *default_value = sc->def;
     return leave(p, DPC_OK);
 }
 
@@ -330,39 +327,10 @@ dpc_status dpc_program_scalar(const dpc_program *cp, int i, const char **name, d
 
 static dpc_status scalars_from_kw(dpc_program *p, const char *const *names, const double *values, int nkw,
                                   double *out) {
-    const ir_graph *g = graph(p);
-    if (g->scalars.len > MAX_SCALARS)
-        return failf(p, DPC_EUSER, "%s has more than %d scalar parameters", g->model_name, MAX_SCALARS);
     if (nkw < 0 || (nkw > 0 && (!names || !values)))
         return fail(p, DPC_EUSAGE, "dpc_program_run: keyword names or values missing");
-    bool given[MAX_SCALARS] = {0};
-    for (int i = 0; i < g->scalars.len; i++)
-        out[i] = ((const ir_node *)g->scalars.items[i])->fa;
-    for (int k = 0; k < nkw; k++) {
-        int idx = -1;
-        for (int i = 0; names[k] && i < g->scalars.len; i++)
-            if (strcmp(((const ir_node *)g->scalars.items[i])->name, names[k]) == 0)
-                idx = i;
-        if (idx < 0)
-            return failf(p, DPC_EUSER, "forward of %s has no scalar parameter '%.100s'", g->model_name,
-                         names[k] ? names[k] : "(null)");
-        if (given[idx])
-            return failf(p, DPC_EUSER, "scalar parameter '%s' given twice", names[k]);
-        const ir_node *s = g->scalars.items[idx];
-        double v = values[k];
-        if (s->ia[0] == 2 && v != 0 && v != 1)
-            return failf(p, DPC_EUSER, "'%s' is a bool, got %g (use 0 or 1)", s->name, v);
-        if (s->ia[0] == 1 && (v != v || v != (double)(long long)v))
-            return failf(p, DPC_EUSER, "'%s' is an int, got %g", s->name, v);
-        out[idx] = v;
-        given[idx] = true;
-    }
-    for (int i = 0; i < g->scalars.len; i++) {
-        const ir_node *s = g->scalars.items[i];
-        if (!given[i] && !s->flag)
-            return failf(p, DPC_EUSER, "forward of %s needs the scalar parameter '%s'", g->model_name, s->name);
-    }
-    return DPC_OK;
+    dpc_err e;
+    return done(p, dpc_sig_scalars(signature(p), names, values, nkw, out, &e), &e);
 }
 
 /* Weights bound (the embedded ones by default) and devices applied. */
@@ -392,16 +360,16 @@ dpc_status dpc_program_run(dpc_program *cp, const dpc_tensor *const *inputs, int
     if (!cp)
         return fail(NULL, DPC_EUSAGE, "dpc_program_run: program is NULL");
     dpc_program *p = enter(cp);
-    const ir_graph *g = graph(p);
-    if (noutputs != g->outputs.len || (noutputs && !outputs))
+    const dpc_signature *g = signature(p);
+    if (noutputs != g->noutputs || (noutputs && !outputs))
         return leave(p, failf(p, DPC_EUSAGE, "%s returns %d tensor%s, dpc_program_run was given %d output slot%s",
-                              g->model_name, g->outputs.len, g->outputs.len == 1 ? "" : "s", noutputs,
+                              g->model_name, g->noutputs, g->noutputs == 1 ? "" : "s", noutputs,
                               noutputs == 1 ? "" : "s"));
     for (int i = 0; i < noutputs; i++)
         outputs[i] = NULL;
-    if (ninputs != g->inputs.len || (ninputs && !inputs))
+    if (ninputs != g->ninputs || (ninputs && !inputs))
         return leave(p, failf(p, DPC_EUSAGE, "forward of %s takes %d tensor input%s, got %d", g->model_name,
-                              g->inputs.len, g->inputs.len == 1 ? "" : "s", ninputs));
+                              g->ninputs, g->ninputs == 1 ? "" : "s", ninputs));
     for (int i = 0; i < ninputs; i++)
         if (!inputs[i])
             return leave(p, failf(p, DPC_EUSAGE, "input %d is NULL", i));
@@ -415,14 +383,9 @@ dpc_status dpc_program_run(dpc_program *cp, const dpc_tensor *const *inputs, int
     if (ninputs > MAX_INPUTS)
         return leave(p, failf(p, DPC_EUSER, "too many inputs (%d)", ninputs));
     dpc_err e;
-    for (int i = 0; i < ninputs && s == DPC_OK; i++) {
-        const ir_node *n = g->inputs.items[i];
-        in[i] = inputs[i];
-        if (n->dt == IR_I64 && inputs[i]->dtype == DPC_I32) {
-            s = dpc_tensor_convert(inputs[i], DPC_I64, &wide[i], &e);
-            in[i] = wide[i];
-        }
-    }
+    s = dpc_model_widen_inputs(p->m, inputs, ninputs, wide, &e);
+    for (int i = 0; i < ninputs; i++)
+        in[i] = wide[i] ? wide[i] : inputs[i];
     if (s == DPC_OK)
         s = dpc_model_run(p->m, in, ninputs, scalars, outputs, &e);
     for (int i = 0; i < ninputs; i++)
@@ -476,7 +439,7 @@ dpc_status dpc_program_print(const dpc_program *cp, char *buf, size_t cap, size_
         return leave(p, s);
     dpc_buf b;
     dpc_buf_init(&b);
-    repr_model(&p->sig->front->m, &b);
+    dpc_unit_print(p->sig->unit, &b);
     return leave(p, put_text(p, &b, buf, cap, len));
 }
 
@@ -489,10 +452,7 @@ dpc_status dpc_program_ir(const dpc_program *cp, int fused, char *buf, size_t ca
         return leave(p, s);
     dpc_buf b;
     dpc_buf_init(&b);
-    if (fused)
-        fuse_print(&p->sig->kg, &b);
-    else
-        ir_print(&p->sig->front->g, &b);
+    dpc_unit_ir(p->sig->unit, fused, &b);
     return leave(p, put_text(p, &b, buf, cap, len));
 }
 
@@ -508,10 +468,7 @@ dpc_status dpc_program_source(const dpc_program *cp, const char *target, char *b
         return leave(p, failf(p, DPC_EUSAGE, "unknown target '%.40s' (cpu or cuda)", target ? target : "(null)"));
     dpc_buf b;
     dpc_buf_init(&b);
-    if (cuda)
-        emit_cuda(&p->sig->kg, KP_F32, &b);
-    else
-        emit_c(&p->sig->kg, &b);
+    dpc_unit_source(p->sig->unit, cuda ? DPC_DIALECT_CUDA : DPC_DIALECT_C, KP_F32, &b);
     return leave(p, put_text(p, &b, buf, cap, len));
 }
 

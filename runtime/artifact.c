@@ -176,24 +176,11 @@ static bool mem_import(void *ud, const char *path, char *real, size_t real_n, co
  * the set, then fusion. Diagnostics rendered into diags. */
 static dpc_status compile_sources(const src_set *s, dpc_model **out, dpc_buf *diags, dpc_err *e) {
     *out = NULL;
-    dpc_model *m = dpc_calloc(1, sizeof *m);
-    if (!m)
-        return dpc_errf(e, DPC_ENOMEM, "out of memory");
-    m->fail_replica = m->fail_kernel = -1;
-    dpc_status st = front_run_mem(s->name[0], s->text[0], s->len[0], FRONT_IR, mem_import, (void *)s, &m->front,
-                                  diags, e);
-    if (st != DPC_OK) {
-        dpc_free(m);
-        return st;
-    }
-    dpc_front *f = m->front;
-    if (setjmp(f->oom)) {
-        dpc_model_free(m);
-        return dpc_errf(e, DPC_ENOMEM, "out of memory while lowering '%s'", s->name[0]);
-    }
-    fuse_graph(&f->ctx, &f->g, &m->kg);
-    *out = m;
-    return DPC_OK;
+    dpc_compile_opts o = {.path = s->name[0], .text = s->text[0], .len = s->len[0], .read_import = mem_import,
+                          .import_ud = (void *)s, .stage = DPC_STAGE_FUSED};
+    dpc_unit *u;
+    dpc_status st = dpc_compile(&o, &u, diags, e);
+    return st == DPC_OK ? dpc_model_from_unit(u, out, e) : st;
 }
 
 /* ------------------------------------------------------ generated text */
@@ -349,10 +336,10 @@ static void gen_summary(const dpc_model *m, const char *archs, const dpc_safeten
 
 static void generate(const dpc_model *m, const char *archs, const dpc_safetensors *weights, gen *g) {
     memset(g, 0, sizeof *g);
-    ir_print(&m->front->g, &g->ir);
-    fuse_print(&m->kg, &g->sched);
-    emit_c(&m->kg, &g->c);
-    emit_cuda(&m->kg, KP_F32, &g->cuda);
+    dpc_unit_ir(m->unit, false, &g->ir);
+    dpc_unit_ir(m->unit, true, &g->sched);
+    dpc_unit_source(m->unit, DPC_DIALECT_C, KP_F32, &g->c);
+    dpc_unit_source(m->unit, DPC_DIALECT_CUDA, KP_F32, &g->cuda);
     gen_summary(m, archs, weights, &g->summary);
 }
 
@@ -499,11 +486,11 @@ static uint64_t read_le64(const unsigned char *p) {
 
 /* Collects the files of a compilation read from disk, named relative to
  * the root's directory (the root by its base name). */
-static dpc_status collect_sources(const dpc_front *f, const char *path, src_set *s, dpc_err *e) {
-    const vec *files = &f->ctx.files;
-    if (files->len < 1 || files->len > MAX_SOURCES)
-        return dpc_errf(e, DPC_EINTERNAL, "unexpected number of source files (%d)", files->len);
-    s->n = files->len;
+static dpc_status collect_sources(const dpc_unit *u, const char *path, src_set *s, dpc_err *e) {
+    int nfiles = dpc_unit_nfiles(u);
+    if (nfiles < 1 || nfiles > MAX_SOURCES)
+        return dpc_errf(e, DPC_EINTERNAL, "unexpected number of source files (%d)", nfiles);
+    s->n = nfiles;
     s->name = dpc_calloc((size_t)s->n, sizeof *s->name);
     s->text = dpc_calloc((size_t)s->n, sizeof *s->text);
     s->len = dpc_calloc((size_t)s->n, sizeof *s->len);
@@ -512,7 +499,8 @@ static dpc_status collect_sources(const dpc_front *f, const char *path, src_set 
     bool dot;
     size_t dl = dir_len(path, &dot);
     for (int i = 0; i < s->n; i++) {
-        const src_file *sf = files->items[i];
+        src_file f, *sf = &f;
+        f.path = dpc_unit_file(u, i, &f.text, &f.len);
         char key[4096];
         if (i == 0) {
             snprintf(key, sizeof key, "%s", base_name(path));
@@ -557,10 +545,10 @@ static void src_free(src_set *s) {
     memset(s, 0, sizeof *s);
 }
 
-static char *repr_of(const dpc_model *m) {
+static char *repr_of(const dpc_unit *u) {
     dpc_buf b;
     dpc_buf_init(&b);
-    repr_model(&m->front->m, &b);
+    dpc_unit_print(u, &b);
     return dpc_buf_take(&b);
 }
 
@@ -610,26 +598,26 @@ static dpc_status write_image(const src_set *src, const dpc_model *m, const arch
     dpc_buf_init(&image);
 
     /* 3. weights */
-    const model *mm = &m->front->m;
+    const dpc_signature *sig = m->sig;
     size_t nw = 0;
     if (wst) {
-        picks = dpc_calloc((size_t)mm->params.len + 1, sizeof *picks);
-        wt = dpc_calloc((size_t)mm->params.len + 1, sizeof *wt);
+        picks = dpc_calloc((size_t)sig->nparams + 1, sizeof *picks);
+        wt = dpc_calloc((size_t)sig->nparams + 1, sizeof *wt);
         if (!picks || !wt) {
             s = dpc_errf(e, DPC_ENOMEM, "out of memory");
             goto done;
         }
-        if ((s = dpc_weights_match(mm, wst, picks, &extra, e)) != DPC_OK) {
+        if ((s = dpc_weights_match(sig, wst, picks, &extra, e)) != DPC_OK) {
             dpc_err_prefix(e, "%s: ", wname);
             goto done;
         }
         if (extra.len && warnings)
             dpc_buf_printf(warnings, "%s: unexpected keys, not stored in the artifact: %s", wname, extra.data);
-        for (int i = 0; i < mm->params.len; i++) {
+        for (int i = 0; i < sig->nparams; i++) {
             if (!picks[i])
                 continue;
             wt[nw] = *picks[i];
-            wt[nw].name = (char *)((const param_entry *)mm->params.items[i])->key;
+            wt[nw].name = (char *)sig->params[i].key;
             nw++;
         }
         emb.t = wt;
@@ -830,21 +818,21 @@ dpc_status dpc_artifact_build(const char *path, const dpc_artifact_opts *o, dpc_
         return rebuild(path, o, &plan, out, diags, warnings, e);
 
     /* 1. the model as given, from disk: diagnostics name the user's paths */
-    dpc_front *disk = NULL;
+    dpc_unit *disk = NULL;
     src_set src = {0};
     dpc_model *m = NULL;
     dpc_safetensors *wst = NULL;
     char *repr_disk = NULL, *repr_mem = NULL;
     int disk_nodes = 0;
 
-    s = front_run(path, NULL, 0, FRONT_IR, &disk, diags, e);
+    s = dpc_compile_file(path, DPC_STAGE_IR, &disk, diags, e);
     if (s != DPC_OK)
         goto done;
     s = collect_sources(disk, path, &src, e);
     if (s != DPC_OK)
         goto done;
-    repr_disk = repr_of(&(dpc_model){.front = disk});
-    disk_nodes = disk->g.nodes.len;
+    repr_disk = repr_of(disk);
+    disk_nodes = dpc_unit_front(disk)->g.nodes.len;
 
     /* 2. the canonical compilation, from the collected sources */
     dpc_buf d2;
@@ -861,9 +849,9 @@ dpc_status dpc_artifact_build(const char *path, const dpc_artifact_opts *o, dpc_
         goto done;
     }
     dpc_buf_free(&d2);
-    repr_mem = repr_of(m);
+    repr_mem = repr_of(m->unit);
     if (!repr_disk || !repr_mem || strcmp(repr_disk, repr_mem) != 0 || m->front->g.nodes.len != disk_nodes ||
-        m->front->ctx.files.len != src.n) {
+        dpc_unit_nfiles(m->unit) != src.n) {
         s = dpc_errf(e, DPC_EUSER,
                      "cannot store '%s' in an artifact: compiled from its stored sources it is a different model "
                      "(imports through symbolic links?)",
@@ -882,7 +870,7 @@ done:
     if (wst)
         dpc_st_free(wst);
     dpc_model_free(m);
-    front_free(disk);
+    dpc_unit_free(disk);
     src_free(&src);
     return s;
 }
@@ -1222,21 +1210,21 @@ dpc_status dpc_artifact_instantiate(const dpc_artifact *a, dpc_model **out, dpc_
     }
     gen_free(&g);
     if (st == DPC_OK && a->st->n) {
-        const model *mm = &m->front->m;
-        const dpc_st_tensor **picks = dpc_calloc((size_t)mm->params.len + 1, sizeof *picks);
+        const dpc_signature *sig = m->sig;
+        const dpc_st_tensor **picks = dpc_calloc((size_t)sig->nparams + 1, sizeof *picks);
         dpc_buf extra;
         dpc_buf_init(&extra);
         if (!picks)
             st = dpc_errf(e, DPC_ENOMEM, "out of memory");
-        else if ((st = dpc_weights_match(mm, a->st, picks, &extra, e)) != DPC_OK) {
+        else if ((st = dpc_weights_match(sig, a->st, picks, &extra, e)) != DPC_OK) {
             char msg[DPC_ERR_MSG];
             snprintf(msg, sizeof msg, "%s", e->msg);
             st = dpc_errf(e, DPC_EUSER, "%s: invalid artifact: embedded %s", a->name, msg);
         } else if (extra.len)
             st = dpc_errf(e, DPC_EUSER, "%s: invalid artifact: embedded tensors the model does not have: %.300s",
                           a->name, extra.data);
-        for (int i = 0; st == DPC_OK && i < mm->params.len; i++)
-            if (picks[i] && strcmp(picks[i]->name, ((const param_entry *)mm->params.items[i])->key) != 0)
+        for (int i = 0; st == DPC_OK && i < sig->nparams; i++)
+            if (picks[i] && strcmp(picks[i]->name, sig->params[i].key) != 0)
                 st = dpc_errf(e, DPC_EUSER, "%s: invalid artifact: embedded tensor '%.80s' is not a state_dict key",
                               a->name, picks[i]->name);
         dpc_free(picks);

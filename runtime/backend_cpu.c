@@ -98,7 +98,7 @@ void dpc_cpu_set_gemm_threads(int n) { gemm_threads_max = n < 1 ? 1 : n; }
 char *dpc_cpu_source(const kgraph *kg) {
     dpc_buf b;
     dpc_buf_init(&b);
-    emit_c(kg, &b);
+    dpc_kgraph_source(kg, DPC_DIALECT_C, KP_F32, &b);
     return dpc_buf_take(&b);
 }
 

@@ -9,28 +9,28 @@
 #include <string.h>
 #include <unistd.h>
 
-dpc_status dpc_model_compile(const char *path, dpc_model **out, dpc_buf *diags, dpc_err *e) {
+dpc_status dpc_model_from_unit(dpc_unit *u, dpc_model **out, dpc_err *e) {
     *out = NULL;
     dpc_model *m = dpc_calloc(1, sizeof *m);
-    if (!m)
+    if (!m) {
+        dpc_unit_free(u);
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    }
     m->fail_replica = m->fail_kernel = -1;
-    dpc_status s = front_run(path, NULL, 0, FRONT_IR, &m->front, diags, e);
-    if (s != DPC_OK) {
-        free(m);
-        return s;
-    }
-    dpc_front *f = m->front;
-    if (setjmp(f->oom)) {
-        dpc_model_free(m);
-        return dpc_errf(e, DPC_ENOMEM, "out of memory while lowering '%s'", path);
-    }
-    fuse_graph(&f->ctx, &f->g, &m->kg);
+    m->unit = u;
+    m->sig = dpc_unit_signature(u);
+    m->front = dpc_unit_front(u);
+    m->kg = *dpc_unit_kgraph(u);
     *out = m;
     return DPC_OK;
 }
 
-static param_entry *param_at(const dpc_model *m, int i) { return m->front->m.params.items[i]; }
+dpc_status dpc_model_compile(const char *path, dpc_model **out, dpc_buf *diags, dpc_err *e) {
+    *out = NULL;
+    dpc_unit *u;
+    dpc_status s = dpc_compile_file(path, DPC_STAGE_FUSED, &u, diags, e);
+    return s == DPC_OK ? dpc_model_from_unit(u, out, e) : s;
+}
 
 /* ------------------------------------------------- matching a state_dict */
 
@@ -62,7 +62,7 @@ static const char *list_end(item_list *l) {
     return l->b.data ? l->b.data : "";
 }
 
-static bool shape_matches(const param_entry *p, const dpc_st_tensor *t) {
+static bool shape_matches(const dpc_sig_param *p, const dpc_st_tensor *t) {
     if (p->rank != t->rank)
         return false;
     for (int i = 0; i < p->rank; i++)
@@ -75,7 +75,7 @@ static bool float_dtype(dpc_dtype t) { return t == DPC_F32 || t == DPC_F64 || t 
 
 /* The tensor for parameter p: its key, or "module.<key>" as a state_dict
  * saved from DataParallel has it. */
-static const dpc_st_tensor *find_param(const dpc_safetensors *st, const param_entry *p) {
+static const dpc_st_tensor *find_param(const dpc_safetensors *st, const dpc_sig_param *p) {
     const dpc_st_tensor *t = dpc_st_find(st, p->key);
     if (!t) {
         char pre[1024];
@@ -86,7 +86,7 @@ static const dpc_st_tensor *find_param(const dpc_safetensors *st, const param_en
 }
 
 /* Checks p's tensor t; a problem is added to wrong. */
-static void check_param(const param_entry *p, const dpc_st_tensor *t, item_list *wrong) {
+static void check_param(const dpc_sig_param *p, const dpc_st_tensor *t, item_list *wrong) {
     if (!shape_matches(p, t)) {
         char want[128], got[128];
         dpc_shape_str(p->rank, p->shape, want, sizeof want);
@@ -104,14 +104,14 @@ static dpc_status mismatch(item_list *missing, item_list *wrong, item_list *extr
                     w ? (m ? "; wrong: " : ": wrong: ") : "", ws, x ? "; unexpected: " : "", xs);
 }
 
-dpc_status dpc_weights_match(const model *mm, const dpc_safetensors *st, const dpc_st_tensor **picks,
+dpc_status dpc_weights_match(const dpc_signature *sig, const dpc_safetensors *st, const dpc_st_tensor **picks,
                              dpc_buf *extra, dpc_err *e) {
     bool *used = dpc_calloc(st->n + 1, 1);
     if (!used)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
     item_list missing = {.sep = ", "}, wrong = {.sep = "; "}, unexpected = {.sep = ", "};
-    for (int i = 0; i < mm->params.len; i++) {
-        const param_entry *p = mm->params.items[i];
+    for (int i = 0; i < sig->nparams; i++) {
+        const dpc_sig_param *p = &sig->params[i];
         const dpc_st_tensor *t = picks[i] = find_param(st, p);
         if (t)
             used[t - st->t] = true;
@@ -141,9 +141,9 @@ dpc_status dpc_weights_match(const model *mm, const dpc_safetensors *st, const d
 
 /* f32 copies of the picked tensors, each replacing the parameter's old one. */
 static dpc_status keep_f32(dpc_model *m, const dpc_st_tensor **picks, dpc_err *e) {
-    for (int i = 0; i < m->front->m.params.len; i++) {
+    for (int i = 0; i < m->sig->nparams; i++) {
         const dpc_st_tensor *t = picks[i];
-        if (!t || param_at(m, i)->ignored)
+        if (!t || m->sig->params[i].ignored)
             continue;
         dpc_tensor src = {.dtype = t->dtype, .rank = t->rank, .data = t->data, .nbytes = t->nbytes};
         memcpy(src.shape, t->shape, sizeof src.shape);
@@ -173,14 +173,14 @@ static dpc_status rebuild_backend(dpc_model *m, dpc_err *e) {
 }
 
 dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warnings, dpc_err *e) {
-    const vec *params = &m->front->m.params;
+    int nparams = m->sig->nparams;
     if (!m->params)
-        m->params = dpc_calloc((size_t)params->len + 1, sizeof(float *));
-    const dpc_st_tensor **picks = dpc_calloc((size_t)params->len + 1, sizeof *picks);
+        m->params = dpc_calloc((size_t)nparams + 1, sizeof(float *));
+    const dpc_st_tensor **picks = dpc_calloc((size_t)nparams + 1, sizeof *picks);
     dpc_buf extra;
     dpc_buf_init(&extra);
     dpc_status s = !m->params || !picks ? dpc_errf(e, DPC_ENOMEM, "out of memory")
-                                        : dpc_weights_match(&m->front->m, st, picks, &extra, e);
+                                        : dpc_weights_match(m->sig, st, picks, &extra, e);
     if (s == DPC_OK)
         s = keep_f32(m, picks, e);
     if (s == DPC_OK && extra.len && warnings)
@@ -264,7 +264,7 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
 dpc_status dpc_model_faults_from_env(dpc_model *m, dpc_err *e) {
     long r = -1, k = -1;
     bool rset, kset;
-    int nk = m->kg.kernels.len;
+    int nk = dpc_unit_nkernels(m->unit);
     dpc_status s = dpc_env_long("DPC_FAULT_REPLICA", 0, DPC_MAX_DEVICES - 1, &r, &rset, e);
     if (s == DPC_OK)
         s = dpc_env_long("DPC_FAULT_KERNEL", 0, nk > 0 ? nk - 1 : 0, &k, &kset, e);
@@ -285,11 +285,11 @@ typedef struct run_ctx {
 
 static dpc_status out_shape(void *ctx, int output, int64_t rows, dpc_tensor *spec, dpc_err *e) {
     run_ctx *rc = ctx;
-    const ir_node *o = rc->m->front->g.outputs.items[output];
+    const dpc_sig_tensor *o = &rc->m->sig->outputs[output];
     spec->dtype = DPC_F32;
-    spec->rank = o->sh.rank;
-    for (int i = 0; i < o->sh.rank; i++)
-        spec->shape[i] = o->sh.d[i].sym ? o->sh.d[i].k * (rows < 0 ? 0 : rows) : o->sh.d[i].k;
+    spec->rank = o->rank;
+    for (int i = 0; i < o->rank; i++)
+        spec->shape[i] = o->dim[i].batch ? o->dim[i].k * (rows < 0 ? 0 : rows) : o->dim[i].k;
     (void)e;
     return DPC_OK;
 }
@@ -321,27 +321,39 @@ static dpc_status replica_sync(void *ctx, int r, const dpc_device *dev, dpc_repl
 }
 
 static dpc_status check_inputs(const dpc_model *m, const dpc_tensor *const *in, int n, dpc_err *e) {
-    const ir_graph *g = &m->front->g;
-    if (n != g->inputs.len)
-        return dpc_errf(e, DPC_EUSER, "%s takes %d tensor input%s, got %d", g->model_name, g->inputs.len,
-                        g->inputs.len == 1 ? "" : "s", n);
+    const dpc_signature *g = m->sig;
+    if (n != g->ninputs)
+        return dpc_errf(e, DPC_EUSER, "%s takes %d tensor input%s, got %d", g->model_name, g->ninputs,
+                        g->ninputs == 1 ? "" : "s", n);
     for (int i = 0; i < n; i++) {
-        const ir_node *p = g->inputs.items[i];
+        const dpc_sig_tensor *p = &g->inputs[i];
         const dpc_tensor *t = in[i];
-        dpc_dtype want = p->dt == IR_I64 ? DPC_I64 : DPC_F32;
+        dpc_dtype want = p->dtype == DPC_I64 ? DPC_I64 : DPC_F32;
         if (t->dtype != want)
             return dpc_errf(e, DPC_EUSER, "input '%s' must be %s, got %s", p->name, dpc_dtype_name(want),
                             dpc_dtype_name(t->dtype));
-        bool ok = t->rank == p->sh.rank;
+        bool ok = t->rank == p->rank;
         for (int k = 1; ok && k < t->rank; k++)
-            ok = t->shape[k] == p->sh.d[k].k;
+            ok = t->shape[k] == p->dim[k].k;
         if (!ok) {
-            char want_s[256], got[256];
-            shape_str(&p->sh, g->batch_name, want_s, sizeof want_s);
+            char got[256];
             dpc_shape_str(t->rank, t->shape, got, sizeof got);
-            return dpc_errf(e, DPC_EUSER, "input '%s' must have shape %s, got %s", p->name, want_s, got);
+            return dpc_errf(e, DPC_EUSER, "input '%s' must have shape %s, got %s", p->name, p->shape, got);
         }
     }
+    return DPC_OK;
+}
+
+dpc_status dpc_model_widen_inputs(const dpc_model *m, const dpc_tensor *const *in, int n, dpc_tensor **wide,
+                                  dpc_err *e) {
+    for (int i = 0; i < n; i++)
+        wide[i] = NULL;
+    for (int i = 0; i < n && i < m->sig->ninputs; i++)
+        if (m->sig->inputs[i].dtype == DPC_I64 && in[i]->dtype == DPC_I32) {
+            dpc_status s = dpc_tensor_convert(in[i], DPC_I64, &wide[i], e);
+            if (s != DPC_OK)
+                return s;
+        }
     return DPC_OK;
 }
 
@@ -353,17 +365,17 @@ static dpc_status check_inputs(const dpc_model *m, const dpc_tensor *const *in, 
 static dpc_status check_empty_batch(const dpc_model *m, const dpc_tensor *const *in, int n, dpc_err *e) {
     if (n == 0 || in[0]->rank == 0 || in[0]->shape[0] != 0)
         return DPC_OK;
-    const ir_graph *g = &m->front->g;
-    for (int j = 0; j < g->outputs.len; j++) {
-        const ir_node *o = g->outputs.items[j];
+    const dpc_signature *g = m->sig;
+    for (int j = 0; j < g->noutputs; j++) {
+        const dpc_sig_tensor *o = &g->outputs[j];
         bool batched = false;
-        for (int d = 0; d < o->sh.rank; d++)
-            batched = batched || o->sh.d[d].sym;
+        for (int d = 0; d < o->rank; d++)
+            batched = batched || o->dim[d].batch;
         if (!batched)
             return dpc_errf(e, DPC_EUSER,
                             "batch 0: output %d of %s (%s:%d) has no batch dim %s, so it is not empty; a "
                             "reduction over an empty batch is not computed (give at least one row)",
-                            j + 1, g->model_name, o->at.file ? o->at.file->path : "?", o->at.line, g->batch_name);
+                            j + 1, g->model_name, o->file ? o->file : "?", o->line, g->batch_name);
     }
     return DPC_OK;
 }
@@ -380,20 +392,20 @@ dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninp
         if ((s = dpc_model_set_devices(m, &cpu, 1, e)) != DPC_OK)
             return s;
     }
-    const ir_graph *g = &m->front->g;
+    const dpc_signature *g = m->sig;
     run_ctx rc = {.m = m};
-    for (int i = 0; i < g->scalars.len; i++)
+    for (int i = 0; i < g->nscalars; i++)
         rc.scalars[i] = (float)scalars[i];
     const char *names[DPC_MAX_IO];
-    for (int i = 0; i < g->inputs.len; i++)
-        names[i] = ((ir_node *)g->inputs.items[i])->name;
+    for (int i = 0; i < g->ninputs; i++)
+        names[i] = g->inputs[i].name;
     dpc_dp_opts opts = {.input_names = names, .out_shape = out_shape};
     if (m->be->launch && m->be->sync) {
         opts.async_kinds = 1u << DPC_DEV_CUDA;
         opts.sync = replica_sync;
     }
-    return dpc_dp_forward_ex(m->pool, m->devs, m->ndev, replica, &rc, inputs, ninputs, scalars, g->scalars.len,
-                             g->outputs.len, outputs, &opts, &m->last, e);
+    return dpc_dp_forward_ex(m->pool, m->devs, m->ndev, replica, &rc, inputs, ninputs, scalars, g->nscalars,
+                             g->noutputs, outputs, &opts, &m->last, e);
 }
 
 void dpc_model_free(dpc_model *m) {
@@ -406,33 +418,20 @@ void dpc_model_free(dpc_model *m) {
     }
     if (m->pool)
         dpc_pool_destroy(m->pool);
-    if (m->params && m->front)
-        for (int i = 0; i < m->front->m.params.len; i++)
+    if (m->params && m->sig)
+        for (int i = 0; i < m->sig->nparams; i++)
             free(m->params[i]);
     free(m->params);
-    front_free(m->front);
+    dpc_unit_free(m->unit);
     free(m);
 }
 
 dpc_status dpc_model_input_new(const dpc_model *m, int i, int64_t n, dpc_tensor **out, dpc_err *e) {
-    const ir_node *p = m->front->g.inputs.items[i];
-    int64_t shape[IR_MAX_RANK];
-    for (int d = 0; d < p->sh.rank; d++)
-        shape[d] = p->sh.d[d].sym ? p->sh.d[d].k * n : p->sh.d[d].k;
-    return dpc_tensor_new(p->dt == IR_I64 ? DPC_I64 : DPC_F32, p->sh.rank, shape, out, e);
+    const dpc_sig_tensor *p = &m->sig->inputs[i];
+    int64_t shape[DPC_MAX_RANK];
+    for (int d = 0; d < p->rank; d++)
+        shape[d] = p->dim[d].batch ? p->dim[d].k * n : p->dim[d].k;
+    return dpc_tensor_new(p->dtype == DPC_I64 ? DPC_I64 : DPC_F32, p->rank, shape, out, e);
 }
 
-int64_t dpc_model_input_limit(const dpc_model *m, int i) {
-    const ir_graph *g = &m->front->g;
-    const ir_node *p = g->inputs.items[i];
-    int64_t limit = 0;
-    for (int j = 0; j < g->nodes.len; j++) {
-        const ir_node *x = g->nodes.items[j];
-        if (x->op != OP_EMBEDDING || x->in[0] != p->id)
-            continue;
-        const ir_node *w = g->nodes.items[x->in[1]];
-        if (limit == 0 || w->sh.d[0].k < limit)
-            limit = w->sh.d[0].k;
-    }
-    return limit;
-}
+int64_t dpc_model_input_limit(const dpc_model *m, int i) { return m->sig->inputs[i].limit; }

@@ -5,12 +5,15 @@
 
 #include "backend.h"
 #include "dataparallel.h"
-#include "frontend.h"
+#include "dpc_compile.h"
+#include "frontend.h" /* dpc_model.front, read by tests */
 #include "safetensors.h"
 
 typedef struct dpc_model {
-    dpc_front *front;
-    kgraph kg;
+    dpc_unit *unit;             /* the compilation, owned */
+    const dpc_signature *sig;   /* forward's signature, the unit's */
+    dpc_front *front;           /* the unit's front end (model tree, graph IR) */
+    kgraph kg;                  /* the unit's kernel graph (a copy of the struct; arena data shared) */
     float **params;        /* per model.params index (f32), owned */
     dpc_backend *be;
     kprec prec, be_prec;   /* float storage asked for (dpc_model_set_precision), and the backend's */
@@ -24,7 +27,10 @@ typedef struct dpc_model {
 
 /* Compiles path up to kernels; diagnostics rendered into diags. */
 dpc_status dpc_model_compile(const char *path, dpc_model **out, dpc_buf *diags, dpc_err *e);
-/* Matches a state_dict against the parameter table mm: every parameter
+/* A model of a unit compiled to DPC_STAGE_FUSED, which it takes (freed
+ * with the model, or here on failure). */
+dpc_status dpc_model_from_unit(dpc_unit *u, dpc_model **out, dpc_err *e);
+/* Matches a state_dict against the parameter table of sig: every parameter
  * and buffer present (also as "module.<key>"), with its shape and a float
  * dtype (integer buffers that forward ignores are exempt). picks[i]
  * receives the tensor of parameter i (NULL if absent and ignored). All
@@ -34,7 +40,7 @@ dpc_status dpc_model_compile(const char *path, dpc_model **out, dpc_buf *diags, 
  * NULL). The one rule for weights: dpc run and the artifact's embedded
  * weights both use it. */
 #define DPC_WEIGHTS_SHOWN 10
-dpc_status dpc_weights_match(const model *mm, const dpc_safetensors *st, const dpc_st_tensor **picks,
+dpc_status dpc_weights_match(const dpc_signature *sig, const dpc_safetensors *st, const dpc_st_tensor **picks,
                              dpc_buf *extra, dpc_err *e);
 /* Checks the weights (dpc_weights_match) and keeps f32 copies. Extra keys
  * are reported in warnings. */
@@ -49,6 +55,11 @@ void dpc_model_set_precision(dpc_model *m, kprec prec);
  * DPC_FAULT_REPLICA=R and DPC_FAULT_KERNEL=K, kernel K of replica R fails.
  * Both or neither, each a valid index (dpc_env_long): otherwise an error. */
 dpc_status dpc_model_faults_from_env(dpc_model *m, dpc_err *e);
+/* int32 tensors given for i64 (index) inputs, widened: wide[i] is the
+ * widened copy of in[i] (the caller frees it), or NULL where in[i] is used
+ * as it is. The one widening, for dpc run and dpc_program_run. */
+dpc_status dpc_model_widen_inputs(const dpc_model *m, const dpc_tensor *const *in, int n, dpc_tensor **wide,
+                                  dpc_err *e);
 /* Checks the inputs against forward's declaration and runs. scalars are in
  * forward order (defaults filled by dpc_model_scalar_defaults). */
 dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninputs, const double *scalars,
