@@ -6,7 +6,6 @@
  * because PyTorch's repr prints them that way: MaxPool2d(2) prints
  * kernel_size=2 while Conv2d(1, 10, 5) prints kernel_size=(5, 5). */
 #include "compiler.h"
-#include "init.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -23,6 +23,7 @@ struct dpc_unit {
 static dpc_sig_tensor sig_tensor(dpc_front *f, const ir_node *n) {
     dpc_sig_tensor t = {.name = n->name, .rank = n->sh.rank, .line = n->at.line};
     t.dtype = n->dt == IR_I64 ? DPC_I64 : n->dt == IR_I32 ? DPC_I32 : DPC_F32;
+    t.dtype_name = ir_dtype_name(n->dt);
     for (int d = 0; d < n->sh.rank; d++)
         t.dim[d] = (dpc_sig_dim){n->sh.d[d].k, n->sh.d[d].sym};
     char sh[512];
@@ -82,11 +83,15 @@ static void sig_build(dpc_unit *u) {
     dpc_sig_param *p = arena_alloc(&f->ctx.arena, sizeof *p * (size_t)(ps->len + 1));
     for (int i = 0; i < ps->len; i++) {
         const param_entry *e = ps->items[i];
-        p[i] = (dpc_sig_param){.key = e->key, .rank = e->rank, .is_int = e->is_int, .ignored = e->ignored};
+        p[i] = (dpc_sig_param){.key = e->key, .rank = e->rank, .is_int = e->is_int, .ignored = e->ignored,
+                                .init = e->init, .fan_in = e->fan_in, .zero_row = -1};
+        if (e->init == INIT_NORMAL && e->owner && e->owner->args && e->owner->args[2].kind == V_INT)
+            p[i].zero_row = e->owner->args[2].i;
         memcpy(p[i].shape, e->shape, sizeof p[i].shape);
     }
     u->sig.params = p;
     u->sig.nparams = ps->len;
+    u->sig.wrapper = f->m.wrapper ? f->m.wrapper->type_name : NULL;
     u->sig.file = f->ctx.files.len ? ((const src_file *)f->ctx.files.items[0])->path : NULL;
     if (u->stage >= DPC_STAGE_IR)
         sig_io(u);
@@ -143,6 +148,19 @@ const dpc_signature *dpc_unit_signature(const dpc_unit *u) { return &u->sig; }
 const kgraph *dpc_unit_kgraph(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? &u->kg : NULL; }
 dpc_front *dpc_unit_front(const dpc_unit *u) { return u->front; }
 int dpc_unit_nkernels(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? u->kg.kernels.len : 0; }
+
+_Static_assert(KK_COPY + 1 == DPC_KERNEL_KINDS, "DPC_KERNEL_KINDS is the number of kernel kinds");
+const char *dpc_kernel_kind_name(int kind_index) { return kkind_name((kkind)kind_index); }
+int dpc_kgraph_nkernels(const kgraph *kg) { return kg->kernels.len; }
+
+void dpc_kgraph_kernel(const kgraph *kg, int k, dpc_kernel_info *out) {
+    const kernel *kr = kg->kernels.items[k];
+    const ir_node *n = kr->root ? kr->root : kr->out;
+    *out = (dpc_kernel_info){.name = kr->name, .kind = kkind_name(kr->kind), .kind_index = (int)kr->kind,
+                             .line = n->at.line};
+    out->file = n->at.file ? n->at.file->path : "?";
+    out->scope = n->scope ? n->scope : "";
+}
 
 int dpc_unit_nfiles(const dpc_unit *u) { return u->front->ctx.files.len; }
 

@@ -88,6 +88,7 @@ typedef struct dpc_sig_dim {
 typedef struct dpc_sig_tensor {
     const char *name;
     dpc_dtype dtype;           /* DPC_F32, DPC_I64 (indices) or DPC_I32 */
+    const char *dtype_name;    /* as the IR writes it: "f32", "i64", "i32" */
     int rank;
     dpc_sig_dim dim[DPC_MAX_RANK];
     const char *shape;         /* written as in the .dp file, "[N, 784]" */
@@ -106,6 +107,16 @@ typedef struct dpc_sig_scalar {
     double def;                /* the default (0 when none) */
 } dpc_sig_scalar;
 
+/* How `dpc init` fills a parameter: PyTorch's defaults. */
+enum {
+    INIT_KAIMING = 1, /* kaiming_uniform_(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
+    INIT_BIAS,        /* U(-1/sqrt(fan_in), 1/sqrt(fan_in)), 0 when fan_in == 0 */
+    INIT_ONES,
+    INIT_ZEROS,
+    INIT_NORMAL,      /* N(0, 1): Embedding */
+    INIT_COUNTER,     /* num_batches_tracked: int64 0 */
+};
+
 /* A state_dict entry: every parameter and buffer of the module tree, in
  * model order (the index of the model's parameter table). */
 typedef struct dpc_sig_param {
@@ -114,10 +125,14 @@ typedef struct dpc_sig_param {
     int64_t shape[DPC_MAX_RANK];
     bool is_int;               /* an integer buffer (num_batches_tracked) */
     bool ignored;              /* in the state_dict, not read by forward */
+    int init;                  /* INIT_*: how `dpc init` fills it */
+    double fan_in;             /* for INIT_KAIMING and INIT_BIAS */
+    int64_t zero_row;          /* INIT_NORMAL: the row left zero (Embedding's padding_idx), -1 none */
 } dpc_sig_param;
 
 typedef struct dpc_signature {
     const char *model_name;
+    const char *wrapper;       /* "DataParallel" when the source wraps the model, else NULL */
     const char *batch_name;    /* "N" */
     const char *file;          /* the root source */
     int ninputs, nscalars, noutputs, nparams;
@@ -165,6 +180,21 @@ void dpc_kgraph_source(const kgraph *kg, dpc_dialect d, kprec prec, dpc_buf *out
 const kgraph *dpc_unit_kgraph(const dpc_unit *u);
 /* Kernels of the kernel graph (0 before DPC_STAGE_FUSED). */
 int dpc_unit_nkernels(const dpc_unit *u);
+
+/* What a runtime says about kernel k (in execution order) of a kernel
+ * graph: in listings, and in errors blamed on it. */
+typedef struct dpc_kernel_info {
+    const char *name;  /* its function name in both dialects */
+    const char *kind;  /* "elementwise", "gemm", "conv", ... */
+    int kind_index;    /* 0 .. DPC_KERNEL_KINDS - 1, in the order dpc_kernel_kind_name lists them */
+    const char *file;  /* the .dp file and line of its main op ("?", 0 if unknown) */
+    int line;
+    const char *scope; /* the module path of its main op, "" if none */
+} dpc_kernel_info;
+#define DPC_KERNEL_KINDS 9
+const char *dpc_kernel_kind_name(int kind_index);
+int dpc_kgraph_nkernels(const kgraph *kg);
+void dpc_kgraph_kernel(const kgraph *kg, int k, dpc_kernel_info *out);
 dpc_front *dpc_unit_front(const dpc_unit *u);
 /* The files the compilation read, the root first: dpc_unit_nfiles of
  * them; file i's path as read, with its text (NUL-terminated, len bytes). */

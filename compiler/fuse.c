@@ -132,9 +132,9 @@ static void visit_view(fuser *f, ir_node *n) {
     f->kg->acc[n->id] = a;
 }
 
-static const char *kind_label(kkind k) {
+const char *kkind_name(kkind k) {
     static const char *const names[] = {"elementwise", "gemm", "conv", "pool", "row", "reduce", "embedding", "cat", "copy"};
-    return names[k];
+    return (unsigned)k < sizeof names / sizeof *names ? names[k] : "?";
 }
 
 static void visit_elementwise(fuser *f, ir_node *n) {
@@ -159,7 +159,7 @@ static void visit_elementwise(fuser *f, ir_node *n) {
         } else if (!shape_eq(&p->sh, &n->sh))
             why = "shapes differ (broadcast): the smaller operand is kept materialised";
         else if (k->kind != KK_ELEMWISE && k->kind != KK_GEMM && k->kind != KK_CONV) {
-            snprintf(buf, sizeof buf, "the producer is a %s kernel, which takes no epilogue", kind_label(k->kind));
+            snprintf(buf, sizeof buf, "the producer is a %s kernel, which takes no epilogue", kkind_name(k->kind));
             why = arena_strdup(&f->c->arena, buf);
         }
         if (why) {
@@ -391,7 +391,7 @@ void fuse_print(const kgraph *kg, dpc_buf *out) {
     for (int k = 0; k < kg->kernels.len; k++) {
         const kernel *kr = kg->kernels.items[k];
         shape_str(&kr->out->sh, g->batch_name, sh, sizeof sh);
-        dpc_buf_printf(out, "  %s [%s] -> %%%d %s buf%d\n", kr->name, kind_label(kr->kind), kr->out->id, sh,
+        dpc_buf_printf(out, "  %s [%s] -> %%%d %s buf%d\n", kr->name, kkind_name(kr->kind), kr->out->id, sh,
                        kg->buf_of[kr->out->id]);
         if (kr->root && kr->kind != KK_COPY)
             dpc_buf_printf(out, "      %%%d = %s  # %s:%d\n", kr->root->id, ir_op_name(kr->root->op),

@@ -197,12 +197,6 @@ static void gen_free(gen *g) {
     dpc_buf_free(&g->summary);
 }
 
-static const char *kkind_str(kkind k) {
-    static const char *const names[] = {"elementwise", "gemm", "conv", "pool", "row", "reduce", "embedding", "cat",
-                                        "copy"};
-    return (unsigned)k < sizeof names / sizeof *names ? names[k] : "?";
-}
-
 static void json_str(dpc_buf *b, const char *s) {
     dpc_buf_puts(b, "\"");
     for (; *s; s++) {
@@ -217,94 +211,94 @@ static void json_str(dpc_buf *b, const char *s) {
     dpc_buf_puts(b, "\"");
 }
 
-static void json_shape(dpc_buf *b, const shape *sh, const char *batch) {
+static void json_shape(dpc_buf *b, const dpc_sig_tensor *t, const char *batch) {
     dpc_buf_puts(b, "[");
-    for (int i = 0; i < sh->rank; i++) {
+    for (int i = 0; i < t->rank; i++) {
         if (i)
             dpc_buf_puts(b, ",");
-        if (!sh->d[i].sym)
-            dpc_buf_printf(b, "%lld", (long long)sh->d[i].k);
-        else if (sh->d[i].k == 1)
+        if (!t->dim[i].batch)
+            dpc_buf_printf(b, "%lld", (long long)t->dim[i].k);
+        else if (t->dim[i].k == 1)
             json_str(b, batch);
         else
-            dpc_buf_printf(b, "\"%lld*%s\"", (long long)sh->d[i].k, batch);
+            dpc_buf_printf(b, "\"%lld*%s\"", (long long)t->dim[i].k, batch);
     }
     dpc_buf_puts(b, "]");
 }
 
-static int64_t param_numel(const param_entry *p) {
-    int64_t n = 1;
-    for (int i = 0; i < p->rank; i++)
-        n *= p->shape[i];
-    return n;
-}
-
-static void parameter_totals(const model *mm, int64_t *elems, int64_t *bytes) {
+static void parameter_totals(const dpc_signature *sig, int64_t *elems, int64_t *bytes) {
     *elems = *bytes = 0;
-    for (int i = 0; i < mm->params.len; i++) {
-        const param_entry *p = mm->params.items[i];
-        int64_t n = param_numel(p);
+    for (int i = 0; i < sig->nparams; i++) {
+        const dpc_sig_param *p = &sig->params[i];
+        int64_t n = 1;
+        for (int k = 0; k < p->rank; k++)
+            n *= p->shape[k];
         *elems += n;
         *bytes += n * (p->is_int ? 8 : 4);
     }
 }
 
+/* "inputs", "scalars" and "outputs" of the summary. */
+static void json_io(const dpc_signature *g, const char *batch, dpc_buf *b) {
+    dpc_buf_puts(b, ",\"inputs\":[");
+    for (int i = 0; i < g->ninputs; i++) {
+        const dpc_sig_tensor *n = &g->inputs[i];
+        dpc_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        json_str(b, n->name);
+        dpc_buf_printf(b, ",\"dtype\":\"%s\",\"shape\":", n->dtype_name);
+        json_shape(b, n, batch);
+        dpc_buf_puts(b, "}");
+    }
+    dpc_buf_puts(b, "],\"scalars\":[");
+    for (int i = 0; i < g->nscalars; i++) {
+        const dpc_sig_scalar *n = &g->scalars[i];
+        const char *type = n->type == DPC_SIG_FLOAT ? "float" : n->type == DPC_SIG_INT ? "int" : "bool";
+        dpc_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
+        json_str(b, n->name);
+        dpc_buf_printf(b, ",\"type\":\"%s\",\"default\":", type);
+        if (!n->has_default)
+            dpc_buf_puts(b, "null");
+        else if (n->type == DPC_SIG_BOOL)
+            dpc_buf_puts(b, n->def != 0 ? "true" : "false");
+        else if (n->type == DPC_SIG_INT && fabs(n->def) < 9e15)
+            dpc_buf_printf(b, "%lld", (long long)n->def);
+        else if (isfinite(n->def))
+            dpc_buf_printf(b, "%.17g", n->def);
+        else
+            dpc_buf_printf(b, "\"%s\"", isnan(n->def) ? "nan" : n->def > 0 ? "inf" : "-inf");
+        dpc_buf_puts(b, "}");
+    }
+    dpc_buf_puts(b, "],\"outputs\":[");
+    for (int i = 0; i < g->noutputs; i++) {
+        const dpc_sig_tensor *n = &g->outputs[i];
+        dpc_buf_printf(b, "%s{\"dtype\":\"%s\",\"shape\":", i ? "," : "", n->dtype_name);
+        json_shape(b, n, batch);
+        dpc_buf_puts(b, "}");
+    }
+    dpc_buf_puts(b, "]");
+}
+
 static void gen_summary(const dpc_model *m, const char *archs, const dpc_safetensors *weights, dpc_buf *b) {
-    const ir_graph *g = &m->front->g;
-    const model *mm = &m->front->m;
+    const dpc_signature *g = m->sig;
     const char *batch = g->batch_name ? g->batch_name : "N";
     dpc_buf_printf(b, "{\"format\":%d,\"dpc\":", DPC_ARTIFACT_FORMAT);
     json_str(b, DPC_VERSION);
     dpc_buf_puts(b, ",\"model\":");
     json_str(b, g->model_name);
     dpc_buf_puts(b, ",\"wrapper\":");
-    if (mm->wrapper)
-        json_str(b, mm->wrapper->type_name);
+    if (g->wrapper)
+        json_str(b, g->wrapper);
     else
         dpc_buf_puts(b, "null");
     dpc_buf_puts(b, ",\"batch\":");
     json_str(b, batch);
-    dpc_buf_puts(b, ",\"inputs\":[");
-    for (int i = 0; i < g->inputs.len; i++) {
-        const ir_node *n = g->inputs.items[i];
-        dpc_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
-        json_str(b, n->name);
-        dpc_buf_printf(b, ",\"dtype\":\"%s\",\"shape\":", ir_dtype_name(n->dt));
-        json_shape(b, &n->sh, batch);
-        dpc_buf_puts(b, "}");
-    }
-    dpc_buf_puts(b, "],\"scalars\":[");
-    for (int i = 0; i < g->scalars.len; i++) {
-        const ir_node *n = g->scalars.items[i];
-        const char *type = n->ia[0] == 0 ? "float" : n->ia[0] == 1 ? "int" : "bool";
-        dpc_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
-        json_str(b, n->name);
-        dpc_buf_printf(b, ",\"type\":\"%s\",\"default\":", type);
-        if (!n->flag)
-            dpc_buf_puts(b, "null");
-        else if (n->ia[0] == 2)
-            dpc_buf_puts(b, n->fa != 0 ? "true" : "false");
-        else if (n->ia[0] == 1 && fabs(n->fa) < 9e15)
-            dpc_buf_printf(b, "%lld", (long long)n->fa);
-        else if (isfinite(n->fa))
-            dpc_buf_printf(b, "%.17g", n->fa);
-        else
-            dpc_buf_printf(b, "\"%s\"", isnan(n->fa) ? "nan" : n->fa > 0 ? "inf" : "-inf");
-        dpc_buf_puts(b, "}");
-    }
-    dpc_buf_puts(b, "],\"outputs\":[");
-    for (int i = 0; i < g->outputs.len; i++) {
-        const ir_node *n = g->outputs.items[i];
-        dpc_buf_printf(b, "%s{\"dtype\":\"%s\",\"shape\":", i ? "," : "", ir_dtype_name(n->dt));
-        json_shape(b, &n->sh, batch);
-        dpc_buf_puts(b, "}");
-    }
+    json_io(g, batch, b);
     int64_t elems, bytes;
-    parameter_totals(mm, &elems, &bytes);
-    dpc_buf_printf(b, "],\"parameters\":{\"count\":%d,\"elements\":%lld,\"bytes\":%lld,\"entries\":[", mm->params.len,
+    parameter_totals(g, &elems, &bytes);
+    dpc_buf_printf(b, ",\"parameters\":{\"count\":%d,\"elements\":%lld,\"bytes\":%lld,\"entries\":[", g->nparams,
                    (long long)elems, (long long)bytes);
-    for (int i = 0; i < mm->params.len; i++) {
-        const param_entry *p = mm->params.items[i];
+    for (int i = 0; i < g->nparams; i++) {
+        const dpc_sig_param *p = &g->params[i];
         dpc_buf_puts(b, i ? ",{\"key\":" : "{\"key\":");
         json_str(b, p->key);
         dpc_buf_puts(b, ",\"shape\":[");
@@ -313,11 +307,12 @@ static void gen_summary(const dpc_model *m, const char *archs, const dpc_safeten
         dpc_buf_printf(b, "],\"dtype\":\"%s\"%s}", p->is_int ? "i64" : "f32", p->ignored ? ",\"ignored\":true" : "");
     }
     dpc_buf_printf(b, "]},\"kernels\":[");
-    for (int k = 0; k < m->kg.kernels.len; k++) {
-        const kernel *kr = m->kg.kernels.items[k];
+    for (int k = 0; k < dpc_kgraph_nkernels(&m->kg); k++) {
+        dpc_kernel_info kr;
+        dpc_kgraph_kernel(&m->kg, k, &kr);
         dpc_buf_puts(b, k ? ",{\"name\":" : "{\"name\":");
-        json_str(b, kr->name);
-        dpc_buf_printf(b, ",\"kind\":\"%s\"}", kkind_str(kr->kind));
+        json_str(b, kr.name);
+        dpc_buf_printf(b, ",\"kind\":\"%s\"}", kr.kind);
     }
     dpc_buf_puts(b, "],\"architectures\":[");
     int na = 0;
@@ -650,7 +645,7 @@ static dpc_status write_image(const src_set *src, const dpc_model *m, const arch
     snprintf(num, sizeof num, "%d", DPC_ARTIFACT_FORMAT);
     meta_add(&meta, "dpc.format", num);
     meta_add(&meta, "dpc.version", DPC_VERSION);
-    meta_add(&meta, "dpc.model", m->front->g.model_name);
+    meta_add(&meta, "dpc.model", m->sig->model_name);
     meta_add(&meta, "dpc.root", src->name[0]);
     for (int i = 0; i < src->n; i++) {
         dpc_buf k;
@@ -1194,9 +1189,9 @@ dpc_status dpc_artifact_instantiate(const dpc_artifact *a, dpc_model **out, dpc_
     st = DPC_OK;
     if (gen_oom(&g))
         st = dpc_errf(e, DPC_ENOMEM, "out of memory");
-    else if (strcmp(a->model, m->front->g.model_name) != 0)
+    else if (strcmp(a->model, m->sig->model_name) != 0)
         st = dpc_errf(e, DPC_EUSER, "%s: invalid artifact: it names the model '%.60s' but its sources define '%s'",
-                      a->name, a->model, m->front->g.model_name);
+                      a->name, a->model, m->sig->model_name);
     for (size_t i = 0; st == DPC_OK && i < sizeof cmp / sizeof *cmp; i++) {
         if (strcmp(cmp[i].stored, bstr(cmp[i].now)) == 0)
             continue;
@@ -1276,51 +1271,54 @@ static void human_bytes(double b, char *out, size_t n) {
         snprintf(out, n, "%.2f GiB", b / (1024.0 * 1024 * 1024));
 }
 
-void dpc_artifact_describe(const dpc_artifact *a, const dpc_model *m, dpc_buf *out) {
-    const ir_graph *g = &m->front->g;
-    const model *mm = &m->front->m;
-    char sh[256], hb[32];
-    dpc_buf_printf(out, "artifact:      %s (%zu bytes)\n", a->name, a->file_bytes);
-    dpc_buf_printf(out, "format:        %d, written by dpc %s (checksum and IR verified)\n", a->format, a->version);
-    dpc_buf_printf(out, "model:         %s%s%s%s\n", g->model_name, mm->wrapper ? " in " : "",
-                   mm->wrapper ? mm->wrapper->type_name : "", mm->wrapper ? "(...)" : "");
-    dpc_buf_printf(out, "sources:       %s", a->src_name[0]);
-    for (int i = 1; i < a->nsrc; i++)
-        dpc_buf_printf(out, ", %s", a->src_name[i]);
-    dpc_buf_puts(out, "\n");
-    for (int i = 0; i < g->inputs.len; i++) {
-        const ir_node *n = g->inputs.items[i];
-        shape_str(&n->sh, g->batch_name, sh, sizeof sh);
-        dpc_buf_printf(out, "%s%s: %s%s\n", i ? "               " : "inputs:        ", n->name, ir_dtype_name(n->dt),
-                       sh);
+/* The inputs, scalars and outputs lines of the description. */
+static void describe_io(const dpc_signature *g, dpc_buf *out) {
+    for (int i = 0; i < g->ninputs; i++) {
+        const dpc_sig_tensor *n = &g->inputs[i];
+        dpc_buf_printf(out, "%s%s: %s%s\n", i ? "               " : "inputs:        ", n->name, n->dtype_name,
+                       n->shape);
     }
-    if (!g->inputs.len)
+    if (!g->ninputs)
         dpc_buf_puts(out, "inputs:        (none)\n");
-    for (int i = 0; i < g->scalars.len; i++) {
-        const ir_node *n = g->scalars.items[i];
+    for (int i = 0; i < g->nscalars; i++) {
+        const dpc_sig_scalar *n = &g->scalars[i];
         char dv[64] = "";
-        if (n->flag) {
+        if (n->has_default) {
             char num[48];
-            dpc_format_pyfloat(n->fa, num, sizeof num);
-            if (n->ia[0] == 2)
-                snprintf(dv, sizeof dv, " = %s", n->fa != 0 ? "True" : "False");
-            else if (n->ia[0] == 1)
-                snprintf(dv, sizeof dv, " = %lld", (long long)n->fa);
+            dpc_format_pyfloat(n->def, num, sizeof num);
+            if (n->type == DPC_SIG_BOOL)
+                snprintf(dv, sizeof dv, " = %s", n->def != 0 ? "True" : "False");
+            else if (n->type == DPC_SIG_INT)
+                snprintf(dv, sizeof dv, " = %lld", (long long)n->def);
             else
                 snprintf(dv, sizeof dv, " = %s", num);
         }
         dpc_buf_printf(out, "%s%s: %s%s\n", i ? "               " : "scalars:       ", n->name,
-                       n->ia[0] == 0 ? "float" : n->ia[0] == 1 ? "int" : "bool", dv[0] ? dv : " (required)");
+                       n->type == DPC_SIG_FLOAT ? "float" : n->type == DPC_SIG_INT ? "int" : "bool",
+                       dv[0] ? dv : " (required)");
     }
-    for (int i = 0; i < g->outputs.len; i++) {
-        const ir_node *n = g->outputs.items[i];
-        shape_str(&n->sh, g->batch_name, sh, sizeof sh);
-        dpc_buf_printf(out, "%s%d: %s%s\n", i ? "               " : "outputs:       ", i, ir_dtype_name(n->dt), sh);
+    for (int i = 0; i < g->noutputs; i++) {
+        const dpc_sig_tensor *n = &g->outputs[i];
+        dpc_buf_printf(out, "%s%d: %s%s\n", i ? "               " : "outputs:       ", i, n->dtype_name, n->shape);
     }
+}
+
+void dpc_artifact_describe(const dpc_artifact *a, const dpc_model *m, dpc_buf *out) {
+    const dpc_signature *g = m->sig;
+    char hb[32];
+    dpc_buf_printf(out, "artifact:      %s (%zu bytes)\n", a->name, a->file_bytes);
+    dpc_buf_printf(out, "format:        %d, written by dpc %s (checksum and IR verified)\n", a->format, a->version);
+    dpc_buf_printf(out, "model:         %s%s%s%s\n", g->model_name, g->wrapper ? " in " : "",
+                   g->wrapper ? g->wrapper : "", g->wrapper ? "(...)" : "");
+    dpc_buf_printf(out, "sources:       %s", a->src_name[0]);
+    for (int i = 1; i < a->nsrc; i++)
+        dpc_buf_printf(out, ", %s", a->src_name[i]);
+    dpc_buf_puts(out, "\n");
+    describe_io(g, out);
     int64_t elems, bytes;
-    parameter_totals(mm, &elems, &bytes);
+    parameter_totals(g, &elems, &bytes);
     human_bytes((double)bytes, hb, sizeof hb);
-    dpc_buf_printf(out, "parameters:    %d tensors, %lld values, %lld bytes (%s)\n", mm->params.len, (long long)elems,
+    dpc_buf_printf(out, "parameters:    %d tensors, %lld values, %lld bytes (%s)\n", g->nparams, (long long)elems,
                    (long long)bytes, hb);
     if (dpc_artifact_has_weights(a)) {
         size_t wb = 0;
@@ -1332,17 +1330,17 @@ void dpc_artifact_describe(const dpc_artifact *a, const dpc_model *m, dpc_buf *o
     } else {
         dpc_buf_puts(out, "weights:       not embedded (give --weights W.safetensors to run)\n");
     }
-    int counts[16] = {0};
-    for (int k = 0; k < m->kg.kernels.len; k++) {
-        const kernel *kr = m->kg.kernels.items[k];
-        if ((unsigned)kr->kind < 16)
-            counts[kr->kind]++;
+    int counts[DPC_KERNEL_KINDS] = {0}, nk = dpc_kgraph_nkernels(&m->kg);
+    for (int k = 0; k < nk; k++) {
+        dpc_kernel_info kr;
+        dpc_kgraph_kernel(&m->kg, k, &kr);
+        counts[kr.kind_index]++;
     }
-    dpc_buf_printf(out, "kernels:       %d", m->kg.kernels.len);
+    dpc_buf_printf(out, "kernels:       %d", nk);
     const char *sep = " (";
-    for (int k = 0; k < 16; k++)
+    for (int k = 0; k < DPC_KERNEL_KINDS; k++)
         if (counts[k]) {
-            dpc_buf_printf(out, "%s%d %s", sep, counts[k], kkind_str((kkind)k));
+            dpc_buf_printf(out, "%s%d %s", sep, counts[k], dpc_kernel_kind_name(k));
             sep = ", ";
         }
     dpc_buf_puts(out, sep[0] == ',' ? ")\n" : "\n");

@@ -346,16 +346,15 @@ static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a
         return DPC_OK;
     dpc_kctx ctx = {.buf = r->buf, .N = a->N, .scalars = a->scalars, .sgemm = sgemm, .fail_at = a->fail_at};
     int rc = cb->forward(&ctx);
+    dpc_kernel_info k;
     if (rc < 0) {
-        const kernel *k = kg->kernels.items[-rc - 1];
-        return dpc_errf(e, DPC_EDEVICE, "injected failure in kernel %s", k->name);
+        dpc_kgraph_kernel(kg, -rc - 1, &k);
+        return dpc_errf(e, DPC_EDEVICE, "injected failure in kernel %s", k.name);
     }
     if (rc > 0) {
-        const kernel *k = kg->kernels.items[rc - 1];
-        const ir_node *n = k->root ? k->root : k->out;
-        return dpc_errf(e, DPC_EUSER, "%s:%d: index %lld is out of range for embedding %s with %lld rows",
-                        n->at.file ? n->at.file->path : "?", n->at.line, (long long)ctx.bad_index,
-                        n->scope ? n->scope : "", (long long)ctx.bad_limit);
+        dpc_kgraph_kernel(kg, rc - 1, &k);
+        return dpc_errf(e, DPC_EUSER, "%s:%d: index %lld is out of range for embedding %s with %lld rows", k.file,
+                        k.line, (long long)ctx.bad_index, k.scope, (long long)ctx.bad_limit);
     }
     return DPC_OK;
 }

@@ -852,12 +852,11 @@ static dpc_status cuda_sync(dpc_backend *be, dpc_replica *r, const dpc_run_args 
     if (s != DPC_OK)
         return s;
     const dpc_kerr *ke = r->host;
-    if (ke->kernel > 0 && ke->kernel <= kg->kernels.len) {
-        const kernel *k = kg->kernels.items[ke->kernel - 1];
-        const ir_node *n = k->root ? k->root : k->out;
-        return dpc_errf(e, DPC_EUSER, "%s:%d: index %lld is out of range for embedding %s with %lld rows",
-                        n->at.file ? n->at.file->path : "?", n->at.line, ke->index, n->scope ? n->scope : "",
-                        ke->limit);
+    if (ke->kernel > 0 && ke->kernel <= dpc_kgraph_nkernels(kg)) {
+        dpc_kernel_info k;
+        dpc_kgraph_kernel(kg, ke->kernel - 1, &k);
+        return dpc_errf(e, DPC_EUSER, "%s:%d: index %lld is out of range for embedding %s with %lld rows", k.file,
+                        k.line, ke->index, k.scope, ke->limit);
     }
     if (ke->kernel != 0)
         return dpc_errf(e, DPC_EINTERNAL, "the error flag holds an unknown kernel %d", ke->kernel);

@@ -4,7 +4,6 @@
  * zeros; Embedding: N(0, 1) with the padding row zeroed), seeded and
  * reproducible. The random stream is dpc's own (xoshiro256**), not
  * PyTorch's MT19937: the distributions match, the values do not. */
-#include "init.h"
 #include "model.h"
 
 #include <math.h>
@@ -35,20 +34,20 @@ static double uniform01(rng *r) { return (double)(next(r) >> 11) * 0x1.0p-53; }
 /* The initial value of every parameter, as tensors named by their
  * state_dict keys (*ts, *n; free with free_tensors). */
 static dpc_status init_tensors(const dpc_model *m, uint64_t seed, dpc_st_tensor **out, int *nout, dpc_err *e) {
-    const vec *ps = &m->front->m.params;
+    const dpc_signature *sig = m->sig;
     rng r;
     uint64_t x = seed;
     for (int i = 0; i < 4; i++)
         r.s[i] = splitmix(&x);
-    dpc_st_tensor *ts = dpc_calloc((size_t)ps->len + 1, sizeof *ts);
+    dpc_st_tensor *ts = dpc_calloc((size_t)sig->nparams + 1, sizeof *ts);
     *out = ts;
     *nout = 0;
     if (!ts)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
     dpc_status s = DPC_OK;
     int n = 0;
-    for (int i = 0; i < ps->len && s == DPC_OK; i++) {
-        const param_entry *p = ps->items[i];
+    for (int i = 0; i < sig->nparams && s == DPC_OK; i++) {
+        const dpc_sig_param *p = &sig->params[i];
         dpc_st_tensor *t = &ts[n++];
         t->name = (char *)p->key;
         t->rank = p->rank;
@@ -78,8 +77,8 @@ static dpc_status init_tensors(const dpc_model *m, uint64_t seed, dpc_st_tensor 
             }
             }
         }
-        if (p->init == INIT_NORMAL && p->owner && p->owner->args && p->owner->args[2].kind == V_INT) {
-            int64_t row = p->owner->args[2].i, dim = p->shape[1];
+        if (p->init == INIT_NORMAL && p->zero_row >= 0) {
+            int64_t row = p->zero_row, dim = p->shape[1];
             memset(f + row * dim, 0, sizeof(float) * (size_t)dim);
         }
     }
