@@ -152,6 +152,8 @@ int dpc_unit_nkernels(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? 
 _Static_assert(KK_COPY + 1 == DPC_KERNEL_KINDS, "DPC_KERNEL_KINDS is the number of kernel kinds");
 const char *dpc_kernel_kind_name(int kind_index) { return kkind_name((kkind)kind_index); }
 int dpc_kgraph_nkernels(const kgraph *kg) { return kg->kernels.len; }
+int dpc_unit_nnodes(const dpc_unit *u) { return u->front->g.nodes.len; }
+double dpc_unit_flops(const dpc_unit *u, int64_t N) { return kgraph_flops(&u->kg, N); }
 
 void dpc_kgraph_kernel(const kgraph *kg, int k, dpc_kernel_info *out) {
     const kernel *kr = kg->kernels.items[k];
@@ -178,9 +180,10 @@ const char *dpc_unit_file(const dpc_unit *u, int i, const char **text, size_t *l
 void dpc_unit_print(const dpc_unit *u, dpc_buf *out) { repr_model(&u->front->m, out); }
 
 void dpc_unit_ir(const dpc_unit *u, bool fused, dpc_buf *out) {
-    if (fused)
-        fuse_print(&u->kg, out);
-    else
+    if (fused) {
+        if (u->stage == DPC_STAGE_FUSED)
+            fuse_print(&u->kg, out);
+    } else if (u->stage >= DPC_STAGE_IR)
         ir_print(&u->front->g, out);
 }
 
@@ -192,7 +195,8 @@ void dpc_kgraph_source(const kgraph *kg, dpc_dialect d, kprec prec, dpc_buf *out
 }
 
 void dpc_unit_source(const dpc_unit *u, dpc_dialect d, kprec prec, dpc_buf *out) {
-    dpc_kgraph_source(&u->kg, d, prec, out);
+    if (u->stage == DPC_STAGE_FUSED)
+        dpc_kgraph_source(&u->kg, d, prec, out);
 }
 
 /* ------------------------------------------------- scalar keyword values */

@@ -160,14 +160,15 @@ dpc_status dpc_sig_scalar_parse(const dpc_sig_scalar *sc, const char *text, doub
 
 /* The module tree as PyTorch prints it (`dpc print`). */
 void dpc_unit_print(const dpc_unit *u, dpc_buf *out);
-/* The graph IR (`dpc ir`), or with fused the kernel schedule (`dpc ir
- * --stage fused`, DPC_STAGE_FUSED only). */
+/* The graph IR (`dpc ir`, DPC_STAGE_IR and later), or with fused the
+ * kernel schedule (`dpc ir --stage fused`, DPC_STAGE_FUSED); nothing is
+ * written for a unit not compiled that far. */
 void dpc_unit_ir(const dpc_unit *u, bool fused, dpc_buf *out);
 
 typedef enum dpc_dialect { DPC_DIALECT_C, DPC_DIALECT_CUDA } dpc_dialect;
-/* A dialect's source of the kernel graph (DPC_STAGE_FUSED), CUDA with
- * floats stored as prec (the C dialect is f32 only): deterministic, byte
- * for byte what the backends compile. */
+/* A dialect's source of the kernel graph (DPC_STAGE_FUSED, else nothing),
+ * CUDA with floats stored as prec (the C dialect is f32 only):
+ * deterministic, byte for byte what the backends compile. */
 void dpc_unit_source(const dpc_unit *u, dpc_dialect d, kprec prec, dpc_buf *out);
 /* The same from a kernel graph (what the backends hold). */
 void dpc_kgraph_source(const kgraph *kg, dpc_dialect d, kprec prec, dpc_buf *out);
@@ -180,6 +181,10 @@ void dpc_kgraph_source(const kgraph *kg, dpc_dialect d, kprec prec, dpc_buf *out
 const kgraph *dpc_unit_kgraph(const dpc_unit *u);
 /* Kernels of the kernel graph (0 before DPC_STAGE_FUSED). */
 int dpc_unit_nkernels(const dpc_unit *u);
+/* Nodes of the graph IR (DPC_STAGE_IR and later). */
+int dpc_unit_nnodes(const dpc_unit *u);
+/* Floating-point operations of one forward at batch N (DPC_STAGE_FUSED). */
+double dpc_unit_flops(const dpc_unit *u, int64_t N);
 
 /* What a runtime says about kernel k (in execution order) of a kernel
  * graph: in listings, and in errors blamed on it. */

@@ -206,18 +206,12 @@ static int load_dpa(const char *path, dpc_model **m);
 static int compile_model(const char *path, dpc_model **m) {
     if (dpc_artifact_path(path))
         return load_dpa(path, m);
-    dpc_buf diags;
+    dpc_unit *u;
+    if (front(path, DPC_STAGE_FUSED, &u))
+        return 1;
     dpc_err e;
-    dpc_buf_init(&diags);
-    dpc_status s = dpc_model_compile(path, m, &diags, &e);
-    if (s != DPC_OK) {
-        if (diags.len)
-            fputs(diags.data, stderr);
-        else
-            fprintf(stderr, "dpc: error: %s\n", e.msg);
-    }
-    dpc_buf_free(&diags);
-    return s == DPC_OK ? 0 : 1;
+    dpc_status s = dpc_model_from_unit(u, m, &e);
+    return s == DPC_OK ? 0 : fail(s, &e);
 }
 
 static int emit(dpc_buf *b) {
@@ -1088,7 +1082,7 @@ static int cmd_bench(int argc, char **argv) {
     }
     qsort(times, (size_t)done, sizeof(double), cmp_double);
     double med = times[done / 2], best = times[0];
-    double flops = kgraph_flops(&m->kg, batch);
+    double flops = dpc_unit_flops(m->unit, batch);
     char devname[256] = "";
     for (int i = 0; i < ndev; i++) {
         char d[32];

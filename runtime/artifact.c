@@ -155,7 +155,7 @@ typedef struct src_set {
     size_t *len;
 } src_set;
 
-/* read_import for front_run_mem: serves the stored sources by their
+/* dpc_compile_opts.read_import: serves the stored sources by their
  * normalised names; real is "/" + the name. */
 static bool mem_import(void *ud, const char *path, char *real, size_t real_n, const char **text, size_t *len) {
     const src_set *s = ud;
@@ -494,7 +494,10 @@ static dpc_status collect_sources(const dpc_unit *u, const char *path, src_set *
     bool dot;
     size_t dl = dir_len(path, &dot);
     for (int i = 0; i < s->n; i++) {
-        src_file f, *sf = &f;
+        struct {
+            const char *path, *text;
+            size_t len;
+        } f, *sf = &f;
         f.path = dpc_unit_file(u, i, &f.text, &f.len);
         char key[4096];
         if (i == 0) {
@@ -827,7 +830,7 @@ dpc_status dpc_artifact_build(const char *path, const dpc_artifact_opts *o, dpc_
     if (s != DPC_OK)
         goto done;
     repr_disk = repr_of(disk);
-    disk_nodes = dpc_unit_front(disk)->g.nodes.len;
+    disk_nodes = dpc_unit_nnodes(disk);
 
     /* 2. the canonical compilation, from the collected sources */
     dpc_buf d2;
@@ -845,7 +848,7 @@ dpc_status dpc_artifact_build(const char *path, const dpc_artifact_opts *o, dpc_
     }
     dpc_buf_free(&d2);
     repr_mem = repr_of(m->unit);
-    if (!repr_disk || !repr_mem || strcmp(repr_disk, repr_mem) != 0 || m->front->g.nodes.len != disk_nodes ||
+    if (!repr_disk || !repr_mem || strcmp(repr_disk, repr_mem) != 0 || dpc_unit_nnodes(m->unit) != disk_nodes ||
         dpc_unit_nfiles(m->unit) != src.n) {
         s = dpc_errf(e, DPC_EUSER,
                      "cannot store '%s' in an artifact: compiled from its stored sources it is a different model "
