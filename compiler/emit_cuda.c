@@ -75,7 +75,9 @@ static void fail(cg *g, const ir_node *n, const char *what) {
         else
             dpc_errf(g->e, DPC_EUSER, "the CUDA backend cannot run this graph: %s", what);
     }
-    dpc_buf_printf(g->o, "#error \"unsupported: %s\"\n", what);
+    dpc_buf_puts(g->o, "#error \"unsupported: ");
+    emit_string_text(g->o, what);
+    dpc_buf_puts(g->o, "\"\n");
 }
 
 /* ---------------------------------------------------------- sizes: k * N^p */
@@ -123,12 +125,17 @@ static void count_lines(cg *g) {
             g->lines++;
 }
 
-static void put_path(dpc_buf *o, const char *p) {
-    for (; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            dpc_buf_put(o, "\\", 1);
-        if ((unsigned char)*p >= 0x20)
-            dpc_buf_put(o, p, 1);
+/* "FILE:LINE (SCOPE)" of op n inside a comment: the path and the scope are
+ * the user's text, so they go through emit_comment_text. */
+static void comment_loc(dpc_buf *o, const ir_node *n) {
+    if (n->at.file)
+        emit_comment_text(o, n->at.file->path);
+    else
+        dpc_buf_puts(o, "?");
+    dpc_buf_printf(o, ":%d", n->at.line);
+    if (n->scope && n->scope[0]) {
+        dpc_buf_puts(o, " in ");
+        emit_comment_text(o, n->scope);
     }
 }
 
@@ -137,7 +144,7 @@ static void line_of(cg *g, const ir_node *n) {
     if (!n || !n->at.file || n->at.line <= 0)
         return;
     dpc_buf_printf(g->o, "#line %d \"", n->at.line);
-    put_path(g->o, n->at.file->path);
+    emit_string_text(g->o, n->at.file->path);
     dpc_buf_puts(g->o, "\"\n");
 }
 
@@ -145,7 +152,7 @@ static void line_of(cg *g, const ir_node *n) {
 static void line_reset(cg *g) {
     count_lines(g);
     dpc_buf_printf(g->o, "#line %d \"", g->lines + 2);
-    put_path(g->o, g->unit);
+    emit_string_text(g->o, g->unit);
     dpc_buf_puts(g->o, "\"\n");
 }
 
@@ -536,10 +543,10 @@ static void emit_linear(cg *g, const kernel *k) {
         }
     }
     static const char *const epi[] = {"", " + bias", " + bias, ReLU"};
-    dpc_buf_printf(g->o, "\n/* %s: linear [M, %lld] x [%lld, %lld]^T%s through cuBLASLt (%s:%d)%s */\n", k->name,
-                   (long long)K.k, (long long)No.k, (long long)K.k, epi[m->epilogue],
-                   n->at.file ? n->at.file->path : "?", n->at.line,
-                   first_op < k->ops.len ? "; the rest of the chain follows" : "");
+    dpc_buf_printf(g->o, "\n/* %s: linear [M, %lld] x [%lld, %lld]^T%s through cuBLASLt (", k->name, (long long)K.k,
+                   (long long)No.k, (long long)K.k, epi[m->epilogue]);
+    comment_loc(g->o, n);
+    dpc_buf_printf(g->o, ")%s */\n", first_op < k->ops.len ? "; the rest of the chain follows" : "");
     gemm_epilogue(g, k, first_op);
 }
 
@@ -625,8 +632,9 @@ static void emit_matmul(cg *g, const kernel *k) {
         dpc_buf_printf(g->o, ", batch %s", cd_txt(t1, sizeof t1, m->batch));
     if (m->nloops)
         dpc_buf_printf(g->o, ", %d host loop%s", m->nloops, m->nloops == 1 ? "" : "s");
-    dpc_buf_printf(g->o, " through cuBLASLt (%s:%d)%s */\n", n->at.file ? n->at.file->path : "?", n->at.line,
-                   k->ops.len ? "; the fused chain follows" : "");
+    dpc_buf_puts(g->o, " through cuBLASLt (");
+    comment_loc(g->o, n);
+    dpc_buf_printf(g->o, ")%s */\n", k->ops.len ? "; the fused chain follows" : "");
     gemm_epilogue(g, k, 0);
 }
 
@@ -831,8 +839,8 @@ static void emit_row(cg *g, const kernel *k) {
             bb = kg->buf_of[n->in[idx++]];
         padd(g, &pl, wb, false);
         padd(g, &pl, bb, false);
-        char eps[64];
-        dpc_format_pyfloat(n->fa, eps, sizeof eps);
+        char eps[EMIT_FLOAT_MAX];
+        emit_float_str(eps, sizeof eps, n->fa, true);
         dpc_cu_dim rows = cd_prod(&x->sh, 0, x->sh.rank - n->axis);
         dpc_buf_printf(g->o, "\n/* %s: layer_norm over rows of %lld, mean and variance in two passes */\n", k->name, L);
         dpc_cu_grid grid = row_kernel_head(g, k, &pl, L, rows, xb, ob);
@@ -842,7 +850,7 @@ static void emit_row(cg *g, const kernel *k) {
                        "    const float mean = rsum(s) / %lld.0f;\n"
                        "    float v = 0.0f;\n"
                        "    for (int j = t; j < %lld; j += T) { const float d = x[j] - mean; v += d * d; }\n"
-                       "    const float rstd = 1.0f / sqrtf(rsum(v) / %lld.0f + %sf);\n"
+                       "    const float rstd = 1.0f / sqrtf(rsum(v) / %lld.0f + %s);\n"
                        "    for (int j = t; j < %lld; j += T) {\n"
                        "        float o = (x[j] - mean) * rstd;\n",
                        L, L, L, L, eps, L);
@@ -1221,8 +1229,11 @@ static void emit_kernel(cg *g, const kernel *k) {
 
 static void emit_program(cg *g) {
     const ir_graph *ig = g->kg->g;
-    dpc_buf_printf(g->o, "/* dpc %s: CUDA kernels for %s (%s)%s%s%s. Generated; compiled with NVRTC. */\n",
-                   DPC_VERSION, ig->model_name, ig->file, g->prec != KP_F32 ? ", " : "",
+    dpc_buf_printf(g->o, "/* dpc %s: CUDA kernels for ", DPC_VERSION);
+    emit_comment_text(g->o, ig->model_name);
+    dpc_buf_puts(g->o, " (");
+    emit_comment_text(g->o, ig->file);
+    dpc_buf_printf(g->o, ")%s%s%s. Generated; compiled with NVRTC. */\n", g->prec != KP_F32 ? ", " : "",
                    g->prec != KP_F32 ? kprec_name(g->prec) : "", g->prec != KP_F32 ? " storage" : "");
     dpc_buf_puts(g->o, PRELUDE);
     if (g->prec == KP_BF16)
