@@ -90,6 +90,7 @@ typedef struct dpc_artifact {
     size_t file_bytes, data_offset;
     int format;
     const char *version, *model, *root, *ir, *schedule, *gen_c, *gen_cuda, *summary, *arch, *checksum;
+    const char *cuda_sha256; /* dpc.cuda.sha256; NULL without images */
     int nsrc;
     const char **src_name, **src_text; /* [0] is the root */
     int nimg;
