@@ -184,6 +184,49 @@ void dpc_cu_plan_free(dpc_cu_plan *plan);
  * f32 arithmetic and GEMM accumulation; the caller's tensors stay f32. */
 dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, kprec prec, dpc_backend **out, dpc_err *e);
 
+/* Kernel images built ahead of time: a .dpa's CUBIN (sm_XX) and PTX
+ * (compute_XX), attached to the model by dpc_artifact_instantiate once the
+ * artifact passed its checksum and verification. The backend uses one only
+ * when sha256 equals the SHA-256 of the CUDA source it generated itself for
+ * this run: images are compiled from the f32 dialect, so a 16-bit run (or
+ * any other source) never takes them. */
+typedef struct dpc_cu_image {
+    char arch[32];       /* "sm_90" (CUBIN) or "compute_80" (PTX) */
+    unsigned char *data; /* PTX is NUL-terminated (len excludes it) */
+    size_t len;
+} dpc_cu_image;
+
+typedef struct dpc_cu_images {
+    char from[256];  /* for the report: the artifact's name ("m.dpa") */
+    char sha256[65]; /* of the CUDA source the images were compiled from */
+    int n;
+    dpc_cu_image *img;
+} dpc_cu_images;
+
+void dpc_cu_images_free(dpc_cu_images *im);
+
+/* Offers im to the CUDA backend be (before prepare; ignored for another
+ * backend). im is borrowed and must outlive be. For each GPU the backend
+ * takes, in this order: the stored CUBIN for exactly the device's sm_XX;
+ * the stored PTX for the newest compute_YY the device can run (the driver
+ * JIT-compiles it); else NVRTC (through the kernel cache) as without an
+ * artifact. A stored image the driver refuses falls through to the next.
+ * Stored images are machine code the checksum cannot vouch for: they are
+ * offered only with DPC_CUDA_DPA_IMAGES=1 (off by default). */
+void dpc_backend_cuda_offer_images(dpc_backend *be, const dpc_cu_images *im);
+
+/* NVRTC for the CUDA backend's source src of model model_name (its unit
+ * name and options, through the kernel cache): the artifact writer calls
+ * it too, so its images are the backend's, cache keys included. */
+dpc_status dpc_cuda_compile_image(const char *src, const char *model_name, const char *arch, dpc_buf *image,
+                                  bool *hit, dpc_err *e);
+
+/* How the CUDA backend got its kernels, for `dpc run -v`: "CUBIN sm_90
+ * from m.dpa", "PTX compute_80 from m.dpa, JIT by driver", "NVRTC sm_90",
+ * "NVRTC sm_90 (kernel cache)"; "cuda:0 ...; cuda:1 ..." when GPUs differ.
+ * False when be is not the CUDA backend or no module is loaded. */
+bool dpc_cuda_kernels(const dpc_backend *be, char *out, size_t n);
+
 /* Statistics of a CUDA replica (for tests and benchmarks). */
 typedef struct dpc_cuda_stats {
     long forwards;       /* forwards launched */

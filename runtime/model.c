@@ -226,6 +226,8 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
         dpc_backend *be = NULL;
         dpc_status s = ncuda ? dpc_backend_cuda_new(&m->kg, m->params, m->prec, &be, e)
                              : dpc_backend_cpu_new(&m->kg, m->params, &be, e);
+        if (s == DPC_OK && ncuda)
+            dpc_backend_cuda_offer_images(be, m->images); /* used only if compiled from be's own source */
         if (s == DPC_OK)
             s = be->prepare(be, &m->kg, e);
         if (s != DPC_OK) {
@@ -410,6 +412,7 @@ void dpc_model_free(dpc_model *m) {
         for (int i = 0; i < m->front->m.params.len; i++)
             free(m->params[i]);
     free(m->params);
+    dpc_cu_images_free(m->images);
     front_free(m->front);
     free(m);
 }
