@@ -4,8 +4,9 @@
  * version), loads it with dlopen, plans each replica's memory once per
  * batch size, and runs forwards with no allocation. GEMMs go to OpenBLAS
  * (or oneDNN, chosen at build time, see docs/performance.md). */
-#include "backend.h"
+#include "backend_cpu.h"
 #include "hostcc.h"
+#include "kabi.h"
 #include "kcache.h"
 #include "memplan.h"
 
@@ -28,18 +29,8 @@
 void openblas_set_num_threads(int);
 #endif
 
-/* Must match the struct emitted by emit_c.c. */
-typedef struct dpc_kctx {
-    void **buf;
-    int64_t N;
-    const float *scalars;
-    void (*sgemm)(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                  int64_t ldb, float *c, int64_t ldc);
-    int fail_at;
-    int64_t bad_index, bad_limit;
-} dpc_kctx;
-
-typedef int (*forward_fn)(dpc_kctx *);
+/* The kernel ABI: compiler/kabi.h, printed into the generated source by emit_c.c. */
+typedef int (*forward_fn)(dpc_cpu_kctx *);
 
 typedef struct cpu_backend {
     dpc_backend be;
@@ -344,7 +335,7 @@ static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a
     }
     if (a->N == 0)
         return DPC_OK;
-    dpc_kctx ctx = {.buf = r->buf, .N = a->N, .scalars = a->scalars, .sgemm = sgemm, .fail_at = a->fail_at};
+    dpc_cpu_kctx ctx = {.buf = r->buf, .N = a->N, .scalars = a->scalars, .sgemm = sgemm, .fail_at = a->fail_at};
     int rc = cb->forward(&ctx);
     if (rc < 0) {
         const kernel *k = kg->kernels.items[-rc - 1];

@@ -1,6 +1,8 @@
 /* model.c - a model from source to outputs: compile, bind weights, choose
  * devices, validate inputs, run data-parallel. */
 #include "model.h"
+#include "backend_cpu.h"
+#include "backend_cuda.h"
 
 #include <math.h>
 #include <stdarg.h>
