@@ -259,7 +259,7 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
             return s;
     }
     if (!ncuda)
-        dpc_cpu_set_gemm_threads((int)threads);
+        dpc_cpu_set_gemm_threads(m->be, (int)threads);
     return DPC_OK;
 }
 
