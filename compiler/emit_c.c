@@ -9,6 +9,7 @@
  * is deterministic: the same graph always gives the same bytes, which is
  * what the content-addressed cache keys on. */
 #include "emit.h"
+#include "kabi_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -563,13 +564,8 @@ void emit_c(const kgraph *kg, dpc_buf *o) {
     dpc_buf_puts(o, " (");
     emit_comment_text(o, g->file);
     dpc_buf_puts(o, "). Generated; do not edit. */\n");
-    dpc_buf_puts(o, "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
-                    "/* The runtime's view of one forward; layout shared with runtime/backend_cpu.c. */\n"
-                    "typedef struct dpc_kctx {\n"
-                    "    void **buf;\n    int64_t N;\n    const float *scalars;\n"
-                    "    void (*sgemm)(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,\n"
-                    "                  const float *b, int64_t ldb, float *c, int64_t ldc);\n"
-                    "    int fail_at;\n    int64_t bad_index, bad_limit;\n} dpc_kctx;\n");
+    /* the ABI as the runtime compiles it (kabi.h) */
+    dpc_buf_puts(o, "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n" DPC_KABI_C_TEXT);
     for (int i = 0; i < kg->kernels.len; i++)
         emit_kernel(kg, kg->kernels.items[i], o);
     dpc_buf_printf(o, "\nint dpc_forward(dpc_kctx *ctx);\nint dpc_forward(dpc_kctx *ctx) {\n    int r;\n");

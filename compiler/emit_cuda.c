@@ -1,5 +1,5 @@
 /* emit_cuda.c - the CUDA dialect of the kernel IR, for NVRTC, and its
- * launch plan (backend.h) for backend_cuda.c.
+ * launch plan (kabi.h) for backend_cuda.c.
  *
  * Device code only: one extern "C" __global__ function per launch, named
  * after its kernel (k3_fc1_linear_relu; a convolution adds
@@ -24,8 +24,9 @@
  * generated source ("<Model>.cu"). Sizes that depend on the batch are
  * written in terms of N, everything else is a literal. The output is
  * deterministic, as the kernel cache requires. */
-#include "backend.h"
 #include "emit.h"
+#include "kabi.h"
+#include "kabi_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -1080,20 +1081,8 @@ static const char PRELUDE[] =
     "#define NAN __int_as_float(0x7fffffff)\n"
     "typedef long long int64_t;\n"
     "\n"
-    "/* The error flag: the first failing kernel (1-based) and what it saw. */\n"
-    "struct dpc_kerr {\n"
-    "    int kernel;\n"
-    "    int pad;\n"
-    "    long long index, limit;\n"
-    "};\n"
-    "\n"
-    "/* Passed by value to every kernel; layout shared with runtime/backend_cuda.c. */\n"
-    "struct dpc_kctx {\n"
-    "    const float *scalars; /* the forward's scalar inputs */\n"
-    "    dpc_kerr *err;\n"
-    "    long long N;          /* batch rows of this replica */\n"
-    "    long long g;          /* convolution group (im2col) */\n"
-    "};\n"
+    /* the ABI as the runtime compiles it (kabi.h) */
+    DPC_KABI_CUDA_TEXT
     "\n"
     "__device__ __forceinline__ void raise_error(const dpc_kctx *ctx, int kernel, long long index, long long limit) {\n"
     "    if (atomicCAS(&ctx->err->kernel, 0, kernel) == 0) {\n"
@@ -1257,45 +1246,6 @@ static char *unit_name(const kgraph *kg) {
     dpc_buf_init(&b);
     dpc_buf_printf(&b, "%s.cu", kg->g->model_name ? kg->g->model_name : "model");
     return dpc_buf_take(&b);
-}
-
-dpc_status dpc_cu_gemm_expand(const dpc_cu_gemm *g, int64_t N,
-                              dpc_status (*fn)(void *ctx, const dpc_cu_gemm_call *c), void *ctx) {
-    dpc_cu_gemm_call c = {0};
-    c.M = dpc_cu_dim_eval(g->M, N);
-    c.N = dpc_cu_dim_eval(g->N, N);
-    c.K = dpc_cu_dim_eval(g->K, N);
-    c.lda = dpc_cu_dim_eval(g->lda, N);
-    c.ldb = dpc_cu_dim_eval(g->ldb, N);
-    c.ldc = dpc_cu_dim_eval(g->ldc, N);
-    c.batch = dpc_cu_dim_eval(g->batch, N);
-    c.strideA = dpc_cu_dim_eval(g->strideA, N);
-    c.strideB = dpc_cu_dim_eval(g->strideB, N);
-    c.strideC = dpc_cu_dim_eval(g->strideC, N);
-    if (c.M <= 0 || c.N <= 0 || c.batch <= 0)
-        return DPC_OK;
-    int64_t count[DPC_CU_MAX_LOOPS], total = 1;
-    for (int j = 0; j < g->nloops; j++) {
-        count[j] = dpc_cu_dim_eval(g->loop[j].count, N);
-        total *= count[j];
-    }
-    for (int64_t it = 0; it < total; it++) {
-        int64_t rem = it;
-        c.offA = dpc_cu_dim_eval(g->offA, N);
-        c.offB = dpc_cu_dim_eval(g->offB, N);
-        c.offC = dpc_cu_dim_eval(g->offC, N);
-        for (int j = g->nloops - 1; j >= 0; j--) {
-            int64_t i = rem % count[j];
-            rem /= count[j];
-            c.offA += i * dpc_cu_dim_eval(g->loop[j].sA, N);
-            c.offB += i * dpc_cu_dim_eval(g->loop[j].sB, N);
-            c.offC += i * dpc_cu_dim_eval(g->loop[j].sC, N);
-        }
-        dpc_status s = fn(ctx, &c);
-        if (s != DPC_OK)
-            return s;
-    }
-    return DPC_OK;
 }
 
 void dpc_cu_plan_free(dpc_cu_plan *plan) {

@@ -1,6 +1,7 @@
 /* main.c - the dpc command line (docs/cli.md). The only place that prints
  * and chooses exit codes: 0 success, 1 user error, 2 bad usage. */
 #include "artifact.h"
+#include "backend_cuda.h"
 #include "hostcc.h"
 #include "kcache.h"
 #include "model.h"

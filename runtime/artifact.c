@@ -1,5 +1,6 @@
 /* artifact.c - writing, reading and verifying .dpa artifacts (artifact.h). */
 #include "artifact.h"
+#include "backend_cuda.h"
 #include "nvrtc_compile.h"
 
 #include <math.h>

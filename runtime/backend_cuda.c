@@ -29,7 +29,7 @@
  * Every driver, NVRTC and cuBLASLt call is checked and named in the error.
  * A sticky error (illegal address...) poisons the CUDA context: the backend
  * then refuses all further work with the first such message. */
-#include "backend.h"
+#include "backend_cuda.h"
 #include "cublaslt.h"
 #include "dataparallel.h"
 #include "cuda_driver.h"
@@ -46,19 +46,9 @@
 #include <string.h>
 #include <time.h>
 
-/* Must match the PRELUDE of emit_cuda.c. */
-typedef struct dpc_kerr {
-    int kernel; /* 1-based index of the first failing kernel, 0 none */
-    int pad;
-    long long index, limit;
-} dpc_kerr;
-
-typedef struct dpc_kctx {
-    CUdeviceptr scalars;
-    CUdeviceptr err;
-    long long N;
-    long long g;
-} dpc_kctx;
+/* The kernel ABI: compiler/kabi.h, printed into the generated source by
+ * emit_cuda.c. The host holds the device pointers as CUdeviceptr. */
+_Static_assert(sizeof(CUdeviceptr) == sizeof(unsigned long long), "kabi.h holds a CUdeviceptr as unsigned long long");
 
 #define MAX_SCALARS DPC_MAX_SCALARS /* no forward has more (irbuild.c) */
 #define CTL_SCALARS 64 /* offset of the scalars in the control block */
@@ -112,14 +102,14 @@ struct dpc_replica {
     cu_dev *dev;
     CUstream stream;
     dpc_lt *lt;
-    CUdeviceptr ctl; /* dpc_kerr, then the scalars */
+    CUdeviceptr ctl; /* dpc_cu_kerr, then the scalars */
     int64_t planned_N; /* -1: not planned yet */
     CUdeviceptr arena;
     size_t arena_bytes;
     size_t *offset;     /* per buffer, in the arena */
     CUdeviceptr *ptr;   /* per buffer */
     size_t *host_off;   /* per input/output buffer, in the pinned staging */
-    void *host;         /* pinned: dpc_kerr, scalars, inputs, outputs */
+    void *host;         /* pinned: dpc_cu_kerr, scalars, inputs, outputs */
     size_t host_bytes;
     CUgraphExec graph;  /* for planned_N, once captured */
     bool graph_failed;  /* capture refused at planned_N: run step by step */
@@ -745,13 +735,52 @@ static dpc_status launch_kernel(cuda_backend *cb, dpc_replica *r, int i, int64_t
         ptrs[j] = r->ptr[l->bufs[j]];
         args[j] = &ptrs[j];
     }
-    dpc_kctx ctx = {.scalars = r->ctl + CTL_SCALARS, .err = r->ctl, .N = N, .g = l->g};
+    dpc_cu_kctx ctx = {.scalars = r->ctl + CTL_SCALARS, .err = r->ctl, .N = N, .g = l->g};
     args[l->nbufs] = &ctx;
     if (dpc_fault_kernel_should_fail())
         return dpc_errf(e, DPC_EDEVICE, "cuLaunchKernel failed: injected fault");
     dpc_status s = CK(cuLaunchKernel(r->dev->fn[i], (unsigned)blocks, 1, 1, DPC_CU_BLOCK, 1, 1, 0, r->stream, args, NULL));
     r->stats.kernel_launches++;
     return s;
+}
+
+dpc_status dpc_cu_gemm_expand(const dpc_cu_gemm *g, int64_t N,
+                              dpc_status (*fn)(void *ctx, const dpc_cu_gemm_call *c), void *ctx) {
+    dpc_cu_gemm_call c = {0};
+    c.M = dpc_cu_dim_eval(g->M, N);
+    c.N = dpc_cu_dim_eval(g->N, N);
+    c.K = dpc_cu_dim_eval(g->K, N);
+    c.lda = dpc_cu_dim_eval(g->lda, N);
+    c.ldb = dpc_cu_dim_eval(g->ldb, N);
+    c.ldc = dpc_cu_dim_eval(g->ldc, N);
+    c.batch = dpc_cu_dim_eval(g->batch, N);
+    c.strideA = dpc_cu_dim_eval(g->strideA, N);
+    c.strideB = dpc_cu_dim_eval(g->strideB, N);
+    c.strideC = dpc_cu_dim_eval(g->strideC, N);
+    if (c.M <= 0 || c.N <= 0 || c.batch <= 0)
+        return DPC_OK;
+    int64_t count[DPC_CU_MAX_LOOPS], total = 1;
+    for (int j = 0; j < g->nloops; j++) {
+        count[j] = dpc_cu_dim_eval(g->loop[j].count, N);
+        total *= count[j];
+    }
+    for (int64_t it = 0; it < total; it++) {
+        int64_t rem = it;
+        c.offA = dpc_cu_dim_eval(g->offA, N);
+        c.offB = dpc_cu_dim_eval(g->offB, N);
+        c.offC = dpc_cu_dim_eval(g->offC, N);
+        for (int j = g->nloops - 1; j >= 0; j--) {
+            int64_t i = rem % count[j];
+            rem /= count[j];
+            c.offA += i * dpc_cu_dim_eval(g->loop[j].sA, N);
+            c.offB += i * dpc_cu_dim_eval(g->loop[j].sB, N);
+            c.offC += i * dpc_cu_dim_eval(g->loop[j].sC, N);
+        }
+        dpc_status s = fn(ctx, &c);
+        if (s != DPC_OK)
+            return s;
+    }
+    return DPC_OK;
 }
 
 typedef struct gemm_ctx {
@@ -814,7 +843,7 @@ static dpc_status enqueue_steps(cuda_backend *cb, dpc_replica *r, int64_t N, boo
 static dpc_status enqueue(cuda_backend *cb, dpc_replica *r, int64_t N, bool capturing, dpc_err *e) {
     const kgraph *kg = cb->kg;
     char *host = r->host;
-    dpc_status s = CK(cuMemsetD8Async(r->ctl, 0, sizeof(dpc_kerr), r->stream));
+    dpc_status s = CK(cuMemsetD8Async(r->ctl, 0, sizeof(dpc_cu_kerr), r->stream));
     size_t nscalars = (size_t)kg->g->scalars.len; /* at most MAX_SCALARS */
     if (s == DPC_OK && nscalars)
         s = CK(cuMemcpyHtoDAsync(r->ctl + CTL_SCALARS, host + CTL_SCALARS, nscalars * sizeof(float), r->stream));
@@ -831,7 +860,7 @@ static dpc_status enqueue(cuda_backend *cb, dpc_replica *r, int64_t N, bool capt
             s = CK(cuMemcpyDtoHAsync(host + r->host_off[i], r->ptr[i], dev_bytes(cb, b, N), r->stream));
     }
     if (s == DPC_OK)
-        s = CK(cuMemcpyDtoHAsync(host, r->ctl, sizeof(dpc_kerr), r->stream));
+        s = CK(cuMemcpyDtoHAsync(host, r->ctl, sizeof(dpc_cu_kerr), r->stream));
     return s;
 }
 
@@ -940,7 +969,7 @@ static dpc_status cuda_sync(dpc_backend *be, dpc_replica *r, const dpc_run_args 
         s = CK(cuStreamSynchronize(r->stream));
     if (s != DPC_OK)
         return s;
-    const dpc_kerr *ke = r->host;
+    const dpc_cu_kerr *ke = r->host;
     if (ke->kernel > 0 && ke->kernel <= kg->kernels.len) {
         const kernel *k = kg->kernels.items[ke->kernel - 1];
         const ir_node *n = k->root ? k->root : k->out;

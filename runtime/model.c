@@ -1,6 +1,8 @@
 /* model.c - a model from source to outputs: compile, bind weights, choose
  * devices, validate inputs, run data-parallel. */
 #include "model.h"
+#include "backend_cpu.h"
+#include "backend_cuda.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -259,7 +261,7 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
             return s;
     }
     if (!ncuda)
-        dpc_cpu_set_gemm_threads((int)threads);
+        dpc_cpu_set_gemm_threads(m->be, (int)threads);
     return DPC_OK;
 }
 
