@@ -4,6 +4,20 @@
 
 #include "kernel.h"
 
+/* escape.c: the only way text or numbers from a user's file reach generated
+ * source (see there for why and what each escapes). */
+/* s as text inside a C comment: never ends the comment or the line. */
+void emit_comment_text(dpc_buf *o, const char *s);
+/* s as the characters between the quotes of a C string literal. */
+void emit_string_text(dpc_buf *o, const char *s);
+/* v as a C expression of type float (f32) or double: a decimal literal,
+ * a hexadecimal one where the decimal text is not a plain number, or NAN
+ * or INFINITY cast to the type. */
+void emit_float(dpc_buf *o, double v, bool f32);
+/* The same into b (at least EMIT_FLOAT_MAX bytes), for a printf argument. */
+#define EMIT_FLOAT_MAX 64
+const char *emit_float_str(char *b, size_t n, double v, bool f32);
+
 const char *emit_dim(char *b, size_t n, dim d);
 const char *emit_prod(char *b, size_t n, const shape *s, int from, int to);
 void emit_comment(dpc_buf *o, const char *indent, const ir_node *n);

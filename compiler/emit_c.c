@@ -9,6 +9,7 @@
  * is deterministic: the same graph always gives the same bytes, which is
  * what the content-addressed cache keys on. */
 #include "emit.h"
+#include "kabi_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,10 +42,16 @@ static ir_node *nd(const kgraph *kg, int id) { return (ir_node *)kgraph_node(kg,
 
 void emit_comment(dpc_buf *o, const char *indent, const ir_node *n) {
     dpc_buf_printf(o, "%s/* %%%d = %s", indent, n->id, ir_op_name(n->op));
-    if (n->at.file)
-        dpc_buf_printf(o, "  %s:%d", n->at.file->path, n->at.line);
-    if (n->scope && n->scope[0])
-        dpc_buf_printf(o, " (%s)", n->scope);
+    if (n->at.file) { /* the path and the scope are the user's text */
+        dpc_buf_puts(o, "  ");
+        emit_comment_text(o, n->at.file->path);
+        dpc_buf_printf(o, ":%d", n->at.line);
+    }
+    if (n->scope && n->scope[0]) {
+        dpc_buf_puts(o, " (");
+        emit_comment_text(o, n->scope);
+        dpc_buf_puts(o, ")");
+    }
     dpc_buf_puts(o, " */\n");
 }
 
@@ -121,7 +128,6 @@ void emit_coords(dpc_buf *o, const char *indent, const shape *os) {
 }
 
 void emit_leaf(dpc_buf *o, const ir_node *leaf) {
-    char num[64];
     if (leaf->op == OP_SCALAR) {
         dpc_buf_printf(o, "ctx->scalars[%d]", leaf->input_index);
         return;
@@ -130,11 +136,7 @@ void emit_leaf(dpc_buf *o, const ir_node *leaf) {
         dpc_buf_puts(o, "((float)N)");
         return;
     }
-    dpc_format_pyfloat(leaf->fa, num, sizeof num);
-    if (strchr(num, 'n') || strchr(num, 'i'))
-        dpc_buf_printf(o, "((float)(%s))", strcmp(num, "nan") == 0 ? "NAN" : num[0] == '-' ? "-INFINITY" : "INFINITY");
-    else
-        dpc_buf_printf(o, "%sf", num);
+    emit_float(o, leaf->fa, true);
 }
 
 /* A C expression for operand x of an elementwise op. */
@@ -193,9 +195,9 @@ void emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir
     case OP_BATCHNORM: {
         /* eval batch norm: per-channel affine over dim 1 */
         int bm = kg->buf_of[n->in[1]], bv = kg->buf_of[n->in[2]];
-        char eps[64];
-        dpc_format_pyfloat(n->fa, eps, sizeof eps);
-        dpc_buf_printf(o, "(%s - %sb%d[c1]) / sqrtf(%sb%d[c1] + %sf)", x, pre, bm, pre, bv, eps);
+        char eps[EMIT_FLOAT_MAX];
+        dpc_buf_printf(o, "(%s - %sb%d[c1]) / sqrtf(%sb%d[c1] + %s)", x, pre, bm, pre, bv,
+                       emit_float_str(eps, sizeof eps, n->fa, true));
         if (n->nin > 3)
             dpc_buf_printf(o, " * %sb%d[c1] + %sb%d[c1]", pre, kg->buf_of[n->in[3]], pre, kg->buf_of[n->in[4]]);
         break;
@@ -414,8 +416,8 @@ static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
         long long L = 1;
         for (int i = x->sh.rank - n->axis; i < x->sh.rank; i++)
             L *= x->sh.d[i].k;
-        char eps[64];
-        dpc_format_pyfloat(n->fa, eps, sizeof eps);
+        char eps[EMIT_FLOAT_MAX];
+        emit_float_str(eps, sizeof eps, n->fa, false); /* added to a double */
         dpc_buf_printf(o,
                        "    const int64_t rows = %s;\n"
                        "    for (int64_t r = 0; r < rows; r++) {\n"
@@ -557,14 +559,13 @@ static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
 
 void emit_c(const kgraph *kg, dpc_buf *o) {
     const ir_graph *g = kg->g;
-    dpc_buf_printf(o, "/* dpc %s: CPU kernels for %s (%s). Generated; do not edit. */\n", DPC_VERSION, g->model_name, g->file);
-    dpc_buf_puts(o, "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n"
-                    "/* The runtime's view of one forward; layout shared with runtime/backend_cpu.c. */\n"
-                    "typedef struct dpc_kctx {\n"
-                    "    void **buf;\n    int64_t N;\n    const float *scalars;\n"
-                    "    void (*sgemm)(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,\n"
-                    "                  const float *b, int64_t ldb, float *c, int64_t ldc);\n"
-                    "    int fail_at;\n    int64_t bad_index, bad_limit;\n} dpc_kctx;\n");
+    dpc_buf_printf(o, "/* dpc %s: CPU kernels for ", DPC_VERSION);
+    emit_comment_text(o, g->model_name);
+    dpc_buf_puts(o, " (");
+    emit_comment_text(o, g->file);
+    dpc_buf_puts(o, "). Generated; do not edit. */\n");
+    /* the ABI as the runtime compiles it (kabi.h) */
+    dpc_buf_puts(o, "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n" DPC_KABI_C_TEXT);
     for (int i = 0; i < kg->kernels.len; i++)
         emit_kernel(kg, kg->kernels.items[i], o);
     dpc_buf_printf(o, "\nint dpc_forward(dpc_kctx *ctx);\nint dpc_forward(dpc_kctx *ctx) {\n    int r;\n");

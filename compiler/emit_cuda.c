@@ -1,5 +1,5 @@
 /* emit_cuda.c - the CUDA dialect of the kernel IR, for NVRTC, and its
- * launch plan (backend.h) for backend_cuda.c.
+ * launch plan (kabi.h) for backend_cuda.c.
  *
  * Device code only: one extern "C" __global__ function per launch, named
  * after its kernel (k3_fc1_linear_relu; a convolution adds
@@ -24,8 +24,9 @@
  * generated source ("<Model>.cu"). Sizes that depend on the batch are
  * written in terms of N, everything else is a literal. The output is
  * deterministic, as the kernel cache requires. */
-#include "backend.h"
 #include "emit.h"
+#include "kabi.h"
+#include "kabi_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,7 +76,9 @@ static void fail(cg *g, const ir_node *n, const char *what) {
         else
             dpc_errf(g->e, DPC_EUSER, "the CUDA backend cannot run this graph: %s", what);
     }
-    dpc_buf_printf(g->o, "#error \"unsupported: %s\"\n", what);
+    dpc_buf_puts(g->o, "#error \"unsupported: ");
+    emit_string_text(g->o, what);
+    dpc_buf_puts(g->o, "\"\n");
 }
 
 /* ---------------------------------------------------------- sizes: k * N^p */
@@ -123,12 +126,17 @@ static void count_lines(cg *g) {
             g->lines++;
 }
 
-static void put_path(dpc_buf *o, const char *p) {
-    for (; *p; p++) {
-        if (*p == '"' || *p == '\\')
-            dpc_buf_put(o, "\\", 1);
-        if ((unsigned char)*p >= 0x20)
-            dpc_buf_put(o, p, 1);
+/* "FILE:LINE (SCOPE)" of op n inside a comment: the path and the scope are
+ * the user's text, so they go through emit_comment_text. */
+static void comment_loc(dpc_buf *o, const ir_node *n) {
+    if (n->at.file)
+        emit_comment_text(o, n->at.file->path);
+    else
+        dpc_buf_puts(o, "?");
+    dpc_buf_printf(o, ":%d", n->at.line);
+    if (n->scope && n->scope[0]) {
+        dpc_buf_puts(o, " in ");
+        emit_comment_text(o, n->scope);
     }
 }
 
@@ -137,7 +145,7 @@ static void line_of(cg *g, const ir_node *n) {
     if (!n || !n->at.file || n->at.line <= 0)
         return;
     dpc_buf_printf(g->o, "#line %d \"", n->at.line);
-    put_path(g->o, n->at.file->path);
+    emit_string_text(g->o, n->at.file->path);
     dpc_buf_puts(g->o, "\"\n");
 }
 
@@ -145,7 +153,7 @@ static void line_of(cg *g, const ir_node *n) {
 static void line_reset(cg *g) {
     count_lines(g);
     dpc_buf_printf(g->o, "#line %d \"", g->lines + 2);
-    put_path(g->o, g->unit);
+    emit_string_text(g->o, g->unit);
     dpc_buf_puts(g->o, "\"\n");
 }
 
@@ -536,10 +544,10 @@ static void emit_linear(cg *g, const kernel *k) {
         }
     }
     static const char *const epi[] = {"", " + bias", " + bias, ReLU"};
-    dpc_buf_printf(g->o, "\n/* %s: linear [M, %lld] x [%lld, %lld]^T%s through cuBLASLt (%s:%d)%s */\n", k->name,
-                   (long long)K.k, (long long)No.k, (long long)K.k, epi[m->epilogue],
-                   n->at.file ? n->at.file->path : "?", n->at.line,
-                   first_op < k->ops.len ? "; the rest of the chain follows" : "");
+    dpc_buf_printf(g->o, "\n/* %s: linear [M, %lld] x [%lld, %lld]^T%s through cuBLASLt (", k->name, (long long)K.k,
+                   (long long)No.k, (long long)K.k, epi[m->epilogue]);
+    comment_loc(g->o, n);
+    dpc_buf_printf(g->o, ")%s */\n", first_op < k->ops.len ? "; the rest of the chain follows" : "");
     gemm_epilogue(g, k, first_op);
 }
 
@@ -625,8 +633,9 @@ static void emit_matmul(cg *g, const kernel *k) {
         dpc_buf_printf(g->o, ", batch %s", cd_txt(t1, sizeof t1, m->batch));
     if (m->nloops)
         dpc_buf_printf(g->o, ", %d host loop%s", m->nloops, m->nloops == 1 ? "" : "s");
-    dpc_buf_printf(g->o, " through cuBLASLt (%s:%d)%s */\n", n->at.file ? n->at.file->path : "?", n->at.line,
-                   k->ops.len ? "; the fused chain follows" : "");
+    dpc_buf_puts(g->o, " through cuBLASLt (");
+    comment_loc(g->o, n);
+    dpc_buf_printf(g->o, ")%s */\n", k->ops.len ? "; the fused chain follows" : "");
     gemm_epilogue(g, k, 0);
 }
 
@@ -831,8 +840,8 @@ static void emit_row(cg *g, const kernel *k) {
             bb = kg->buf_of[n->in[idx++]];
         padd(g, &pl, wb, false);
         padd(g, &pl, bb, false);
-        char eps[64];
-        dpc_format_pyfloat(n->fa, eps, sizeof eps);
+        char eps[EMIT_FLOAT_MAX];
+        emit_float_str(eps, sizeof eps, n->fa, true);
         dpc_cu_dim rows = cd_prod(&x->sh, 0, x->sh.rank - n->axis);
         dpc_buf_printf(g->o, "\n/* %s: layer_norm over rows of %lld, mean and variance in two passes */\n", k->name, L);
         dpc_cu_grid grid = row_kernel_head(g, k, &pl, L, rows, xb, ob);
@@ -842,7 +851,7 @@ static void emit_row(cg *g, const kernel *k) {
                        "    const float mean = rsum(s) / %lld.0f;\n"
                        "    float v = 0.0f;\n"
                        "    for (int j = t; j < %lld; j += T) { const float d = x[j] - mean; v += d * d; }\n"
-                       "    const float rstd = 1.0f / sqrtf(rsum(v) / %lld.0f + %sf);\n"
+                       "    const float rstd = 1.0f / sqrtf(rsum(v) / %lld.0f + %s);\n"
                        "    for (int j = t; j < %lld; j += T) {\n"
                        "        float o = (x[j] - mean) * rstd;\n",
                        L, L, L, L, eps, L);
@@ -1072,20 +1081,8 @@ static const char PRELUDE[] =
     "#define NAN __int_as_float(0x7fffffff)\n"
     "typedef long long int64_t;\n"
     "\n"
-    "/* The error flag: the first failing kernel (1-based) and what it saw. */\n"
-    "struct dpc_kerr {\n"
-    "    int kernel;\n"
-    "    int pad;\n"
-    "    long long index, limit;\n"
-    "};\n"
-    "\n"
-    "/* Passed by value to every kernel; layout shared with runtime/backend_cuda.c. */\n"
-    "struct dpc_kctx {\n"
-    "    const float *scalars; /* the forward's scalar inputs */\n"
-    "    dpc_kerr *err;\n"
-    "    long long N;          /* batch rows of this replica */\n"
-    "    long long g;          /* convolution group (im2col) */\n"
-    "};\n"
+    /* the ABI as the runtime compiles it (kabi.h) */
+    DPC_KABI_CUDA_TEXT
     "\n"
     "__device__ __forceinline__ void raise_error(const dpc_kctx *ctx, int kernel, long long index, long long limit) {\n"
     "    if (atomicCAS(&ctx->err->kernel, 0, kernel) == 0) {\n"
@@ -1221,8 +1218,11 @@ static void emit_kernel(cg *g, const kernel *k) {
 
 static void emit_program(cg *g) {
     const ir_graph *ig = g->kg->g;
-    dpc_buf_printf(g->o, "/* dpc %s: CUDA kernels for %s (%s)%s%s%s. Generated; compiled with NVRTC. */\n",
-                   DPC_VERSION, ig->model_name, ig->file, g->prec != KP_F32 ? ", " : "",
+    dpc_buf_printf(g->o, "/* dpc %s: CUDA kernels for ", DPC_VERSION);
+    emit_comment_text(g->o, ig->model_name);
+    dpc_buf_puts(g->o, " (");
+    emit_comment_text(g->o, ig->file);
+    dpc_buf_printf(g->o, ")%s%s%s. Generated; compiled with NVRTC. */\n", g->prec != KP_F32 ? ", " : "",
                    g->prec != KP_F32 ? kprec_name(g->prec) : "", g->prec != KP_F32 ? " storage" : "");
     dpc_buf_puts(g->o, PRELUDE);
     if (g->prec == KP_BF16)
@@ -1246,45 +1246,6 @@ static char *unit_name(const kgraph *kg) {
     dpc_buf_init(&b);
     dpc_buf_printf(&b, "%s.cu", kg->g->model_name ? kg->g->model_name : "model");
     return dpc_buf_take(&b);
-}
-
-dpc_status dpc_cu_gemm_expand(const dpc_cu_gemm *g, int64_t N,
-                              dpc_status (*fn)(void *ctx, const dpc_cu_gemm_call *c), void *ctx) {
-    dpc_cu_gemm_call c = {0};
-    c.M = dpc_cu_dim_eval(g->M, N);
-    c.N = dpc_cu_dim_eval(g->N, N);
-    c.K = dpc_cu_dim_eval(g->K, N);
-    c.lda = dpc_cu_dim_eval(g->lda, N);
-    c.ldb = dpc_cu_dim_eval(g->ldb, N);
-    c.ldc = dpc_cu_dim_eval(g->ldc, N);
-    c.batch = dpc_cu_dim_eval(g->batch, N);
-    c.strideA = dpc_cu_dim_eval(g->strideA, N);
-    c.strideB = dpc_cu_dim_eval(g->strideB, N);
-    c.strideC = dpc_cu_dim_eval(g->strideC, N);
-    if (c.M <= 0 || c.N <= 0 || c.batch <= 0)
-        return DPC_OK;
-    int64_t count[DPC_CU_MAX_LOOPS], total = 1;
-    for (int j = 0; j < g->nloops; j++) {
-        count[j] = dpc_cu_dim_eval(g->loop[j].count, N);
-        total *= count[j];
-    }
-    for (int64_t it = 0; it < total; it++) {
-        int64_t rem = it;
-        c.offA = dpc_cu_dim_eval(g->offA, N);
-        c.offB = dpc_cu_dim_eval(g->offB, N);
-        c.offC = dpc_cu_dim_eval(g->offC, N);
-        for (int j = g->nloops - 1; j >= 0; j--) {
-            int64_t i = rem % count[j];
-            rem /= count[j];
-            c.offA += i * dpc_cu_dim_eval(g->loop[j].sA, N);
-            c.offB += i * dpc_cu_dim_eval(g->loop[j].sB, N);
-            c.offC += i * dpc_cu_dim_eval(g->loop[j].sC, N);
-        }
-        dpc_status s = fn(ctx, &c);
-        if (s != DPC_OK)
-            return s;
-    }
-    return DPC_OK;
 }
 
 void dpc_cu_plan_free(dpc_cu_plan *plan) {

@@ -368,13 +368,10 @@ bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
         const ir_node *named = kr->root ? kr->root : kr->ops.len ? kr->ops.items[0] : kr->out;
         dpc_buf nm;
         dpc_buf_init(&nm);
+        /* the name is a C identifier in generated source: made of the
+         * kernel's number and dpc's own op names only, never of the model's
+         * names (the scope is in the kernel's comments, escaped) */
         dpc_buf_printf(&nm, "k%d", k);
-        const char *scope = named->scope && named->scope[0] ? named->scope : NULL;
-        if (scope) {
-            dpc_buf_puts(&nm, "_");
-            for (const char *p = scope; *p; p++)
-                dpc_buf_put(&nm, *p == '.' ? "_" : p, 1);
-        }
         dpc_buf_printf(&nm, "_%s", kr->kind == KK_COPY ? "copy" : ir_op_name(named->op));
         for (int i = kr->root ? 0 : 1; i < kr->ops.len && i < 4; i++)
             dpc_buf_printf(&nm, "_%s", ir_op_name(((ir_node *)kr->ops.items[i])->op));
@@ -391,8 +388,10 @@ void fuse_print(const kgraph *kg, dpc_buf *out) {
     for (int k = 0; k < kg->kernels.len; k++) {
         const kernel *kr = kg->kernels.items[k];
         shape_str(&kr->out->sh, g->batch_name, sh, sizeof sh);
-        dpc_buf_printf(out, "  %s [%s] -> %%%d %s buf%d\n", kr->name, kkind_name(kr->kind), kr->out->id, sh,
-                       kg->buf_of[kr->out->id]);
+        const ir_node *named = kr->root ? kr->root : kr->ops.len ? kr->ops.items[0] : kr->out;
+        dpc_buf_printf(out, "  %s [%s] -> %%%d %s buf%d%s%s\n", kr->name, kkind_name(kr->kind), kr->out->id, sh,
+                       kg->buf_of[kr->out->id], named->scope && named->scope[0] ? " in " : "",
+                       named->scope ? named->scope : "");
         if (kr->root && kr->kind != KK_COPY)
             dpc_buf_printf(out, "      %%%d = %s  # %s:%d\n", kr->root->id, ir_op_name(kr->root->op),
                            kr->root->at.file ? kr->root->at.file->path : "", kr->root->at.line);

@@ -12,6 +12,7 @@
 
 #include "dpc_compile.h"
 #include "ir.h"
+#include "kabi.h"
 
 typedef enum kkind {
     KK_ELEMWISE, /* a chain of elementwise ops (and batch norm) */
@@ -121,5 +122,12 @@ bool kernel_is_elementwise_op(ir_op op);
  * each op commented with its .dp line. */
 void emit_c(const kgraph *kg, dpc_buf *out);
 void emit_cuda(const kgraph *kg, kprec prec, dpc_buf *out);
+
+/* emit_cuda.c: the source (as emit_cuda writes it) and its launch plan
+ * (kabi.h). *source is malloc'ed; free the plan with dpc_cu_plan_free.
+ * DPC_EUSER (naming the op and its .dp line) for a graph the CUDA dialect
+ * cannot run, DPC_ENOMEM. */
+dpc_status dpc_cuda_program(const kgraph *kg, kprec prec, char **source, dpc_cu_plan *plan, dpc_err *e);
+void dpc_cu_plan_free(dpc_cu_plan *plan);
 
 #endif

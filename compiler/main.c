@@ -1,6 +1,7 @@
 /* main.c - the dpc command line (docs/cli.md). The only place that prints
  * and chooses exit codes: 0 success, 1 user error, 2 bad usage. */
 #include "artifact.h"
+#include "backend_cuda.h"
 #include "hostcc.h"
 #include "kcache.h"
 #include "model.h"
@@ -852,6 +853,9 @@ static int cmd_run(int argc, char **argv) {
         dpc_cuda_weights_info wi; /* how further GPUs got the weights: NCCL, or peer copy and why */
         if (dpc_cuda_weights(m->be, &wi) && wi.how[0])
             fprintf(stderr, "dpc: weights: %s\n", wi.how);
+        char kh[1024]; /* a .dpa's CUBIN/PTX, or NVRTC */
+        if (dpc_cuda_kernels(m->be, kh, sizeof kh))
+            fprintf(stderr, "dpc: kernels: %s\n", kh);
     }
     rc = 0;
     if (!x.on && (s = write_outputs(&o, out, &e)) != DPC_OK) /* under MPI rank 0 writes after the gather */

@@ -1,5 +1,6 @@
 /* artifact.c - writing, reading and verifying .dpa artifacts (artifact.h). */
 #include "artifact.h"
+#include "backend_cuda.h"
 #include "nvrtc_compile.h"
 
 #include <math.h>
@@ -13,6 +14,7 @@
 #define PTX_PREFIX "dpc.ptx."
 #define CHECKSUM_KEY "dpc.checksum"
 #define CHECKSUM_PATTERN "\"" CHECKSUM_KEY "\":\""
+#define IMAGE_SOURCE_KEY "dpc.cuda.sha256"
 #define MAX_SOURCES 4096
 #define MAX_PATH_COMPONENTS 256
 
@@ -551,8 +553,10 @@ static char *repr_of(const dpc_unit *u) {
 }
 
 /* NVRTC for every image of the plan (images[i] for plan->img[i]), in the
- * order of the arch list, so an error names the --arch entry it came from. */
-static dpc_status compile_images(const char *cuda, const char *name, const arch_plan *p, dpc_buf *images,
+ * order of the arch list, so an error names the --arch entry it came from.
+ * Compiled as the CUDA backend compiles (same unit name and options), so a
+ * loaded artifact's image is the one the backend would build itself. */
+static dpc_status compile_images(const char *cuda, const char *model_name, const arch_plan *p, dpc_buf *images,
                                  dpc_err *e) {
     bool done[2 * DPC_ARTIFACT_MAX_ARCHS] = {0};
     for (int i = 0; i < p->nimg; i++)
@@ -566,7 +570,7 @@ static dpc_status compile_images(const char *cuda, const char *name, const arch_
                 if (done[i] || strcmp(p->img[i], want[w]) != 0)
                     continue;
                 done[i] = true;
-                dpc_status s = dpc_nvrtc_compile_cached(cuda, name, p->img[i], NULL, 0, &images[i], NULL, NULL, e);
+                dpc_status s = dpc_cuda_compile_image(cuda, model_name, p->img[i], &images[i], NULL, e);
                 if (s != DPC_OK) {
                     dpc_err_prefix(e, "--arch %s: ", p->arch[a]);
                     return s;
@@ -590,6 +594,7 @@ static dpc_status write_image(const src_set *src, const dpc_model *m, const arch
     meta_list meta = {0};
     dpc_buf images[2 * DPC_ARTIFACT_MAX_ARCHS];
     int nimages = 0;
+    char image_source[65] = ""; /* SHA-256 of the CUDA text the images were compiled from */
     dpc_buf archs, extra, image;
     dpc_buf_init(&archs);
     dpc_buf_init(&extra);
@@ -637,7 +642,9 @@ static dpc_status write_image(const src_set *src, const dpc_model *m, const arch
             dpc_buf_puts(&cuda, cuda_suffix);
         nimages = plan->nimg;
         s = cuda.oom ? dpc_errf(e, DPC_ENOMEM, "out of memory")
-                     : compile_images(bstr(&cuda), src->name[0], plan, images, e);
+                     : compile_images(bstr(&cuda), m->front->g.model_name, plan, images, e);
+        if (s == DPC_OK)
+            dpc_sha256_hex(bstr(&cuda), strlen(bstr(&cuda)), image_source);
         dpc_buf_free(&cuda);
         if (s != DPC_OK)
             goto done;
@@ -664,6 +671,8 @@ static dpc_status write_image(const src_set *src, const dpc_model *m, const arch
     meta_add(&meta, "dpc.gen.cuda", bstr(&g.cuda));
     meta_add(&meta, "dpc.arch", bstr(&archs));
     meta_add(&meta, "dpc.summary", bstr(&g.summary));
+    if (nimages)
+        meta_add(&meta, IMAGE_SOURCE_KEY, image_source);
     for (int i = 0; i < nimages; i++) {
         char key[64];
         bool ptx = dpc_nvrtc_arch_is_ptx(plan->img[i]);
@@ -971,6 +980,15 @@ static dpc_status read_sections(dpc_artifact *a, dpc_err *e) {
             return bad(e, a, msg);
         }
     }
+    /* what the images were compiled from: the loader compares it with the
+     * backend's own source before it uses one */
+    a->cuda_sha256 = meta_get(st, IMAGE_SOURCE_KEY);
+    if (a->nimg && !a->cuda_sha256) {
+        snprintf(msg, sizeof msg, "section %s is missing", IMAGE_SOURCE_KEY);
+        return bad(e, a, msg);
+    }
+    if (a->cuda_sha256 && (strlen(a->cuda_sha256) != 64 || strspn(a->cuda_sha256, "0123456789abcdef") != 64))
+        return bad(e, a, IMAGE_SOURCE_KEY " is not 64 hex digits");
     /* sources; every dpc.* key must be known */
     a->src_name = dpc_calloc(st->nmeta + 1, sizeof *a->src_name);
     a->src_text = dpc_calloc(st->nmeta + 1, sizeof *a->src_text);
@@ -982,7 +1000,8 @@ static dpc_status read_sections(dpc_artifact *a, dpc_err *e) {
         const char *k = st->meta_keys[i];
         if (!starts_with(k, META_PREFIX))
             continue;
-        bool known = !strcmp(k, "dpc.format") || !strcmp(k, "dpc.version");
+        bool known = !strcmp(k, "dpc.format") || !strcmp(k, "dpc.version") ||
+                     (a->nimg && !strcmp(k, IMAGE_SOURCE_KEY));
         for (size_t j = 0; !known && j < sizeof req / sizeof *req; j++)
             known = !strcmp(k, req[j].key);
         for (int j = 0; !known && j < a->nimg; j++) {
@@ -1154,6 +1173,32 @@ static void first_diff(const char *a, const char *b, int *line, char *sa, char *
     dpc_quote(lb, eb, sb, n);
 }
 
+/* Copies a's images into m for the CUDA backend (backend.h, dpc_cu_images):
+ * only a verified artifact gets here, and the backend still takes an image
+ * only for the source named by dpc.cuda.sha256. */
+static dpc_status attach_images(const dpc_artifact *a, dpc_model *m, dpc_err *e) {
+    if (!a->nimg)
+        return DPC_OK;
+    dpc_cu_images *im = dpc_calloc(1, sizeof *im);
+    if (!im || !(im->img = dpc_calloc((size_t)a->nimg, sizeof *im->img))) {
+        dpc_free(im);
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    }
+    snprintf(im->from, sizeof im->from, "%s", a->name);
+    snprintf(im->sha256, sizeof im->sha256, "%s", a->cuda_sha256);
+    m->images = im;
+    for (int i = 0; i < a->nimg; i++, im->n++) {
+        dpc_cu_image *c = &im->img[i];
+        snprintf(c->arch, sizeof c->arch, "%s", a->img[i].arch);
+        if (!(c->data = dpc_malloc(a->img[i].len + 1)))
+            return dpc_errf(e, DPC_ENOMEM, "out of memory");
+        memcpy(c->data, a->img[i].data, a->img[i].len);
+        c->data[a->img[i].len] = 0; /* PTX is text */
+        c->len = a->img[i].len;
+    }
+    return DPC_OK;
+}
+
 dpc_status dpc_artifact_instantiate(const dpc_artifact *a, dpc_model **out, dpc_err *e) {
     *out = NULL;
     src_set s = {.n = a->nsrc, .name = a->src_name, .text = a->src_text};
@@ -1228,6 +1273,8 @@ dpc_status dpc_artifact_instantiate(const dpc_artifact *a, dpc_model **out, dpc_
         dpc_free(picks);
         dpc_buf_free(&extra);
     }
+    if (st == DPC_OK)
+        st = attach_images(a, m, e);
     if (st != DPC_OK) {
         dpc_model_free(m);
         return st;

@@ -23,6 +23,10 @@
  *   dpc.cubin.sm_XX     NVRTC CUBIN for sm_XX, base64 (one per sm_ arch)
  *   dpc.ptx.compute_XX  NVRTC PTX for compute_XX, as text (one per sm_ or
  *                       compute_ arch: PTX lets newer GPUs JIT the kernels)
+ *   dpc.cuda.sha256     SHA-256 (hex) of the CUDA source NVRTC compiled the
+ *                       images from (present iff there are images); they
+ *                       are compiled as the CUDA backend compiles (its unit
+ *                       name and NVRTC options, dpc_cuda_compile_image)
  *   dpc.summary         inputs, scalars, outputs, parameters, kernels,
  *                       architectures and weights as one JSON object
  *   dpc.checksum        64 hex digits, see below
@@ -50,7 +54,21 @@
  * result byte for byte, and embedded weights must match the parameter table
  * (names, shapes, float dtypes). The stored IR is never executed: what runs
  * is what the verified sources compile to, so an edited IR (even with the
- * checksum fixed up) is refused before any kernel exists. */
+ * checksum fixed up) is refused before any kernel exists.
+ *
+ * Stored images: dpc_artifact_instantiate attaches them to the model
+ * (dpc_model.images) only once every check above has passed, and the CUDA
+ * backend takes one only when dpc.cuda.sha256 equals the SHA-256 of the
+ * source it generated itself for the run (so never in 16-bit storage:
+ * images are of the f32 dialect): the CUBIN for exactly the GPU's sm_XX,
+ * else the PTX of the newest compute_YY the GPU can run, else NVRTC (see
+ * backend.h, dpc_backend_cuda_offer_images). Unlike the IR, an image
+ * cannot be checked against the sources without compiling them again, which
+ * is what storing it saves: the checksum catches damage, not a forger who
+ * recomputes it. A stored image is machine code to trust as the artifact's
+ * author, so the backend loads them only when the user opts in with
+ * DPC_CUDA_DPA_IMAGES=1 (docs/security.md); by default NVRTC compiles the
+ * regenerated, verified source. */
 #ifndef DPC_ARTIFACT_H
 #define DPC_ARTIFACT_H
 
@@ -90,6 +108,7 @@ typedef struct dpc_artifact {
     size_t file_bytes, data_offset;
     int format;
     const char *version, *model, *root, *ir, *schedule, *gen_c, *gen_cuda, *summary, *arch, *checksum;
+    const char *cuda_sha256; /* dpc.cuda.sha256; NULL without images */
     int nsrc;
     const char **src_name, **src_text; /* [0] is the root */
     int nimg;

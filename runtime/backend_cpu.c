@@ -4,8 +4,9 @@
  * version), loads it with dlopen, plans each replica's memory once per
  * batch size, and runs forwards with no allocation. GEMMs go to OpenBLAS
  * (or oneDNN, chosen at build time, see docs/performance.md). */
-#include "backend.h"
+#include "backend_cpu.h"
 #include "hostcc.h"
+#include "kabi.h"
 #include "kcache.h"
 #include "memplan.h"
 
@@ -28,18 +29,8 @@
 void openblas_set_num_threads(int);
 #endif
 
-/* Must match the struct emitted by emit_c.c. */
-typedef struct dpc_kctx {
-    void **buf;
-    int64_t N;
-    const float *scalars;
-    void (*sgemm)(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
-                  int64_t ldb, float *c, int64_t ldc);
-    int fail_at;
-    int64_t bad_index, bad_limit;
-} dpc_kctx;
-
-typedef int (*forward_fn)(dpc_kctx *);
+/* The kernel ABI: compiler/kabi.h, printed into the generated source by emit_c.c. */
+typedef int (*forward_fn)(dpc_cpu_kctx *);
 
 typedef struct cpu_backend {
     dpc_backend be;
@@ -47,6 +38,7 @@ typedef struct cpu_backend {
     float *const *params;
     void *so;
     forward_fn forward;
+    _Atomic int gemm_threads; /* the most one GEMM of a replica may use (dpc_cpu_set_gemm_threads) */
 } cpu_backend;
 
 struct dpc_replica {
@@ -57,10 +49,12 @@ struct dpc_replica {
     size_t *offset;
 };
 
-/* GEMM threads: the most a replica may use (its share of the cores), and
- * the count last given to the library. Small products run on one thread:
- * waking a second one costs more than it saves (measured, bench/). */
-static _Atomic int gemm_threads_max = 1; /* shared by every model in the process */
+/* GEMM threads: the most the running forward may use (its backend's
+ * gemm_threads, its share of the cores, set by cpu_run on the thread that
+ * runs it), and the count last given to the library. Small products run on
+ * one thread: waking a second one costs more than it saves (measured,
+ * bench/). */
+static _Thread_local int gemm_threads_max = 1;
 static _Thread_local int gemm_threads_now = -1;
 #define GEMM_PARALLEL_MIN (1 << 22) /* multiply-adds */
 
@@ -93,7 +87,16 @@ static void sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *
 #endif
 }
 
-void dpc_cpu_set_gemm_threads(int n) { gemm_threads_max = n < 1 ? 1 : n; }
+static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e);
+
+void dpc_cpu_set_gemm_threads(dpc_backend *be, int n) {
+    if (be && be->run == cpu_run)
+        ((cpu_backend *)be)->gemm_threads = n < 1 ? 1 : n;
+}
+
+int dpc_cpu_gemm_threads(const dpc_backend *be) {
+    return be && be->run == cpu_run ? ((const cpu_backend *)be)->gemm_threads : 0;
+}
 
 char *dpc_cpu_source(const kgraph *kg) {
     dpc_buf b;
@@ -344,7 +347,8 @@ static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a
     }
     if (a->N == 0)
         return DPC_OK;
-    dpc_kctx ctx = {.buf = r->buf, .N = a->N, .scalars = a->scalars, .sgemm = sgemm, .fail_at = a->fail_at};
+    dpc_cpu_kctx ctx = {.buf = r->buf, .N = a->N, .scalars = a->scalars, .sgemm = sgemm, .fail_at = a->fail_at};
+    gemm_threads_max = cb->gemm_threads;
     int rc = cb->forward(&ctx);
     dpc_kernel_info k;
     if (rc < 0) {
@@ -373,6 +377,7 @@ dpc_status dpc_backend_cpu_new(const kgraph *kg, float *const *params, dpc_backe
     cb->be = (dpc_backend){"cpu", cpu_prepare, cpu_replica_new, cpu_run, cpu_replica_free, cpu_destroy};
     cb->kg = kg;
     cb->params = params;
+    cb->gemm_threads = 1;
     *out = &cb->be;
     return DPC_OK;
 }

@@ -29,7 +29,7 @@
  * Every driver, NVRTC and cuBLASLt call is checked and named in the error.
  * A sticky error (illegal address...) poisons the CUDA context: the backend
  * then refuses all further work with the first such message. */
-#include "backend.h"
+#include "backend_cuda.h"
 #include "cublaslt.h"
 #include "dataparallel.h"
 #include "cuda_driver.h"
@@ -46,19 +46,9 @@
 #include <string.h>
 #include <time.h>
 
-/* Must match the PRELUDE of emit_cuda.c. */
-typedef struct dpc_kerr {
-    int kernel; /* 1-based index of the first failing kernel, 0 none */
-    int pad;
-    long long index, limit;
-} dpc_kerr;
-
-typedef struct dpc_kctx {
-    CUdeviceptr scalars;
-    CUdeviceptr err;
-    long long N;
-    long long g;
-} dpc_kctx;
+/* The kernel ABI: compiler/kabi.h, printed into the generated source by
+ * emit_cuda.c. The host holds the device pointers as CUdeviceptr. */
+_Static_assert(sizeof(CUdeviceptr) == sizeof(unsigned long long), "kabi.h holds a CUdeviceptr as unsigned long long");
 
 #define MAX_SCALARS DPC_MAX_SCALARS /* no forward has more (irbuild.c) */
 #define CTL_SCALARS 64 /* offset of the scalars in the control block */
@@ -72,6 +62,7 @@ typedef struct cu_dev {
     CUcontext ctx;
     dpc_cuda_device info;
     char target[32];   /* what the module was compiled for: sm_90, or compute_XX */
+    char how[320];     /* where the module came from, for dpc_cuda_kernels */
     CUmodule mod;
     CUfunction *fn;    /* per plan step; NULL for GEMMs */
     CUdeviceptr weights;
@@ -83,7 +74,7 @@ typedef struct cuda_backend {
     const kgraph *kg;
     float *const *params;
     char *src;
-    char unit[256];
+    const char *model_name;
     dpc_cu_plan plan;
     bool has_gemm;
     size_t *param_off; /* per buffer: offset of a parameter in a device's weights */
@@ -91,12 +82,15 @@ typedef struct cuda_backend {
     struct {
         char arch[32];
         dpc_buf image;
+        bool hit; /* from the kernel cache */
     } images[MAX_IMAGES];
     int nimages;
+    const dpc_cu_images *stored; /* offered by the artifact, borrowed; NULL none */
+    char src_sha256[65];         /* of src, when stored images are offered */
     cu_dev *devs[DPC_MAX_DEVICES];
     int ndevs;
     pthread_mutex_t lock;
-    bool tf32, graphs, sync_each;
+    bool tf32, graphs, sync_each, use_stored;
     kprec prec;        /* how float buffers are stored on the device */
     atomic_int dead;
     char dead_msg[DPC_ERR_MSG];
@@ -108,14 +102,14 @@ struct dpc_replica {
     cu_dev *dev;
     CUstream stream;
     dpc_lt *lt;
-    CUdeviceptr ctl; /* dpc_kerr, then the scalars */
+    CUdeviceptr ctl; /* dpc_cu_kerr, then the scalars */
     int64_t planned_N; /* -1: not planned yet */
     CUdeviceptr arena;
     size_t arena_bytes;
     size_t *offset;     /* per buffer, in the arena */
     CUdeviceptr *ptr;   /* per buffer */
     size_t *host_off;   /* per input/output buffer, in the pinned staging */
-    void *host;         /* pinned: dpc_kerr, scalars, inputs, outputs */
+    void *host;         /* pinned: dpc_cu_kerr, scalars, inputs, outputs */
     size_t host_bytes;
     CUgraphExec graph;  /* for planned_N, once captured */
     bool graph_failed;  /* capture refused at planned_N: run step by step */
@@ -185,41 +179,121 @@ static int newest_nvrtc_arch(int at_most) {
     return best;
 }
 
-static dpc_status image_for(cuda_backend *cb, const char *arch, const dpc_buf **out, dpc_err *e) {
+dpc_status dpc_cuda_compile_image(const char *src, const char *model_name, const char *arch, dpc_buf *image,
+                                  bool *hit, dpc_err *e) {
+    char unit[256];
+    snprintf(unit, sizeof unit, "%s.cu", model_name ? model_name : "model");
+    return dpc_nvrtc_compile_cached(src, unit, arch, NVRTC_OPTS, 1, image, NULL, hit, e);
+}
+
+/* The NVRTC image for arch, compiled once per backend; *hit says whether
+ * it came from the kernel cache. */
+static dpc_status image_for(cuda_backend *cb, const char *arch, const dpc_buf **out, bool *hit, dpc_err *e) {
     for (int i = 0; i < cb->nimages; i++)
         if (strcmp(cb->images[i].arch, arch) == 0) {
             *out = &cb->images[i].image;
+            *hit = cb->images[i].hit;
             return DPC_OK;
         }
     if (cb->nimages == MAX_IMAGES)
         return dpc_errf(e, DPC_EINTERNAL, "too many GPU architectures in one device list");
     dpc_buf img;
     dpc_buf_init(&img);
-    bool hit = false;
-    dpc_status s = dpc_nvrtc_compile_cached(cb->src, cb->unit, arch, NVRTC_OPTS, 1, &img, NULL, &hit, e);
+    *hit = false;
+    dpc_status s = dpc_cuda_compile_image(cb->src, cb->model_name, arch, &img, hit, e);
     if (s != DPC_OK) {
         dpc_buf_free(&img);
         return s;
     }
     snprintf(cb->images[cb->nimages].arch, sizeof cb->images[0].arch, "%s", arch);
     cb->images[cb->nimages].image = img;
+    cb->images[cb->nimages].hit = *hit;
     *out = &cb->images[cb->nimages++].image;
     return DPC_OK;
 }
 
-/* Compiles (or finds) the image for dev and loads it. A CUBIN for the
- * device's own architecture; when NVRTC does not know that architecture, or
- * the driver refuses the CUBIN, PTX for the newest architecture NVRTC knows
- * that the device can run, which the driver compiles. */
+/* The compute capability a "compute_YY" PTX target needs (YY as a number),
+ * or -1 for a CUBIN or a PTX of a family or architecture-specific target
+ * ("compute_90a"), which only its own GPU runs. */
+static int ptx_cc(const char *arch) {
+    if (strncmp(arch, "compute_", 8) != 0)
+        return -1;
+    char *end;
+    long v = strtol(arch + 8, &end, 10);
+    return *end || end == arch + 8 || v <= 0 || v > 10000 ? -1 : (int)v;
+}
+
+/* The stored images d may take, best first: the CUBIN for exactly its
+ * architecture, then the PTX for the newest compute capability at most its
+ * own. None unless the images were compiled from this run's source. */
+static int stored_candidates(const cuda_backend *cb, const cu_dev *d, const dpc_cu_image *out[2]) {
+    const dpc_cu_images *st = cb->stored;
+    if (!st || strcmp(st->sha256, cb->src_sha256) != 0)
+        return 0;
+    int n = 0, cc = d->info.cc_major * 10 + d->info.cc_minor, best = -1;
+    const dpc_cu_image *ptx = NULL;
+    for (int i = 0; i < st->n; i++) {
+        int need = ptx_cc(st->img[i].arch);
+        if (strcmp(st->img[i].arch, d->info.arch) == 0)
+            out[n++] = &st->img[i];
+        else if (need > best && need <= cc) {
+            best = need;
+            ptx = &st->img[i];
+        }
+    }
+    if (ptx)
+        out[n++] = ptx;
+    return n;
+}
+
+/* Loads a stored image (stored_candidates) into d. False when there is
+ * none or the driver refuses each (why says so): NVRTC then compiles as
+ * without an artifact. A sticky error is an error. */
+static bool load_stored(cuda_backend *cb, cu_dev *d, char *why, size_t nwhy, dpc_status *s, dpc_err *e) {
+    const dpc_cu_image *c[2];
+    int n = stored_candidates(cb, d, c);
+    *s = DPC_OK;
+    for (int i = 0; i < n; i++) {
+        CUresult r = dpc_cuda()->cuModuleLoadDataEx(&d->mod, c[i]->data, 0, NULL, NULL);
+        bool ptx = dpc_nvrtc_arch_is_ptx(c[i]->arch);
+        if (r == CUDA_SUCCESS) {
+            snprintf(d->target, sizeof d->target, "%s", c[i]->arch);
+            snprintf(d->how, sizeof d->how, "%s %s from %s%s", ptx ? "PTX" : "CUBIN", c[i]->arch, cb->stored->from,
+                     ptx ? ", JIT by driver" : "");
+            return true;
+        }
+        d->mod = NULL;
+        if (dpc_cuda_is_sticky(r)) {
+            *s = cu_check(cb, r, "cuModuleLoadDataEx", e);
+            return false;
+        }
+        snprintf(why, nwhy, " (%s's %s refused: %s)", cb->stored->from, c[i]->arch, dpc_cuda_error_name(r));
+    }
+    return false;
+}
+
+/* The image for dev, and loads it: a stored one when the model came from
+ * an artifact that holds one for this GPU and this source (load_stored);
+ * else NVRTC, through the kernel cache: a CUBIN for the device's own
+ * architecture; when NVRTC does not know that architecture, or the driver
+ * refuses the CUBIN, PTX for the newest architecture NVRTC knows that the
+ * device can run, which the driver compiles. */
 static dpc_status load_module(cuda_backend *cb, cu_dev *d, dpc_err *e) {
+    char why[320] = "";
+    dpc_status s;
+    if (load_stored(cb, d, why, sizeof why, &s, e) || s != DPC_OK)
+        return s;
     const dpc_buf *img = NULL;
+    bool hit = false;
     snprintf(d->target, sizeof d->target, "%s", d->info.arch);
-    dpc_status s = image_for(cb, d->target, &img, e);
+    s = image_for(cb, d->target, &img, &hit, e);
     bool fallback = s != DPC_OK && strstr(e->msg, "NVRTC_ERROR_INVALID_OPTION") != NULL;
     if (s == DPC_OK) {
         CUresult r = dpc_cuda()->cuModuleLoadDataEx(&d->mod, img->data, 0, NULL, NULL);
-        if (r == CUDA_SUCCESS)
+        if (r == CUDA_SUCCESS) {
+            snprintf(d->how, sizeof d->how, "NVRTC %s%s%s", d->target, hit ? " (kernel cache)" : "", why);
             return DPC_OK;
+        }
         s = cu_check(cb, r, "cuModuleLoadDataEx", e);
         fallback = r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE ||
                    r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
@@ -233,11 +307,14 @@ static dpc_status load_module(cuda_backend *cb, cu_dev *d, dpc_err *e) {
         return s;
     }
     snprintf(d->target, sizeof d->target, "compute_%d", ptx);
-    if ((s = image_for(cb, d->target, &img, e)) != DPC_OK)
+    if ((s = image_for(cb, d->target, &img, &hit, e)) != DPC_OK)
         return s;
     s = CK(cuModuleLoadDataEx(&d->mod, img->data, 0, NULL, NULL));
     if (s != DPC_OK)
         dpc_err_prefix(e, "loading PTX for %s on %s: ", d->target, d->info.name);
+    else
+        snprintf(d->how, sizeof d->how, "NVRTC PTX %s%s, JIT by driver%s", d->target, hit ? " (kernel cache)" : "",
+                 why);
     return s;
 }
 
@@ -455,7 +532,9 @@ static dpc_status cuda_prepare(dpc_backend *be, const kgraph *kg, dpc_err *e) {
     s = dpc_cuda_program(kg, cb->prec, &cb->src, &cb->plan, e);
     if (s != DPC_OK)
         return s;
-    snprintf(cb->unit, sizeof cb->unit, "%s.cu", kg->g->model_name ? kg->g->model_name : "model");
+    cb->model_name = kg->g->model_name;
+    if (cb->stored)
+        dpc_sha256_hex(cb->src, strlen(cb->src), cb->src_sha256);
     for (int i = 0; i < cb->plan.nsteps; i++)
         cb->has_gemm |= cb->plan.steps[i].kind == DPC_CU_GEMM;
     cb->param_off = dpc_calloc((size_t)kg->bufs.len + 1, sizeof(size_t));
@@ -656,13 +735,52 @@ static dpc_status launch_kernel(cuda_backend *cb, dpc_replica *r, int i, int64_t
         ptrs[j] = r->ptr[l->bufs[j]];
         args[j] = &ptrs[j];
     }
-    dpc_kctx ctx = {.scalars = r->ctl + CTL_SCALARS, .err = r->ctl, .N = N, .g = l->g};
+    dpc_cu_kctx ctx = {.scalars = r->ctl + CTL_SCALARS, .err = r->ctl, .N = N, .g = l->g};
     args[l->nbufs] = &ctx;
     if (dpc_fault_kernel_should_fail())
         return dpc_errf(e, DPC_EDEVICE, "cuLaunchKernel failed: injected fault");
     dpc_status s = CK(cuLaunchKernel(r->dev->fn[i], (unsigned)blocks, 1, 1, DPC_CU_BLOCK, 1, 1, 0, r->stream, args, NULL));
     r->stats.kernel_launches++;
     return s;
+}
+
+dpc_status dpc_cu_gemm_expand(const dpc_cu_gemm *g, int64_t N,
+                              dpc_status (*fn)(void *ctx, const dpc_cu_gemm_call *c), void *ctx) {
+    dpc_cu_gemm_call c = {0};
+    c.M = dpc_cu_dim_eval(g->M, N);
+    c.N = dpc_cu_dim_eval(g->N, N);
+    c.K = dpc_cu_dim_eval(g->K, N);
+    c.lda = dpc_cu_dim_eval(g->lda, N);
+    c.ldb = dpc_cu_dim_eval(g->ldb, N);
+    c.ldc = dpc_cu_dim_eval(g->ldc, N);
+    c.batch = dpc_cu_dim_eval(g->batch, N);
+    c.strideA = dpc_cu_dim_eval(g->strideA, N);
+    c.strideB = dpc_cu_dim_eval(g->strideB, N);
+    c.strideC = dpc_cu_dim_eval(g->strideC, N);
+    if (c.M <= 0 || c.N <= 0 || c.batch <= 0)
+        return DPC_OK;
+    int64_t count[DPC_CU_MAX_LOOPS], total = 1;
+    for (int j = 0; j < g->nloops; j++) {
+        count[j] = dpc_cu_dim_eval(g->loop[j].count, N);
+        total *= count[j];
+    }
+    for (int64_t it = 0; it < total; it++) {
+        int64_t rem = it;
+        c.offA = dpc_cu_dim_eval(g->offA, N);
+        c.offB = dpc_cu_dim_eval(g->offB, N);
+        c.offC = dpc_cu_dim_eval(g->offC, N);
+        for (int j = g->nloops - 1; j >= 0; j--) {
+            int64_t i = rem % count[j];
+            rem /= count[j];
+            c.offA += i * dpc_cu_dim_eval(g->loop[j].sA, N);
+            c.offB += i * dpc_cu_dim_eval(g->loop[j].sB, N);
+            c.offC += i * dpc_cu_dim_eval(g->loop[j].sC, N);
+        }
+        dpc_status s = fn(ctx, &c);
+        if (s != DPC_OK)
+            return s;
+    }
+    return DPC_OK;
 }
 
 typedef struct gemm_ctx {
@@ -725,7 +843,7 @@ static dpc_status enqueue_steps(cuda_backend *cb, dpc_replica *r, int64_t N, boo
 static dpc_status enqueue(cuda_backend *cb, dpc_replica *r, int64_t N, bool capturing, dpc_err *e) {
     const kgraph *kg = cb->kg;
     char *host = r->host;
-    dpc_status s = CK(cuMemsetD8Async(r->ctl, 0, sizeof(dpc_kerr), r->stream));
+    dpc_status s = CK(cuMemsetD8Async(r->ctl, 0, sizeof(dpc_cu_kerr), r->stream));
     size_t nscalars = (size_t)kg->g->scalars.len; /* at most MAX_SCALARS */
     if (s == DPC_OK && nscalars)
         s = CK(cuMemcpyHtoDAsync(r->ctl + CTL_SCALARS, host + CTL_SCALARS, nscalars * sizeof(float), r->stream));
@@ -742,7 +860,7 @@ static dpc_status enqueue(cuda_backend *cb, dpc_replica *r, int64_t N, bool capt
             s = CK(cuMemcpyDtoHAsync(host + r->host_off[i], r->ptr[i], dev_bytes(cb, b, N), r->stream));
     }
     if (s == DPC_OK)
-        s = CK(cuMemcpyDtoHAsync(host, r->ctl, sizeof(dpc_kerr), r->stream));
+        s = CK(cuMemcpyDtoHAsync(host, r->ctl, sizeof(dpc_cu_kerr), r->stream));
     return s;
 }
 
@@ -851,7 +969,7 @@ static dpc_status cuda_sync(dpc_backend *be, dpc_replica *r, const dpc_run_args 
         s = CK(cuStreamSynchronize(r->stream));
     if (s != DPC_OK)
         return s;
-    const dpc_kerr *ke = r->host;
+    const dpc_cu_kerr *ke = r->host;
     if (ke->kernel > 0 && ke->kernel <= dpc_kgraph_nkernels(kg)) {
         dpc_kernel_info k;
         dpc_kgraph_kernel(kg, ke->kernel - 1, &k);
@@ -998,14 +1116,59 @@ bool dpc_cuda_weights(const dpc_backend *be, dpc_cuda_weights_info *out) {
     return true;
 }
 
+void dpc_backend_cuda_offer_images(dpc_backend *be, const dpc_cu_images *im) {
+    if (!be || strcmp(be->name, "cuda") != 0)
+        return;
+    cuda_backend *cb = (cuda_backend *)be;
+    cb->stored = cb->use_stored && im && im->n > 0 ? im : NULL;
+}
+
+void dpc_cu_images_free(dpc_cu_images *im) {
+    if (!im)
+        return;
+    for (int i = 0; i < im->n; i++)
+        free(im->img[i].data);
+    free(im->img);
+    free(im);
+}
+
+bool dpc_cuda_kernels(const dpc_backend *be, char *out, size_t n) {
+    if (!be || strcmp(be->name, "cuda") != 0 || n == 0)
+        return false;
+    cuda_backend *cb = (cuda_backend *)(uintptr_t)be;
+    pthread_mutex_lock(&cb->lock);
+    bool same = true;
+    int loaded = 0;
+    for (int i = 0; i < cb->ndevs; i++) {
+        loaded += cb->devs[i]->mod != NULL;
+        same &= strcmp(cb->devs[i]->how, cb->devs[0]->how) == 0;
+    }
+    size_t len = 0;
+    out[0] = 0;
+    for (int i = 0; loaded && i < (same ? 1 : cb->ndevs); i++) {
+        int w = same ? snprintf(out + len, n - len, "%s", cb->devs[i]->how)
+                     : snprintf(out + len, n - len, "%scuda:%d %s", i ? "; " : "", cb->devs[i]->ordinal,
+                                cb->devs[i]->how);
+        len += w > 0 ? (size_t)w : 0;
+        if (len >= n)
+            break;
+    }
+    pthread_mutex_unlock(&cb->lock);
+    return loaded > 0;
+}
+
 dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, kprec prec, dpc_backend **out, dpc_err *e) {
     *out = NULL;
-    bool tf32, graphs, sync_each;
+    bool tf32, graphs, sync_each, use_stored;
     dpc_status s = dpc_env_flag("DPC_CUDA_TF32", false, &tf32, e);
     if (s == DPC_OK)
         s = dpc_env_flag("DPC_CUDA_GRAPHS", true, &graphs, e);
     if (s == DPC_OK)
         s = dpc_env_flag("DPC_CUDA_SYNC", false, &sync_each, e);
+    /* A stored CUBIN/PTX is machine code from the artifact's author, which
+     * its checksum cannot vouch for: used only when the user says so. */
+    if (s == DPC_OK)
+        s = dpc_env_flag("DPC_CUDA_DPA_IMAGES", false, &use_stored, e);
     if (s != DPC_OK)
         return s;
     cuda_backend *cb = dpc_calloc(1, sizeof *cb);
@@ -1020,6 +1183,7 @@ dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, kprec pr
     cb->tf32 = tf32;
     cb->graphs = graphs;
     cb->sync_each = sync_each;
+    cb->use_stored = use_stored;
     pthread_mutex_init(&cb->lock, NULL);
     *out = &cb->be;
     return DPC_OK;

@@ -1,6 +1,8 @@
 /* model.c - a model from source to outputs: compile, bind weights, choose
  * devices, validate inputs, run data-parallel. */
 #include "model.h"
+#include "backend_cpu.h"
+#include "backend_cuda.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -226,6 +228,8 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
         dpc_backend *be = NULL;
         dpc_status s = ncuda ? dpc_backend_cuda_new(&m->kg, m->params, m->prec, &be, e)
                              : dpc_backend_cpu_new(&m->kg, m->params, &be, e);
+        if (s == DPC_OK && ncuda)
+            dpc_backend_cuda_offer_images(be, m->images); /* used only if compiled from be's own source */
         if (s == DPC_OK)
             s = be->prepare(be, &m->kg, e);
         if (s != DPC_OK) {
@@ -257,7 +261,7 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
             return s;
     }
     if (!ncuda)
-        dpc_cpu_set_gemm_threads((int)threads);
+        dpc_cpu_set_gemm_threads(m->be, (int)threads);
     return DPC_OK;
 }
 
@@ -422,6 +426,7 @@ void dpc_model_free(dpc_model *m) {
         for (int i = 0; i < m->sig->nparams; i++)
             free(m->params[i]);
     free(m->params);
+    dpc_cu_images_free(m->images);
     dpc_unit_free(m->unit);
     free(m);
 }

@@ -23,6 +23,7 @@ typedef struct dpc_model {
     dpc_pool *pool;
     int fail_replica, fail_kernel; /* fault injection, -1 none */
     dpc_dp_report last;
+    struct dpc_cu_images *images; /* a verified .dpa's CUBIN/PTX (dpc_artifact_instantiate), owned; NULL none */
 } dpc_model;
 
 /* Compiles path up to kernels; diagnostics rendered into diags. */

@@ -9,7 +9,11 @@
  * FAKE_EXEC_MODE: "ok" (default); "sticky" (cuStreamSynchronize fails with
  * CUDA_ERROR_ILLEGAL_ADDRESS); "nocapture" (cuStreamBeginCapture is
  * refused); "oom" (allocations over 1 MiB fail). FAKE_EXEC_DEVICES: the
- * number of devices (default 2). Statistics are read by the test through
+ * number of devices (default 2). FAKE_EXEC_CC: their compute capability
+ * as digits ("80" is 8.0; default 90). FAKE_EXEC_IMAGES: a directory that
+ * receives every image given to cuModuleLoadDataEx, as module_<n>.bin
+ * (n from 0, in load order; the bytes the driver took), so a test can tell
+ * a stored CUBIN/PTX from one NVRTC made. Statistics are read by the test through
  * dlsym("fake_exec_stats"). Every allocation remembers the device whose
  * context was current (thread-local, as in the driver) when it was made, and
  * every stream its device: fake_exec_device_of and fake_exec_stream_device
@@ -42,6 +46,10 @@ struct fake_exec_stats fake_exec_stats;
 static const char *mode(void) {
     const char *m = getenv("FAKE_EXEC_MODE");
     return m ? m : "ok";
+}
+static int fake_cc(void) {
+    const char *c = getenv("FAKE_EXEC_CC");
+    return c && atoi(c) >= 10 ? atoi(c) : 90;
 }
 static int ndev(void) {
     const char *n = getenv("FAKE_EXEC_DEVICES");
@@ -225,8 +233,8 @@ static CUresult f_cuDeviceGetName(char *name, int len, CUdevice d) {
 }
 static CUresult f_cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice d) {
     switch (a) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = 9; return CUDA_SUCCESS;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = 0; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = fake_cc() / 10; return CUDA_SUCCESS;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = fake_cc() % 10; return CUDA_SUCCESS;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 132; return CUDA_SUCCESS;
     default: *v = 0; return CUDA_SUCCESS;
     }
@@ -273,14 +281,33 @@ static CUfunction new_function(module *mod, const char *name) {
     return (CUfunction)mod->fns[mod->nfns++];
 }
 
+/* FAKE_EXEC_IMAGES: keeps a copy of each image loaded. */
+static void dump_image(const void *image, size_t len) {
+    static int n;
+    const char *dir = getenv("FAKE_EXEC_IMAGES");
+    if (!dir)
+        return;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/module_%d.bin", dir, __atomic_fetch_add(&n, 1, __ATOMIC_RELAXED));
+    FILE *f = fopen(path, "wb");
+    if (f) {
+        fwrite(image, 1, len, f);
+        fclose(f);
+    }
+}
+
 static CUresult f_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n, CUjit_option *o, void **v) {
     const unsigned char *p = image;
     size_t len;
     if (p[0] == 0x7f && p[1] == 'E' && p[2] == 'L' && p[3] == 'F') {
-        /* a CUBIN: find its size from the ELF header's section table */
-        const uint64_t shoff = *(const uint64_t *)(p + 0x28);
+        /* a CUBIN: its size from the ELF header's section and program
+         * header tables, whichever ends last (NVRTC puts the program
+         * headers after the section headers) */
+        const uint64_t phoff = *(const uint64_t *)(p + 0x20), shoff = *(const uint64_t *)(p + 0x28);
+        const uint16_t phentsize = *(const uint16_t *)(p + 0x36), phnum = *(const uint16_t *)(p + 0x38);
         const uint16_t shentsize = *(const uint16_t *)(p + 0x3a), shnum = *(const uint16_t *)(p + 0x3c);
-        len = shoff + (size_t)shentsize * shnum;
+        size_t sh_end = shoff + (size_t)shentsize * shnum, ph_end = phoff + (size_t)phentsize * phnum;
+        len = sh_end > ph_end ? sh_end : ph_end;
     } else if (strstr(image, ".version") && strstr(image, ".target")) {
         len = strlen(image);
     } else {
@@ -291,6 +318,7 @@ static CUresult f_cuModuleLoadDataEx(CUmodule *m, const void *image, unsigned n,
     memcpy(mod->image, image, len);
     mod->image[len] = 0;
     mod->len = len;
+    dump_image(image, len);
     INC(modules);
     *m = (CUmodule)mod;
     return CUDA_SUCCESS;

@@ -47,7 +47,7 @@
  * Kernels do not run on the fake driver, so values are only checked in the
  * gpu mode (and by tests/gpu/check_gpu.py against PyTorch). */
 #define _GNU_SOURCE
-#include "backend.h"
+#include "backend_cuda.h"
 #include "cuda_driver.h"
 #include "faults.h"
 #include "model.h"

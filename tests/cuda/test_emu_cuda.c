@@ -21,7 +21,7 @@
  * does, outputs widened; the bound against the f32 CPU backend is then
  * that of the format (see BOUND). */
 #define _GNU_SOURCE
-#include "backend.h"
+#include "backend_cuda.h"
 #include "memplan.h"
 #include "model.h"
 #include "safetensors.h"

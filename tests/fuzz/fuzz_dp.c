@@ -2,8 +2,10 @@
  * imports, semantic analysis and IR building (front_run up to FRONT_IR),
  * then fusion and the C and CUDA kernel dialects.
  *
- * The input is compiled as the text of "<tmp>/fuzz.dp", where <tmp> is a
- * private directory made on the first call and holding:
+ * The input is compiled as the text of "<tmp>/fuzz.dp", where <tmp> is
+ * "<mkdtemp>/a*" "/ injmark_path; /" "*b" (a path that closes a comment,
+ * holds a statement and opens a comment again: it is in every comment and
+ * #line of the generated source) made on the first call and holding:
  *   fuzz.dp   an empty placeholder, so that the model directory resolves
  *             and `import "fuzz.dp"` is a cycle, as for a real file;
  *   lib.dp    a small valid module (Block) to import;
@@ -17,6 +19,12 @@
  *     in a text the user wrote has a location), or DPC_ENOMEM;
  *   - a success prints a module tree and an IR starting with "graph " and
  *     ending with a "  return" line;
+ *   - generated C and CUDA source lexes (every comment and literal ends,
+ *     on its line for a literal) and every identifier outside comments and
+ *     literals is a generated name (b12, v3, t4, c0, l_b7, a kernel's name
+ *     k<i>_<op>..., which is checked to be made of op names) or a word of
+ *     the emitters' own string literals (emit_words.h, made at build time):
+ *     nothing copied from the model, its names or its paths;
  *   - everything is freed (LeakSanitizer checks at exit and per input with
  *     -detect_leaks=1). */
 #ifndef _GNU_SOURCE
@@ -24,6 +32,7 @@
 #endif
 #include "backend.h"
 #include "frontend.h"
+#include "emit_words.h"
 
 #include <setjmp.h>
 
@@ -47,12 +56,24 @@ static void put_file(const char *dir, const char *name, const char *text) {
     fclose(f);
 }
 
+/* Makes the hostile model directory inside the private one in dir. */
+static void hostile_dir(char *dir, size_t n) {
+    static const char *const parts[] = {"/a*", "/ injmark_path; ", "/*b"};
+    for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+        size_t len = strlen(dir);
+        snprintf(dir + len, n - len, "%s", parts[i]);
+        if (mkdir(dir, 0700) != 0)
+            abort();
+    }
+}
+
 static void setup(void) {
     const char *tmp = getenv("TMPDIR");
     char dir[2048];
     snprintf(dir, sizeof dir, "%.1000s/fuzz_dp.XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir))
         abort();
+    hostile_dir(dir, sizeof dir);
     put_file(dir, "fuzz.dp", "");
     put_file(dir, "lib.dp",
              "module Block(dim: int = 4) {\n"
@@ -114,6 +135,122 @@ static void check_success(dpc_front *f) {
     dpc_buf_free(&out);
 }
 
+/* ---------------------------------------------------------- generated source */
+
+static bool ident_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+static bool ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
+static bool all_digits(const char *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+    return n > 0;
+}
+
+static int cmp_word(const void *key, const void *elem) { return strcmp(key, *(const char *const *)elem); }
+
+/* Whether name is "k<digits>" then "_<op name>" or "_copy" pieces. */
+static bool kernel_name_ok(const char *name) {
+    const char *p = name + 1;
+    size_t d = strspn(p, "0123456789");
+    if (name[0] != 'k' || d == 0)
+        return false;
+    for (p += d; *p;) {
+        size_t best = 0; /* the longest op name that fits: "log_softmax" over "log" */
+        for (int op = 0; op < OP_COUNT; op++) {
+            const char *o = ir_op_name((ir_op)op);
+            size_t l = o ? strlen(o) : 0;
+            if (p[0] == '_' && l > best && strncmp(p + 1, o, l) == 0 && (p[1 + l] == '_' || !p[1 + l]))
+                best = l;
+        }
+        if (!best && strncmp(p, "_copy", 5) == 0 && (p[5] == '_' || !p[5]))
+            best = 4;
+        if (!best)
+            return false;
+        p += 1 + best;
+    }
+    return true;
+}
+
+/* Whether identifier w (NUL-terminated) may appear in generated code. */
+static bool ident_ok(const kgraph *kg, const char *w, size_t n) {
+    if (n > 1 && strchr("bvtck", w[0]) && all_digits(w + 1, n - 1))
+        return true; /* buffers, values, float4 temporaries, coordinates, kernels */
+    if (n > 3 && strncmp(w, "l_b", 3) == 0 && all_digits(w + 3, n - 3))
+        return true; /* lane arrays */
+    for (int i = 0; i < kg->kernels.len; i++) {
+        const char *k = ((const kernel *)kg->kernels.items[i])->name;
+        if (!k)
+            continue;
+        size_t kl = strlen(k);
+        if (strncmp(w, k, kl) == 0 && (w[kl] == 0 || strcmp(w + kl, "_im2col") == 0))
+            return true;
+    }
+    return bsearch(w, EMIT_WORDS, sizeof EMIT_WORDS / sizeof *EMIT_WORDS, sizeof *EMIT_WORDS, cmp_word) != NULL;
+}
+
+/* Why generated source src breaks the property, or NULL. Line splices are
+ * joined first, as a compiler does before it looks for comments. */
+static const char *check_generated(const kgraph *kg, const char *src, char *word, size_t wn) {
+    dpc_buf b;
+    dpc_buf_init(&b);
+    for (const char *q = src; *q; q++)
+        if (q[0] == '\\' && q[1] == '\n')
+            q++;
+        else
+            dpc_buf_put(&b, q, 1);
+    const char *p = b.data ? b.data : "", *why = NULL;
+    while (*p && !why) {
+        if (p[0] == '/' && p[1] == '*') {
+            const char *e = strstr(p + 2, "*/");
+            why = e ? NULL : "an unterminated comment";
+            p = e ? e + 2 : p;
+        } else if (p[0] == '/' && p[1] == '/') {
+            p += strcspn(p, "\n");
+        } else if (*p == '"' || *p == '\'') {
+            char q = *p++;
+            while (*p && *p != q && *p != '\n')
+                p += p[0] == '\\' && p[1] ? 2 : 1;
+            why = *p == q ? NULL : "a literal that does not end on its line";
+            p += *p == q;
+        } else if ((*p >= '0' && *p <= '9') || (*p == '.' && p[1] >= '0' && p[1] <= '9')) {
+            /* a preprocessing number: 1e-05f, 0x1p-3f, 4LL */
+            for (p++; ident_char(*p) || *p == '.' || ((*p == '+' || *p == '-') && strchr("eEpP", p[-1])); p++)
+                ;
+        } else if (ident_start(*p)) {
+            size_t n = 1;
+            while (ident_char(p[n]))
+                n++;
+            snprintf(word, wn, "%.*s", (int)n, p);
+            if (n >= wn || !ident_ok(kg, word, n))
+                why = "an identifier that dpc does not generate";
+            p += n;
+        } else {
+            p++;
+        }
+    }
+    dpc_buf_free(&b);
+    return why;
+}
+
+static void check_source(const kgraph *kg, const char *src, const char *dialect) {
+    char word[256];
+    const char *why = check_generated(kg, src, word, sizeof word);
+    if (why) {
+        fprintf(stderr, "fuzz_dp: %s source has %s ('%s'):\n%s\n", dialect, why, word, src);
+        abort();
+    }
+}
+
+static void check_kernel_names(const kgraph *kg) {
+    for (int i = 0; i < kg->kernels.len; i++) {
+        const char *k = ((const kernel *)kg->kernels.items[i])->name;
+        if (k && !kernel_name_ok(k)) {
+            fprintf(stderr, "fuzz_dp: kernel name '%s' is not k<i> and op names\n", k);
+            abort();
+        }
+    }
+}
+
 /* A graph the front end accepts also goes through fusion and both kernel
  * dialects (f32 and bf16 storage for CUDA): source text only, nothing is
  * compiled. They may refuse a graph with an error, never crash. */
@@ -123,15 +260,19 @@ static void lower(dpc_front *f) {
     kgraph kg;
     memset(&kg, 0, sizeof kg);
     fuse_graph(&f->ctx, &f->g, &kg);
+    check_kernel_names(&kg);
     dpc_buf c;
     dpc_buf_init(&c);
     emit_c(&kg, &c);
+    if (!c.oom && c.data)
+        check_source(&kg, c.data, "C");
     dpc_buf_free(&c);
     for (int p = KP_F32; p <= KP_BF16; p++) {
         char *src = NULL;
         dpc_cu_plan plan;
         dpc_err e;
         if (dpc_cuda_program(&kg, (kprec)p, &src, &plan, &e) == DPC_OK) {
+            check_source(&kg, src, "CUDA");
             free(src);
             dpc_cu_plan_free(&plan);
         }

@@ -28,7 +28,7 @@
  *      module load, for the G4 layer and stack
  */
 #define _GNU_SOURCE
-#include "backend.h"
+#include "backend_cuda.h"
 #include "cublaslt.h"
 #include "cuda_driver.h"
 #include "model.h"
