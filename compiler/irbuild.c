@@ -156,7 +156,7 @@ static ir_node *mk_op(builder *b, ir_op op, loc at, const char *scope, ir_node *
 static ir_node *const_node(builder *b, double v, loc at) {
     ir_node *n = mk(b, OP_CONST, at, NULL);
     if (n)
-        n->fa = v;
+        n->attr.leaf.value = v;
     return n;
 }
 
@@ -313,15 +313,16 @@ static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, 
 }
 
 /* Sets H and W of n->sh to the output sizes of the 2-D window over x
- * (kernel k, stride s, padding p, dilation d; ceil mode when n->ceil, which
- * a conv node leaves false). extra[i] is trailing padding past p[i]
+ * (kernel k, stride s, padding p, dilation d; ceil mode when `ceil`, which
+ * a conv passes false). extra[i] is trailing padding past p[i]
  * (conv's padding="same" with an even kernel), counted as that many more
  * input rows. Conv and the pools share it so that they agree on the sizes
  * and word the error alike: "<whom>: input <shape> is too small for <what>". */
 static bool window_out(builder *b, ir_node *n, const ir_node *x, const int64_t *k, const int64_t *s, const int64_t *p,
-                       const int64_t *d, const int64_t *extra, loc at, const char *whom, const char *what) {
+                       const int64_t *d, const int64_t *extra, bool ceil, loc at, const char *whom,
+                       const char *what) {
     for (int i = 0; i < 2; i++) {
-        int64_t o = pool_out(x->sh.d[2 + i].k + extra[i], k[i], s[i], p[i], d[i], n->ceil);
+        int64_t o = pool_out(x->sh.d[2 + i].k + extra[i], k[i], s[i], p[i], d[i], ceil);
         if (o <= 0) {
             error_at(b->c, at, "%s: input %s is too small for %s", whom, shp(b, &x->sh), what);
             return false;
@@ -405,14 +406,15 @@ static ir_node *op_conv(builder *b, inst *m, ir_node *x, loc at) {
     ir_node *n = mk_op(b, OP_CONV2D, at, m->path, x, w, bias);
     if (!n)
         return NULL;
-    int64_t attrs[9] = {s[0], s[1], p[0], p[1], d[0], d[1], inst_int(m, 6), p[0] + extra[0], p[1] + extra[1]};
-    memcpy(n->ia, attrs, sizeof attrs);
-    n->nia = 9;
+    n->attr.conv = (conv_attr){.stride = {s[0], s[1]},
+                               .pad = {p[0], p[1], p[0] + extra[0], p[1] + extra[1]},
+                               .dil = {d[0], d[1]},
+                               .groups = inst_int(m, 6)};
     n->sh = x->sh;
     n->sh.d[1] = (dim){inst_int(m, 1), false};
     char what[64];
     snprintf(what, sizeof what, "kernel_size (%lld, %lld)", (long long)k[0], (long long)k[1]);
-    return window_out(b, n, x, k, s, p, d, extra, at, who(m), what) ? n : NULL;
+    return window_out(b, n, x, k, s, p, d, extra, false, at, who(m), what) ? n : NULL;
 }
 
 static ir_node *op_pool(builder *b, inst *m, ir_node *x, loc at) {
@@ -426,16 +428,17 @@ static ir_node *op_pool(builder *b, inst *m, ir_node *x, loc at) {
     ir_node *n = mk_op(b, maxp ? OP_MAXPOOL2D : OP_AVGPOOL2D, at, m->path, x, NULL, NULL);
     if (!n)
         return NULL;
-    n->ceil = maxp ? inst_bool(m, 5) : inst_bool(m, 3);
-    n->flag = maxp ? false : inst_bool(m, 4);
-    int64_t attrs[8] = {k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1]};
-    if (!maxp)
-        attrs[6] = m->args[5].kind == V_INT ? m->args[5].i : 0, attrs[7] = 0;
-    memcpy(n->ia, attrs, sizeof attrs);
-    n->nia = 8;
+    pool_attr *pa = &n->attr.pool;
+    *pa = (pool_attr){.k = {k[0], k[1]}, .s = {s[0], s[1]}, .p = {p[0], p[1]}};
+    pa->ceil = maxp ? inst_bool(m, 5) : inst_bool(m, 3);
+    pa->count_include_pad = maxp ? false : inst_bool(m, 4);
+    if (maxp)
+        pa->d[0] = d[0], pa->d[1] = d[1];
+    else
+        pa->divisor = m->args[5].kind == V_INT ? m->args[5].i : 0;
     n->sh = x->sh;
     static const int64_t none[2] = {0, 0};
-    return window_out(b, n, x, k, s, p, d, none, at, who(m), "the pooling window") ? n : NULL;
+    return window_out(b, n, x, k, s, p, d, none, pa->ceil, at, who(m), "the pooling window") ? n : NULL;
 }
 
 static ir_node *op_adaptive(builder *b, inst *m, ir_node *x, loc at) {
@@ -508,7 +511,7 @@ static ir_node *op_batchnorm(builder *b, inst *m, ir_node *x, loc at) {
         add_in(n, w);
         add_in(n, bias);
     }
-    n->fa = inst_float(m, 1);
+    n->attr.norm.eps = inst_float(m, 1);
     n->sh = x->sh;
     return n;
 }
@@ -527,10 +530,7 @@ static ir_node *layernorm(builder *b, ir_node *x, const int64_t *ns, int nd, ir_
     ir_node *n = mk_op(b, OP_LAYERNORM, at, scope, x, w, bias);
     if (!n)
         return NULL;
-    n->flag = w != NULL;
-    n->keepdim = bias != NULL; /* layer_norm: which affine operands are present */
-    n->axis = nd;
-    n->fa = eps;
+    n->attr.norm = (norm_attr){.eps = eps, .dims = nd, .has_weight = w != NULL, .has_bias = bias != NULL};
     n->sh = x->sh;
     return n;
 }
@@ -565,7 +565,7 @@ static ir_node *op_embedding(builder *b, inst *m, const sv *arg, loc at) {
         return NULL;
     n->sh = x->sh;
     n->sh.d[n->sh.rank++] = (dim){inst_int(m, 1), false};
-    n->ia[0] = inst_int(m, 0);
+    n->attr.embed.num = inst_int(m, 0);
     return n;
 }
 
@@ -575,7 +575,7 @@ static ir_node *unary(builder *b, ir_op op, ir_node *x, loc at, const char *scop
 
 static ir_node *softmax(builder *b, ir_op op, ir_node *x, int64_t d, loc at, const char *scope) {
     ir_node *n = mk(b, op, at, scope);
-    if (!n || !norm_dim(b, d, x->sh.rank, at, &n->axis))
+    if (!n || !norm_dim(b, d, x->sh.rank, at, &n->attr.ax.axis))
         return NULL;
     add_in(n, x);
     n->sh = x->sh;
@@ -1013,8 +1013,7 @@ static ir_node *reduce(builder *b, ir_op op, ir_node *x, const int64_t *dims, in
         if (!n)
             return NULL;
         add_in(n, cur);
-        n->axis = norm[i];
-        n->keepdim = keep;
+        n->attr.ax = (axis_attr){.axis = norm[i], .keepdim = keep};
         n->sh = cur->sh;
         if (cur->sh.rank == 0)
             ;
@@ -1133,7 +1132,7 @@ static ir_node *permute(builder *b, ir_node *x, const int *perm, loc at) {
     n->dt = x->dt;
     n->sh.rank = x->sh.rank;
     for (int i = 0; i < x->sh.rank; i++) {
-        n->perm[i] = perm[i];
+        n->attr.perm.perm[i] = perm[i];
         n->sh.d[i] = x->sh.d[perm[i]];
     }
     return n;
@@ -1205,7 +1204,7 @@ static ir_node *cat(builder *b, const sv *list, int64_t d, loc at) {
     ir_node *n = mk(b, OP_CAT, at, NULL);
     if (!n)
         return NULL;
-    n->axis = ax;
+    n->attr.ax.axis = ax;
     n->sh = first->sh;
     n->sh.d[ax] = (dim){0, first->sh.d[ax].sym};
     for (int i = 0; i < list->n; i++) {
@@ -1867,13 +1866,13 @@ static DPC_NOINLINE bool root_inputs(builder *b, frame *f) {
             /* scalars reach kernels as floats, as a Python number does in
              * PyTorch arithmetic; the declared type checks --kw values */
             n->dt = IR_F32;
-            n->ia[0] = p->kind == PT_FLOAT ? 0 : p->kind == PT_INT ? 1 : 2;
+            n->attr.leaf.type = p->kind == PT_FLOAT ? 0 : p->kind == PT_INT ? 1 : 2;
             n->input_index = b->g->scalars.len;
             if (p->deflt) {
                 val dv;
                 if (sema_eval(b->c, b->m, root, p->deflt, &dv) && sema_scalar_default(b->c, p, &dv, p->deflt->at)) {
-                    n->fa = dv.kind == V_FLOAT ? dv.f : (double)dv.i;
-                    n->flag = true; /* has a default */
+                    n->attr.leaf.value = dv.kind == V_FLOAT ? dv.f : (double)dv.i;
+                    n->attr.leaf.has_default = true;
                 }
             }
             vec_push(b->g->arena, &b->g->scalars, n);

@@ -123,7 +123,6 @@ bool koperand_next(koperand_iter *it, int *node, int *buf);
 bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg);
 void fuse_print(const kgraph *kg, dpc_buf *out);
 double kgraph_flops(const kgraph *kg, int64_t N);
-bool kernel_is_elementwise_op(ir_op op);
 
 /* emit_c.c / emit_cuda.c: deterministic source, one function per kernel,
  * each op commented with its .dp line. */

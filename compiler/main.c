@@ -340,7 +340,7 @@ static int parse_kw(const dpc_model *m, const opts *o, double *scalars) {
     const ir_graph *g = &m->front->g;
     for (int i = 0; i < g->scalars.len; i++) {
         const ir_node *s = g->scalars.items[i];
-        scalars[i] = s->fa;
+        scalars[i] = s->attr.leaf.value;
     }
     bool *given = calloc((size_t)g->scalars.len + 1, 1);
     for (int k = 0; k < o->nkw; k++) {
@@ -365,7 +365,7 @@ static int parse_kw(const dpc_model *m, const opts *o, double *scalars) {
         const char *v = eq + 1;
         char *end;
         double d;
-        if (s->ia[0] == 2) {
+        if (s->attr.leaf.type == 2) {
             if (!strcmp(v, "true") || !strcmp(v, "True") || !strcmp(v, "1"))
                 d = 1;
             else if (!strcmp(v, "false") || !strcmp(v, "False") || !strcmp(v, "0"))
@@ -378,8 +378,8 @@ static int parse_kw(const dpc_model *m, const opts *o, double *scalars) {
         } else {
             errno = 0;
             d = strtod(v, &end);
-            if (errno || *end || !*v || (s->ia[0] == 1 && d != (double)(long long)d)) {
-                fprintf(stderr, "dpc: error: '%s' is %s, got '%s'\n", s->name, s->ia[0] == 1 ? "an int" : "a float", v);
+            if (errno || *end || !*v || (s->attr.leaf.type == 1 && d != (double)(long long)d)) {
+                fprintf(stderr, "dpc: error: '%s' is %s, got '%s'\n", s->name, s->attr.leaf.type == 1 ? "an int" : "a float", v);
                 free(given);
                 return 1;
             }
@@ -389,7 +389,7 @@ static int parse_kw(const dpc_model *m, const opts *o, double *scalars) {
     }
     for (int i = 0; i < g->scalars.len; i++) {
         const ir_node *s = g->scalars.items[i];
-        if (!given[i] && !s->flag) {
+        if (!given[i] && !s->attr.leaf.has_default) {
             fprintf(stderr, "dpc: error: forward of %s needs --kw %s=VALUE\n", g->model_name, s->name);
             free(given);
             return 1;
@@ -1078,7 +1078,7 @@ static int cmd_bench(int argc, char **argv) {
     if (s != DPC_OK)
         goto failed;
     for (int i = 0; i < g->scalars.len; i++)
-        scalars[i] = ((ir_node *)g->scalars.items[i])->fa;
+        scalars[i] = ((ir_node *)g->scalars.items[i])->attr.leaf.value;
     uint64_t rng = 88172645463325252ull;
     for (int i = 0; i < g->inputs.len; i++) {
         const ir_node *p = g->inputs.items[i];

@@ -318,11 +318,11 @@ dpc_status dpc_program_scalar(const dpc_program *cp, int i, const char **name, d
     if (name)
         *name = n->name;
     if (type)
-        *type = (dpc_scalar_type)n->ia[0];
+        *type = (dpc_scalar_type)n->attr.leaf.type;
     if (has_default)
-        *has_default = n->flag;
+        *has_default = n->attr.leaf.has_default;
     if (default_value)
-        *default_value = n->flag ? n->fa : 0;
+        *default_value = n->attr.leaf.has_default ? n->attr.leaf.value : 0;
     return leave(p, DPC_OK);
 }
 
@@ -337,7 +337,7 @@ static dpc_status scalars_from_kw(dpc_program *p, const char *const *names, cons
         return fail(p, DPC_EUSAGE, "dpc_program_run: keyword names or values missing");
     bool given[MAX_SCALARS] = {0};
     for (int i = 0; i < g->scalars.len; i++)
-        out[i] = ((const ir_node *)g->scalars.items[i])->fa;
+        out[i] = ((const ir_node *)g->scalars.items[i])->attr.leaf.value;
     for (int k = 0; k < nkw; k++) {
         int idx = -1;
         for (int i = 0; names[k] && i < g->scalars.len; i++)
@@ -350,16 +350,16 @@ static dpc_status scalars_from_kw(dpc_program *p, const char *const *names, cons
             return failf(p, DPC_EUSER, "scalar parameter '%s' given twice", names[k]);
         const ir_node *s = g->scalars.items[idx];
         double v = values[k];
-        if (s->ia[0] == 2 && v != 0 && v != 1)
+        if (s->attr.leaf.type == 2 && v != 0 && v != 1)
             return failf(p, DPC_EUSER, "'%s' is a bool, got %g (use 0 or 1)", s->name, v);
-        if (s->ia[0] == 1 && (v != v || v != (double)(long long)v))
+        if (s->attr.leaf.type == 1 && (v != v || v != (double)(long long)v))
             return failf(p, DPC_EUSER, "'%s' is an int, got %g", s->name, v);
         out[idx] = v;
         given[idx] = true;
     }
     for (int i = 0; i < g->scalars.len; i++) {
         const ir_node *s = g->scalars.items[i];
-        if (!given[i] && !s->flag)
+        if (!given[i] && !s->attr.leaf.has_default)
             return failf(p, DPC_EUSER, "forward of %s needs the scalar parameter '%s'", g->model_name, s->name);
     }
     return DPC_OK;

@@ -300,20 +300,20 @@ static void gen_summary(const dpc_model *m, const char *archs, const dpc_safeten
     dpc_buf_puts(b, "],\"scalars\":[");
     for (int i = 0; i < g->scalars.len; i++) {
         const ir_node *n = g->scalars.items[i];
-        const char *type = n->ia[0] == 0 ? "float" : n->ia[0] == 1 ? "int" : "bool";
+        const char *type = n->attr.leaf.type == 0 ? "float" : n->attr.leaf.type == 1 ? "int" : "bool";
         dpc_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
         json_str(b, n->name);
         dpc_buf_printf(b, ",\"type\":\"%s\",\"default\":", type);
-        if (!n->flag)
+        if (!n->attr.leaf.has_default)
             dpc_buf_puts(b, "null");
-        else if (n->ia[0] == 2)
-            dpc_buf_puts(b, n->fa != 0 ? "true" : "false");
-        else if (n->ia[0] == 1 && fabs(n->fa) < 9e15)
-            dpc_buf_printf(b, "%lld", (long long)n->fa);
-        else if (isfinite(n->fa))
-            dpc_buf_printf(b, "%.17g", n->fa);
+        else if (n->attr.leaf.type == 2)
+            dpc_buf_puts(b, n->attr.leaf.value != 0 ? "true" : "false");
+        else if (n->attr.leaf.type == 1 && fabs(n->attr.leaf.value) < 9e15)
+            dpc_buf_printf(b, "%lld", (long long)n->attr.leaf.value);
+        else if (isfinite(n->attr.leaf.value))
+            dpc_buf_printf(b, "%.17g", n->attr.leaf.value);
         else
-            dpc_buf_printf(b, "\"%s\"", isnan(n->fa) ? "nan" : n->fa > 0 ? "inf" : "-inf");
+            dpc_buf_printf(b, "\"%s\"", isnan(n->attr.leaf.value) ? "nan" : n->attr.leaf.value > 0 ? "inf" : "-inf");
         dpc_buf_puts(b, "}");
     }
     dpc_buf_puts(b, "],\"outputs\":[");
@@ -1367,18 +1367,18 @@ void dpc_artifact_describe(const dpc_artifact *a, const dpc_model *m, dpc_buf *o
     for (int i = 0; i < g->scalars.len; i++) {
         const ir_node *n = g->scalars.items[i];
         char dv[64] = "";
-        if (n->flag) {
+        if (n->attr.leaf.has_default) {
             char num[48];
-            dpc_format_pyfloat(n->fa, num, sizeof num);
-            if (n->ia[0] == 2)
-                snprintf(dv, sizeof dv, " = %s", n->fa != 0 ? "True" : "False");
-            else if (n->ia[0] == 1)
-                snprintf(dv, sizeof dv, " = %lld", (long long)n->fa);
+            dpc_format_pyfloat(n->attr.leaf.value, num, sizeof num);
+            if (n->attr.leaf.type == 2)
+                snprintf(dv, sizeof dv, " = %s", n->attr.leaf.value != 0 ? "True" : "False");
+            else if (n->attr.leaf.type == 1)
+                snprintf(dv, sizeof dv, " = %lld", (long long)n->attr.leaf.value);
             else
                 snprintf(dv, sizeof dv, " = %s", num);
         }
         dpc_buf_printf(out, "%s%s: %s%s\n", i ? "               " : "scalars:       ", n->name,
-                       n->ia[0] == 0 ? "float" : n->ia[0] == 1 ? "int" : "bool", dv[0] ? dv : " (required)");
+                       n->attr.leaf.type == 0 ? "float" : n->attr.leaf.type == 1 ? "int" : "bool", dv[0] ? dv : " (required)");
     }
     for (int i = 0; i < g->outputs.len; i++) {
         const ir_node *n = g->outputs.items[i];
