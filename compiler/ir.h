@@ -57,6 +57,7 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(LOG, "log", OC_UNARY, 1, "logf($x)", "logf($x)", "log")                                              \
     X(SQRT, "sqrt", OC_UNARY, 1, "sqrtf($x)", "sqrtf($x)", "sqrt")                                         \
     X(ABS, "abs", OC_UNARY, 1, "fabsf($x)", "fabsf($x)", "abs")                                            \
+    X(SIN, "sin", OC_UNARY, 1, "sinf($x)", "sinf($x)", "sin")                                              \
     X(ADD, "add", OC_BINARY, 2, "$x + $y", "$x + $y", NOFN)                                                \
     X(SUB, "sub", OC_BINARY, 2, "$x - $y", "$x - $y", NOFN)                                                \
     X(MUL, "mul", OC_BINARY, 2, "$x * $y", "$x * $y", NOFN)                                                \
