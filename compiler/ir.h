@@ -26,7 +26,7 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
 /* The op table: ONE row per IR op. The enum, the names, the op classes
  * (which fusion, the emitters, the printer and the FLOP count dispatch on),
  * the arity and each dialect's expression all come from here; adding an
- * elementwise function is one row (docs/internals.md, "Adding an op").
+ * elementwise function is one row (docs/internals.md, the `sin` example).
  *
  *   X(ENUM, name, class, arity, C expression, CUDA expression, function)
  *
@@ -48,8 +48,8 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(BATCH, "batch_size", OC_LEAF, 0, NOEXPR, NOEXPR, NOFN)       /* this replica's N (rank 0) */         \
     X(NEG, "neg", OC_UNARY, 1, "-$x", "-$x", NOFN)                                                         \
     X(RELU, "relu", OC_UNARY, 1, "fmaxf($x, 0.0f)", "fmaxf($x, 0.0f)", "relu")                             \
-    X(GELU, "gelu", OC_UNARY, 1, GELU_ERF, GELU_ERF, NOFN)         /* gelu(): approximate="none" */        \
-    X(GELU_TANH, "gelu_tanh", OC_UNARY, 1, GELU_TANH_E, GELU_TANH_E, NOFN)                                 \
+    X(GELU, "gelu", OC_UNARY, 1, IR_EXPR_GELU, IR_EXPR_GELU, NOFN) /* gelu(x, approximate="none") */  \
+    X(GELU_TANH, "gelu_tanh", OC_UNARY, 1, IR_EXPR_GELU_TANH, IR_EXPR_GELU_TANH, NOFN)                     \
     X(SILU, "silu", OC_UNARY, 1, "$x / (1.0f + expf(-$x))", "$x / (1.0f + expf(-$x))", "silu")             \
     X(SIGMOID, "sigmoid", OC_UNARY, 1, "1.0f / (1.0f + expf(-$x))", "1.0f / (1.0f + expf(-$x))", "sigmoid") \
     X(TANH, "tanh", OC_UNARY, 1, "tanhf($x)", "tanhf($x)", "tanh")                                         \
@@ -81,8 +81,8 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(CAT, "cat", OC_CAT, 1, NOEXPR, NOEXPR, NOFN)
 
 /* The longer expressions of the table. */
-#define GELU_ERF "0.5f * $x * (1.0f + erff($x * 0.70710678118654752f))"
-#define GELU_TANH_E "0.5f * $x * (1.0f + tanhf(0.79788456080286536f * ($x + 0.044715f * $x * $x * $x)))"
+#define IR_EXPR_GELU "0.5f * $x * (1.0f + erff($x * 0.70710678118654752f))"
+#define IR_EXPR_GELU_TANH "0.5f * $x * (1.0f + tanhf(0.79788456080286536f * ($x + 0.044715f * $x * $x * $x)))"
 
 /* What an op is, for every pass that treats ops alike. */
 typedef enum op_class {
