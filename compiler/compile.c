@@ -68,7 +68,8 @@ static void sig_io(dpc_unit *u) {
     }
     for (int i = 0; i < s->nscalars; i++) {
         const ir_node *n = g->scalars.items[i];
-        sc[i] = (dpc_sig_scalar){n->name, (dpc_sig_scalar_type)n->ia[0], n->flag, n->flag ? n->fa : 0};
+        const leaf_attr *l = &n->attr.leaf;
+        sc[i] = (dpc_sig_scalar){n->name, (dpc_sig_scalar_type)l->type, l->has_default, l->has_default ? l->value : 0};
     }
     s->inputs = in;
     s->outputs = out;

@@ -277,6 +277,24 @@ bool sema_instantiate(dpc_ctx *c, model *m);
  * parameters (dims, reshape sizes, defaults). */
 bool sema_eval(dpc_ctx *c, model *m, const inst *self, const node *n, val *out);
 bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out);
+/* The one interpreter of a chain of binary operators, for sema.c's
+ * constructor arithmetic (values: val) and irbuild.c's forward (values:
+ * its symbolic values): a + b + c + ... parses as ((a + b) + c) + ..., so
+ * the chain is walked in a loop down its left operands and a flat chain of
+ * any length needs no recursion; only right operands recurse (see ast.c).
+ * ev evaluates an operand into a value of `size` bytes; ap combines
+ * acc = acc op r (op: the ND_BINOP node). Both sides are evaluated even
+ * after an error, for their diagnostics. The result goes to out. */
+typedef bool (*chain_eval)(void *cx, const node *n, void *out);
+typedef bool (*chain_apply)(void *cx, const node *op, void *acc, const void *r);
+bool eval_binop_chain(dpc_arena *arena, const node *n, void *cx, size_t size, chain_eval ev, chain_apply ap,
+                      void *out);
+/* irbuild.c: the one list of forward functions (the op table's one-to-one
+ * elementwise functions, then irbuild.c's FUNCTIONS), for every pass that
+ * resolves or suggests a function name. */
+bool dpc_is_function(const char *name);
+/* Up to max names into out, in a fixed order; returns how many. */
+int dpc_function_names(const char **out, int max);
 /* Checks (and widens int to float) the value of scalar parameter p, given
  * by the default expression at `at`. */
 bool sema_scalar_default(dpc_ctx *c, const param *p, val *v, loc at);

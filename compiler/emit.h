@@ -26,8 +26,10 @@ void emit_coords(dpc_buf *o, const char *indent, const shape *os);
 /* A leaf (constant, forward scalar, the batch size) as a float expression;
  * every kernel of both dialects has `ctx` and the local `N`. */
 void emit_leaf(dpc_buf *o, const ir_node *leaf);
-void emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir_node *n, const shape *os,
-                         const char *indent, const char *pre, bool cuda);
+/* One elementwise op of k's chain as `const float vID = ...;` in dialect d;
+ * false when the op table has no expression for it in d. */
+bool emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir_node *n, const shape *os,
+                         const char *indent, const char *pre, ir_dialect d);
 
 /* emit_shared.c: the arithmetic behind both dialects' kernels. */
 

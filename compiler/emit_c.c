@@ -102,8 +102,8 @@ void emit_offset(const kgraph *kg, dpc_buf *o, const ir_node *x, const shape *os
 
 static bool needs_coords(const kgraph *kg, const kernel *k, const shape *os) {
     for (int i = 0; i < k->ops.len; i++)
-        if (((const ir_node *)k->ops.items[i])->op == OP_BATCHNORM)
-            return true;
+        if (ir_op_class(((const ir_node *)k->ops.items[i])->op) == OC_CHANNEL)
+            return true; /* per-channel operands are read at c1 */
     koperand_iter it = kernel_operands(kg, k, 0);
     int id, buf;
     while (koperand_next(&it, &id, &buf))
@@ -136,7 +136,7 @@ void emit_leaf(dpc_buf *o, const ir_node *leaf) {
         dpc_buf_puts(o, "((float)N)");
         return;
     }
-    emit_float(o, leaf->fa, true);
+    emit_float(o, leaf->attr.leaf.value, true);
 }
 
 /* A C expression for operand x of an elementwise op. */
@@ -156,57 +156,44 @@ static void operand(const kgraph *kg, const kernel *k, dpc_buf *o, const ir_node
     dpc_buf_puts(o, "]");
 }
 
-static const char *binop_sym(ir_op op) {
-    return op == OP_ADD ? "+" : op == OP_SUB ? "-" : op == OP_MUL ? "*" : "/";
+/* Eval batch norm: a per-channel affine over dim 1. */
+static void emit_channel_op(const kgraph *kg, dpc_buf *o, const ir_node *n, const char *x, const char *pre) {
+    int bm = kg->buf_of[n->in[1]], bv = kg->buf_of[n->in[2]];
+    char eps[EMIT_FLOAT_MAX];
+    dpc_buf_printf(o, "(%s - %sb%d[c1]) / sqrtf(%sb%d[c1] + %s)", x, pre, bm, pre, bv,
+                   emit_float_str(eps, sizeof eps, n->attr.norm.eps, true));
+    if (n->nin > 3)
+        dpc_buf_printf(o, " * %sb%d[c1] + %sb%d[c1]", pre, kg->buf_of[n->in[3]], pre, kg->buf_of[n->in[4]]);
 }
 
-/* One elementwise op as a statement `const float vID = ...;`. */
-void emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir_node *n, const shape *os,
-                         const char *indent, const char *pre, bool cuda) {
+/* One elementwise op as a statement `const float vID = ...;`: the op
+ * table's expression for the dialect (ir.h), or the per-channel form.
+ * False when the op has no expression in the dialect (the C dialect then
+ * holds an #error naming the op, never a made-up value). */
+bool emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir_node *n, const shape *os,
+                         const char *indent, const char *pre, ir_dialect d) {
     emit_comment(o, indent, n);
-    dpc_buf_printf(o, "%sconst float v%d = ", indent, n->id);
-    dpc_buf a, b;
+    dpc_buf a, b, e;
     dpc_buf_init(&a);
     dpc_buf_init(&b);
+    dpc_buf_init(&e);
+    const ir_opdef *def = ir_opdef_of(n->op);
     operand(kg, k, &a, nd(kg, n->in[0]), os, pre);
-    if (n->nin > 1 && n->op != OP_BATCHNORM)
+    if (def->cls == OC_BINARY)
         operand(kg, k, &b, nd(kg, n->in[1]), os, pre);
-    const char *x = a.data, *y = b.data;
-    const char *E = cuda ? "expf" : "expf";
-    switch (n->op) {
-    case OP_NEG: dpc_buf_printf(o, "-%s", x); break;
-    case OP_RELU: dpc_buf_printf(o, "fmaxf(%s, 0.0f)", x); break;
-    case OP_GELU: dpc_buf_printf(o, "0.5f * %s * (1.0f + erff(%s * 0.70710678118654752f))", x, x); break;
-    case OP_GELU_TANH:
-        dpc_buf_printf(o, "0.5f * %s * (1.0f + tanhf(0.79788456080286536f * (%s + 0.044715f * %s * %s * %s)))", x, x, x,
-                       x, x);
-        break;
-    case OP_SILU: dpc_buf_printf(o, "%s / (1.0f + %s(-%s))", x, E, x); break;
-    case OP_SIGMOID: dpc_buf_printf(o, "1.0f / (1.0f + %s(-%s))", E, x); break;
-    case OP_TANH: dpc_buf_printf(o, "tanhf(%s)", x); break;
-    case OP_EXP: dpc_buf_printf(o, "%s(%s)", E, x); break;
-    case OP_LOG: dpc_buf_printf(o, "logf(%s)", x); break;
-    case OP_SQRT: dpc_buf_printf(o, "sqrtf(%s)", x); break;
-    case OP_ABS: dpc_buf_printf(o, "fabsf(%s)", x); break;
-    case OP_ADD:
-    case OP_SUB:
-    case OP_MUL:
-    case OP_DIV: dpc_buf_printf(o, "%s %s %s", x, binop_sym(n->op), y); break;
-    case OP_BATCHNORM: {
-        /* eval batch norm: per-channel affine over dim 1 */
-        int bm = kg->buf_of[n->in[1]], bv = kg->buf_of[n->in[2]];
-        char eps[EMIT_FLOAT_MAX];
-        dpc_buf_printf(o, "(%s - %sb%d[c1]) / sqrtf(%sb%d[c1] + %s)", x, pre, bm, pre, bv,
-                       emit_float_str(eps, sizeof eps, n->fa, true));
-        if (n->nin > 3)
-            dpc_buf_printf(o, " * %sb%d[c1] + %sb%d[c1]", pre, kg->buf_of[n->in[3]], pre, kg->buf_of[n->in[4]]);
-        break;
-    }
-    default: dpc_buf_puts(o, "0.0f /* unsupported */"); break;
-    }
-    dpc_buf_puts(o, ";\n");
+    bool ok = true;
+    if (def->cls == OC_CHANNEL)
+        emit_channel_op(kg, &e, n, a.data, pre);
+    else
+        ok = ir_op_expr(n->op, d, a.data, b.data ? b.data : "", &e);
+    if (ok)
+        dpc_buf_printf(o, "%sconst float v%d = %s;\n", indent, n->id, e.data);
+    else
+        dpc_buf_printf(o, "#error \"op %s has no %s expression\"\n", def->name, d == DIALECT_CUDA ? "CUDA" : "C");
     dpc_buf_free(&a);
     dpc_buf_free(&b);
+    dpc_buf_free(&e);
+    return ok;
 }
 
 /* Declares a pointer per buffer the kernel touches. */
@@ -254,7 +241,7 @@ static void emit_chain_loop(const kgraph *kg, const kernel *k, dpc_buf *o, const
     if (seed)
         dpc_buf_printf(o, "        const float v%d = %s;\n", k->root->id, seed);
     for (int i = 0; i < k->ops.len; i++)
-        emit_elementwise_op(kg, k, o, k->ops.items[i], os, "        ", "", false);
+        emit_elementwise_op(kg, k, o, k->ops.items[i], os, "        ", "", DIALECT_C);
     dpc_buf_printf(o, "        b%d[i] = v%d;\n", outb, k->out->id);
     dpc_buf_puts(o, "    }\n");
 }
@@ -414,10 +401,10 @@ static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
     emit_comment(o, "    ", n);
     if (n->op == OP_LAYERNORM) {
         long long L = 1;
-        for (int i = x->sh.rank - n->axis; i < x->sh.rank; i++)
+        for (int i = x->sh.rank - n->attr.norm.dims; i < x->sh.rank; i++)
             L *= x->sh.d[i].k;
         char eps[EMIT_FLOAT_MAX];
-        emit_float_str(eps, sizeof eps, n->fa, false); /* added to a double */
+        emit_float_str(eps, sizeof eps, n->attr.norm.eps, false); /* added to a double */
         dpc_buf_printf(o,
                        "    const int64_t rows = %s;\n"
                        "    for (int64_t r = 0; r < rows; r++) {\n"
@@ -430,18 +417,18 @@ static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
                        "        const float rstd = (float)(1.0 / sqrt(var + %s));\n"
                        "        for (int64_t j = 0; j < %lldLL; j++) {\n"
                        "            float v = (src[j] - (float)mean) * rstd;\n",
-                       emit_prod(t1, sizeof t1, &x->sh, 0, x->sh.rank - n->axis), xb, L, ob, L, L, L, L, L, eps, L);
+                       emit_prod(t1, sizeof t1, &x->sh, 0, x->sh.rank - n->attr.norm.dims), xb, L, ob, L, L, L, L, L, eps, L);
         int idx = 1;
-        if (n->flag)
+        if (n->attr.norm.has_weight)
             dpc_buf_printf(o, "            v *= b%d[j];\n", kg->buf_of[n->in[idx++]]);
-        if (n->keepdim)
+        if (n->attr.norm.has_bias)
             dpc_buf_printf(o, "            v += b%d[j];\n", kg->buf_of[n->in[idx++]]);
         dpc_buf_puts(o, "            dst[j] = v;\n        }\n    }\n");
         return;
     }
     /* softmax / log_softmax over axis: [outer, len, inner]; len may be N */
     bool logsm = n->op == OP_LOG_SOFTMAX;
-    axis_loops(o, x, n->axis, xb);
+    axis_loops(o, x, n->attr.ax.axis, xb);
     dpc_buf_printf(o,
                    "        float *dst = b%d + p * len * inner + q;\n"
                    "        float m = -INFINITY;\n"
@@ -465,7 +452,7 @@ static void emit_reduce(const kgraph *kg, const kernel *k, dpc_buf *o) {
         dpc_buf_printf(o, "    b%d[0] = b%d[0];\n", ob, xb);
         return;
     }
-    axis_loops(o, x, n->axis, xb);
+    axis_loops(o, x, n->attr.ax.axis, xb);
     if (n->op == OP_AMAX)
         dpc_buf_puts(o, "        float acc = -INFINITY;\n"
                         "        for (int64_t j = 0; j < len; j++) { const float v = src[j * inner]; acc = (v > acc || v != v) ? v : acc; }\n");
@@ -496,13 +483,13 @@ static void emit_cat(const kgraph *kg, const kernel *k, dpc_buf *o) {
     emit_comment(o, "    ", n);
     int ob = kg->buf_of[n->id];
     dpc_buf_printf(o, "    const int64_t outer = %s, inner = %s;\n    int64_t at = 0;\n",
-                   emit_prod(t1, sizeof t1, &n->sh, 0, n->axis), emit_prod(t2, sizeof t2, &n->sh, n->axis + 1, n->sh.rank));
+                   emit_prod(t1, sizeof t1, &n->sh, 0, n->attr.ax.axis), emit_prod(t2, sizeof t2, &n->sh, n->attr.ax.axis + 1, n->sh.rank));
     char tot[96];
-    emit_dim(tot, sizeof tot, n->sh.d[n->axis]);
+    emit_dim(tot, sizeof tot, n->sh.d[n->attr.ax.axis]);
     for (int i = 0; i < ir_cat_count(n); i++) {
         const ir_node *x = nd(kg, ir_cat_operand(n, i));
         char len[96];
-        emit_dim(len, sizeof len, x->sh.d[n->axis]);
+        emit_dim(len, sizeof len, x->sh.d[n->attr.ax.axis]);
         dpc_buf_printf(o,
                        "    for (int64_t p = 0; p < outer; p++)\n"
                        "        memcpy(b%d + (p * %s + at) * inner, b%d + p * %s * inner, sizeof(float) * %s * inner);\n"

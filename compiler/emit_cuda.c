@@ -399,10 +399,11 @@ static void coords(cg *g, const shape *os, const char *indent) {
 static void emit_ops(cg *g, const kernel *k, int from, const shape *os, const char *indent, const char *pre) {
     for (int i = from; i < k->ops.len; i++) {
         const ir_node *n = k->ops.items[i];
-        if (!kernel_is_elementwise_op(n->op) || (n->op >= OP_LINEAR && n->op <= OP_CONV2D))
+        if (!ir_op_is_elementwise(n->op))
             fail(g, n, "not an elementwise op");
         line_of(g, n);
-        emit_elementwise_op(g->kg, k, g->o, n, os, indent, pre, true);
+        if (!emit_elementwise_op(g->kg, k, g->o, n, os, indent, pre, DIALECT_CUDA))
+            fail(g, n, "the op has no CUDA expression");
     }
 }
 
@@ -643,7 +644,7 @@ static void emit_matmul(cg *g, const kernel *k) {
 
 /* The im2col kernel of one group (ctx->g), all images side by side:
  * col[(c*kh + ki)*kw + kj][img*HW + oh*Wo + ow]. As on the CPU, the
- * trailing padding (ia[7], ia[8]; one more than the leading for
+ * trailing padding (pad[2], pad[3]; one more than the leading for
  * padding="same" with an even kernel) is the reads past H, W that give 0 */
 static void emit_im2col(cg *g, const kernel *k, const emit_conv_dims *cv, const char *fn, const plist *pl, int xb,
                         int cb) {
@@ -804,7 +805,7 @@ static void column_head(cg *g, const kernel *k, const plist *pl, const char *per
                         int xb) {
     const ir_node *n = k->root;
     char t1[96], t2[96], t3[96];
-    dpc_buf_printf(g->o, "\n/* %s: %s over axis %d, one thread per %s */\n", k->name, ir_op_name(n->op), n->axis, per);
+    dpc_buf_printf(g->o, "\n/* %s: %s over axis %d, one thread per %s */\n", k->name, ir_op_name(n->op), n->attr.ax.axis, per);
     kernel_head(g, k->name, pl);
     line_of(g, n);
     dpc_buf_printf(g->o,
@@ -812,8 +813,8 @@ static void column_head(cg *g, const kernel *k, const plist *pl, const char *per
                    "    for (long long i = %s) {\n"
                    "        const long long p = i / inner, q = i - p * inner;\n"
                    "        const %s *x = b%d + p * len * inner + q;\n",
-                   cd_str(t1, sizeof t1, cd_prod(&x->sh, n->axis + 1, x->sh.rank)),
-                   cd_str(t2, sizeof t2, cd_of(x->sh.d[n->axis])), cd_str(t3, sizeof t3, total), grid_stride(), g->ft,
+                   cd_str(t1, sizeof t1, cd_prod(&x->sh, n->attr.ax.axis + 1, x->sh.rank)),
+                   cd_str(t2, sizeof t2, cd_of(x->sh.d[n->attr.ax.axis])), cd_str(t3, sizeof t3, total), grid_stride(), g->ft,
                    xb);
 }
 
@@ -826,7 +827,7 @@ static void emit_row(cg *g, const kernel *k) {
     padd(g, &pl, xb, false);
     if (n->op == OP_LAYERNORM) {
         long long L = 1;
-        for (int i = x->sh.rank - n->axis; i < x->sh.rank; i++) {
+        for (int i = x->sh.rank - n->attr.norm.dims; i < x->sh.rank; i++) {
             L *= x->sh.d[i].k;
             if (x->sh.d[i].sym) {
                 fail(g, n, "layer_norm over the batch dimension");
@@ -834,15 +835,15 @@ static void emit_row(cg *g, const kernel *k) {
             }
         }
         int wb = -1, bb = -1, idx = 1;
-        if (n->flag)
+        if (n->attr.norm.has_weight)
             wb = kg->buf_of[n->in[idx++]];
-        if (n->keepdim)
+        if (n->attr.norm.has_bias)
             bb = kg->buf_of[n->in[idx++]];
         padd(g, &pl, wb, false);
         padd(g, &pl, bb, false);
         char eps[EMIT_FLOAT_MAX];
-        emit_float_str(eps, sizeof eps, n->fa, true);
-        dpc_cu_dim rows = cd_prod(&x->sh, 0, x->sh.rank - n->axis);
+        emit_float_str(eps, sizeof eps, n->attr.norm.eps, true);
+        dpc_cu_dim rows = cd_prod(&x->sh, 0, x->sh.rank - n->attr.norm.dims);
         dpc_buf_printf(g->o, "\n/* %s: layer_norm over rows of %lld, mean and variance in two passes */\n", k->name, L);
         dpc_cu_grid grid = row_kernel_head(g, k, &pl, L, rows, xb, ob);
         dpc_buf_printf(g->o,
@@ -864,10 +865,10 @@ static void emit_row(cg *g, const kernel *k) {
         return;
     }
     /* softmax / log_softmax over axis: [outer, L, inner] */
-    long long L = x->sh.d[n->axis].k;
+    long long L = x->sh.d[n->attr.ax.axis].k;
     bool logsm = n->op == OP_LOG_SOFTMAX;
-    dpc_cu_dim outer = cd_prod(&x->sh, 0, n->axis), inner = cd_prod(&x->sh, n->axis + 1, x->sh.rank);
-    bool Lsym = x->sh.d[n->axis].sym;
+    dpc_cu_dim outer = cd_prod(&x->sh, 0, n->attr.ax.axis), inner = cd_prod(&x->sh, n->attr.ax.axis + 1, x->sh.rank);
+    bool Lsym = x->sh.d[n->attr.ax.axis].sym;
     if (cd_one(inner) && !Lsym) {
         dpc_buf_printf(g->o, "\n/* %s: %s over rows of %lld */\n", k->name, ir_op_name(n->op), L);
         dpc_cu_grid grid = row_kernel_head(g, k, &pl, L, outer, xb, ob);
@@ -932,8 +933,8 @@ static void emit_reduce(cg *g, const kernel *k) {
         plan_launch(g, k->name, "", DPC_CU_ONE, cd(1, 0), 1, &pl);
         return;
     }
-    dpc_cu_dim len = cd_of(x->sh.d[n->axis]), outer = cd_prod(&x->sh, 0, n->axis),
-               inner = cd_prod(&x->sh, n->axis + 1, x->sh.rank);
+    dpc_cu_dim len = cd_of(x->sh.d[n->attr.ax.axis]), outer = cd_prod(&x->sh, 0, n->attr.ax.axis),
+               inner = cd_prod(&x->sh, n->attr.ax.axis + 1, x->sh.rank);
     cd_str(t3, sizeof t3, len);
     if (cd_one(inner)) {
         dpc_buf_printf(g->o, "\n/* %s: %s over the last axis, one warp per output */\n", k->name, ir_op_name(n->op));
@@ -1014,7 +1015,7 @@ static void emit_cat(cg *g, const kernel *k) {
         padd(g, &pl, kg->buf_of[ir_cat_operand(n, i)], false);
     dpc_cu_dim total = cd_prod(&n->sh, 0, n->sh.rank);
     dpc_buf_printf(g->o, "\n/* %s: cat of %d tensors on axis %d, one thread per output element */\n", k->name,
-                   ir_cat_count(n), n->axis);
+                   ir_cat_count(n), n->attr.ax.axis);
     kernel_head(g, k->name, &pl);
     line_of(g, n);
     dpc_buf_printf(g->o,
@@ -1022,11 +1023,11 @@ static void emit_cat(cg *g, const kernel *k) {
                    "    for (long long i = %s) {\n"
                    "        const long long q = i %% inner, a = (i / inner) %% len, p = i / (inner * len);\n"
                    "        long long at = a;\n",
-                   cd_str(t1, sizeof t1, cd_prod(&n->sh, n->axis + 1, n->sh.rank)),
-                   cd_str(t2, sizeof t2, cd_of(n->sh.d[n->axis])), cd_str(t3, sizeof t3, total), grid_stride());
+                   cd_str(t1, sizeof t1, cd_prod(&n->sh, n->attr.ax.axis + 1, n->sh.rank)),
+                   cd_str(t2, sizeof t2, cd_of(n->sh.d[n->attr.ax.axis])), cd_str(t3, sizeof t3, total), grid_stride());
     for (int i = 0; i < ir_cat_count(n); i++) {
         const ir_node *x = nd(kg, ir_cat_operand(n, i));
-        cd_str(t4, sizeof t4, cd_of(x->sh.d[n->axis]));
+        cd_str(t4, sizeof t4, cd_of(x->sh.d[n->attr.ax.axis]));
         dpc_buf_printf(g->o,
                        "        %sif (at < %s) { b%d[i] = b%d[(p * %s + at) * inner + q]; continue; }\n"
                        "        at -= %s;\n",

@@ -56,8 +56,9 @@ bool emit_conv_geom(const ir_node *n, const ir_node *x, const ir_node *w, emit_c
     c->C = x->sh.d[1].k, c->H = x->sh.d[2].k, c->W = x->sh.d[3].k;
     c->Co = n->sh.d[1].k, c->Ho = n->sh.d[2].k, c->Wo = n->sh.d[3].k;
     c->kh = w->sh.d[2].k, c->kw = w->sh.d[3].k;
-    c->sh = n->ia[0], c->sw = n->ia[1], c->ph = n->ia[2], c->pw = n->ia[3], c->dh = n->ia[4], c->dw = n->ia[5];
-    c->G = n->ia[6];
+    const conv_attr *a = &n->attr.conv;
+    c->sh = a->stride[0], c->sw = a->stride[1], c->ph = a->pad[0], c->pw = a->pad[1], c->dh = a->dil[0], c->dw = a->dil[1];
+    c->G = a->groups;
     /* the front end checks groups; a graph that slipped past it gets no
      * division by zero here */
     bool ok = c->G >= 1 && c->C % c->G == 0 && c->Co % c->G == 0;
@@ -82,8 +83,9 @@ static void adaptive_window(dpc_buf *o, const char *ind, const char *it, long lo
 /* The max window: dilated taps, those off the plane skipped; NaN wins, as
  * in torch's max_pool2d. */
 static void max_window(dpc_buf *o, const ir_node *n, const char *ind, const char *it, long long H, long long W) {
-    long long kh = n->ia[0], kw = n->ia[1], sh = n->ia[2], sw = n->ia[3], ph = n->ia[4], pw = n->ia[5];
-    long long dh = n->ia[6], dw = n->ia[7];
+    const pool_attr *a = &n->attr.pool;
+    long long kh = a->k[0], kw = a->k[1], sh = a->s[0], sw = a->s[1], ph = a->p[0], pw = a->p[1];
+    long long dh = a->d[0], dw = a->d[1];
     dpc_buf_printf(o,
                    "%sfloat m = -INFINITY;\n"
                    "%sfor (%s ki = 0; ki < %lldLL; ki++) {\n"
@@ -103,7 +105,8 @@ static void max_window(dpc_buf *o, const ir_node *n, const char *ind, const char
 /* The avg window: `padded` counts the taps inside the padded plane
  * (count_include_pad), then the window is clipped to the plane. */
 static void avg_window(dpc_buf *o, const ir_node *n, const char *ind, const char *it, long long H, long long W) {
-    long long kh = n->ia[0], kw = n->ia[1], sh = n->ia[2], sw = n->ia[3], ph = n->ia[4], pw = n->ia[5];
+    const pool_attr *a = &n->attr.pool;
+    long long kh = a->k[0], kw = a->k[1], sh = a->s[0], sw = a->s[1], ph = a->p[0], pw = a->p[1];
     dpc_buf_printf(o,
                    "%s%s h0 = oh * %lldLL - %lldLL, w0 = ow * %lldLL - %lldLL;\n"
                    "%s%s h1 = h0 + %lldLL < %lldLL ? h0 + %lldLL : %lldLL;\n"
@@ -133,13 +136,15 @@ void emit_pool_window(dpc_buf *o, const ir_node *n, const ir_node *x, const char
                    ind, ind, it, ind, it, ind, W);
 }
 
-bool emit_pool_uses_padded(const ir_node *n) { return n->op == OP_AVGPOOL2D && !n->ia[6] && n->flag; }
+bool emit_pool_uses_padded(const ir_node *n) {
+    return n->op == OP_AVGPOOL2D && !n->attr.pool.divisor && n->attr.pool.count_include_pad;
+}
 
 const char *emit_pool_value(char *b, size_t n, const ir_node *p) {
     if (p->op == OP_MAXPOOL2D)
         snprintf(b, n, "m");
-    else if (p->op == OP_AVGPOOL2D && p->ia[6]) /* divisor_override */
-        snprintf(b, n, "s / %lld.0f", (long long)p->ia[6]);
+    else if (p->op == OP_AVGPOOL2D && p->attr.pool.divisor) /* divisor_override */
+        snprintf(b, n, "s / %lld.0f", (long long)p->attr.pool.divisor);
     else if (emit_pool_uses_padded(p))
         snprintf(b, n, "s / (float)padded");
     else

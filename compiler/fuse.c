@@ -23,10 +23,15 @@ typedef struct fuser {
     bool *is_output;
 } fuser;
 
-bool kernel_is_elementwise_op(ir_op op) {
-    return (op >= OP_NEG && op <= OP_DIV) || op == OP_BATCHNORM;
-}
-
+/* The kernel an op of each class roots (elementwise classes start or join
+ * a chain, views and leaves have none: KK_COPY is never their kind). */
+static const kkind CLASS_KERNEL[OC_COUNT] = {
+    [OC_UNARY] = KK_ELEMWISE, [OC_BINARY] = KK_ELEMWISE, [OC_CHANNEL] = KK_ELEMWISE,
+    [OC_GEMM] = KK_GEMM,      [OC_CONV] = KK_CONV,       [OC_POOL] = KK_POOL,
+    [OC_ROW] = KK_ROW,        [OC_REDUCE] = KK_REDUCE,   [OC_EMBED] = KK_EMBED,
+    [OC_CAT] = KK_CAT,        [OC_INPUT] = KK_COPY,      [OC_LEAF] = KK_COPY,
+    [OC_VIEW] = KK_COPY,
+};
 
 static void note_unfused(fuser *f, ir_node *p, ir_node *n, const char *why) {
     unfused *u = arena_alloc(&f->c->arena, sizeof *u);
@@ -128,7 +133,7 @@ static void visit_view(fuser *f, ir_node *n) {
      * shape, which is contiguous over the base buffer */
     a.base = x;
     for (int i = 0; i < n->sh.rank; i++)
-        a.perm[i] = n->perm[i];
+        a.perm[i] = n->attr.perm.perm[i];
     f->kg->acc[n->id] = a;
 }
 
@@ -139,7 +144,8 @@ const char *kkind_name(kkind k) {
 
 static void visit_elementwise(fuser *f, ir_node *n) {
     ir_node *join = NULL;
-    int nops = n->op == OP_BATCHNORM ? 1 : n->nin;
+    /* per-channel operands (batch norm's statistics) are read, not chained */
+    int nops = ir_op_class(n->op) == OC_CHANNEL ? 1 : n->nin;
     for (int i = 0; i < nops; i++) {
         ir_node *p = nd(f, n->in[i]);
         kernel *k = kernel_of(f, p);
@@ -181,24 +187,7 @@ static void visit_elementwise(fuser *f, ir_node *n) {
 }
 
 static void visit_root(fuser *f, ir_node *n) {
-    kkind kind;
-    switch (n->op) {
-    case OP_LINEAR:
-    case OP_MATMUL: kind = KK_GEMM; break;
-    case OP_CONV2D: kind = KK_CONV; break;
-    case OP_MAXPOOL2D:
-    case OP_AVGPOOL2D:
-    case OP_ADAPTIVE_AVGPOOL2D: kind = KK_POOL; break;
-    case OP_SOFTMAX:
-    case OP_LOG_SOFTMAX:
-    case OP_LAYERNORM: kind = KK_ROW; break;
-    case OP_SUM:
-    case OP_MEAN:
-    case OP_AMAX: kind = KK_REDUCE; break;
-    case OP_EMBEDDING: kind = KK_EMBED; break;
-    case OP_CAT: kind = KK_CAT; break;
-    default: kind = KK_COPY; break;
-    }
+    kkind kind = CLASS_KERNEL[ir_op_class(n->op)];
     int cnt = n->op == OP_CAT ? ir_cat_count(n) : n->nin;
     for (int i = 0; i < cnt; i++) {
         ir_node *x = nd(f, n->op == OP_CAT ? ir_cat_operand(n, i) : n->in[i]);
@@ -331,16 +320,15 @@ bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
         f.is_output[((ir_node *)g->outputs.items[i])->id] = true;
     for (int i = 0; i < n; i++) {
         ir_node *x = nd(&f, i);
-        if (x->op == OP_CONST || x->op == OP_SCALAR || x->op == OP_BATCH)
-            kg->acc[i] = (kaccess){.kind = ACC_LEAF, .base = x};
-        else if (x->op == OP_INPUT || x->op == OP_PARAM)
-            kg->acc[i] = (kaccess){.kind = ACC_CONTIG, .base = x};
-        else if (x->op == OP_RESHAPE || x->op == OP_PERMUTE)
-            visit_view(&f, x);
-        else if (kernel_is_elementwise_op(x->op))
-            visit_elementwise(&f, x);
-        else
-            visit_root(&f, x);
+        switch (ir_op_class(x->op)) {
+        case OC_LEAF: kg->acc[i] = (kaccess){.kind = ACC_LEAF, .base = x}; break;
+        case OC_INPUT: kg->acc[i] = (kaccess){.kind = ACC_CONTIG, .base = x}; break;
+        case OC_VIEW: visit_view(&f, x); break;
+        case OC_UNARY:
+        case OC_BINARY:
+        case OC_CHANNEL: visit_elementwise(&f, x); break;
+        default: visit_root(&f, x); break;
+        }
     }
     /* graph outputs that are not the last op of their own kernel (inputs,
      * parameters, views, constants, or the same value returned twice) are
@@ -422,25 +410,37 @@ void fuse_print(const kgraph *kg, dpc_buf *out) {
     }
 }
 
-/* Floating-point operations of one forward at batch N: 2 per multiply-add
- * in GEMMs and convolutions (the usual convention); other ops are memory
- * bound and not counted. */
+/* FLOPs of one op at batch N, by class: 2 per multiply-add in GEMMs and
+ * convolutions (the usual convention); other classes are memory bound and
+ * not counted (no entry). */
+static double gemm_flops(const kgraph *kg, const ir_node *n, double outs, int64_t N) {
+    const ir_node *x = kg->g->nodes.items[n->in[0]], *w = kg->g->nodes.items[n->in[1]];
+    dim k = n->op == OP_LINEAR ? w->sh.d[1] : x->sh.d[x->sh.rank - 1];
+    return 2.0 * outs * (double)k.k * (k.sym ? (double)N : 1.0); /* K may be the batch */
+}
+
+static double conv_flops(const kgraph *kg, const ir_node *n, double outs, int64_t N) {
+    const ir_node *w = kg->g->nodes.items[n->in[1]];
+    (void)N;
+    return 2.0 * outs * (double)(w->sh.d[1].k * w->sh.d[2].k * w->sh.d[3].k);
+}
+
+static double (*const CLASS_FLOPS[OC_COUNT])(const kgraph *, const ir_node *, double, int64_t) = {
+    [OC_GEMM] = gemm_flops,
+    [OC_CONV] = conv_flops,
+};
+
+/* Floating-point operations of one forward at batch N. */
 double kgraph_flops(const kgraph *kg, int64_t N) {
     double f = 0;
     for (int i = 0; i < kg->g->nodes.len; i++) {
         const ir_node *n = kg->g->nodes.items[i];
+        double (*flops)(const kgraph *, const ir_node *, double, int64_t) = CLASS_FLOPS[ir_op_class(n->op)];
+        if (!flops)
+            continue;
         bool sym;
         int64_t out = shape_numel(&n->sh, &sym);
-        double outs = (double)out * (sym ? (double)N : 1.0);
-        const ir_node *x = n->nin ? kg->g->nodes.items[n->in[0]] : NULL;
-        if (n->op == OP_LINEAR || n->op == OP_MATMUL) {
-            const ir_node *w = kg->g->nodes.items[n->in[1]];
-            dim k = n->op == OP_LINEAR ? w->sh.d[1] : x->sh.d[x->sh.rank - 1];
-            f += 2.0 * outs * (double)k.k * (k.sym ? (double)N : 1.0); /* K may be the batch */
-        } else if (n->op == OP_CONV2D) {
-            const ir_node *w = kg->g->nodes.items[n->in[1]];
-            f += 2.0 * outs * (double)(w->sh.d[1].k * w->sh.d[2].k * w->sh.d[3].k);
-        }
+        f += flops(kg, n, (double)out * (sym ? (double)N : 1.0), N);
     }
     return f;
 }

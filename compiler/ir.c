@@ -4,14 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const OP_NAMES[] = {
-#define X(e, s) s,
-    IR_OPS(X)
-#undef X
-};
-
-const char *ir_op_name(ir_op op) { return op < OP_COUNT ? OP_NAMES[op] : "?"; }
-
 ir_node *ir_new(ir_graph *g, ir_op op, loc at) {
     ir_node *n = arena_alloc(g->arena, sizeof *n);
     n->id = g->nodes.len;
@@ -77,61 +69,71 @@ const char *ir_dtype_name(ir_dtype t) {
     return "?";
 }
 
+static void print_conv(const conv_attr *a, dpc_buf *out) {
+    dpc_buf_printf(out, " stride=(%lld, %lld)", (long long)a->stride[0], (long long)a->stride[1]);
+    if (a->pad[2] == a->pad[0] && a->pad[3] == a->pad[1])
+        dpc_buf_printf(out, " padding=(%lld, %lld)", (long long)a->pad[0], (long long)a->pad[1]);
+    else /* padding="same" with an even kernel: (top, bottom), (left, right) */
+        dpc_buf_printf(out, " padding=((%lld, %lld), (%lld, %lld))", (long long)a->pad[0], (long long)a->pad[2],
+                       (long long)a->pad[1], (long long)a->pad[3]);
+    dpc_buf_printf(out, " dilation=(%lld, %lld) groups=%lld", (long long)a->dil[0], (long long)a->dil[1],
+                   (long long)a->groups);
+}
+
+static void print_pool(const ir_node *n, dpc_buf *out) {
+    const pool_attr *a = &n->attr.pool;
+    if (n->op == OP_ADAPTIVE_AVGPOOL2D)
+        return;
+    dpc_buf_printf(out, " kernel=(%lld, %lld) stride=(%lld, %lld) padding=(%lld, %lld)", (long long)a->k[0],
+                   (long long)a->k[1], (long long)a->s[0], (long long)a->s[1], (long long)a->p[0], (long long)a->p[1]);
+    if (n->op == OP_MAXPOOL2D)
+        dpc_buf_printf(out, " dilation=(%lld, %lld)", (long long)a->d[0], (long long)a->d[1]);
+    else if (!a->count_include_pad)
+        dpc_buf_puts(out, " count_include_pad=False");
+    if (n->op == OP_AVGPOOL2D && a->divisor)
+        dpc_buf_printf(out, " divisor=%lld", (long long)a->divisor);
+    if (a->ceil)
+        dpc_buf_puts(out, " ceil_mode=True");
+}
+
+static void print_leaf(const ir_node *n, dpc_buf *out) {
+    char num[64];
+    if (n->op == OP_BATCH)
+        return;
+    if (n->op == OP_SCALAR && !n->attr.leaf.has_default) {
+        dpc_buf_puts(out, " required"); /* no default: dpc run needs --kw */
+        return;
+    }
+    dpc_format_pyfloat(n->attr.leaf.value, num, sizeof num);
+    dpc_buf_printf(out, " %s%s", n->op == OP_SCALAR ? "default=" : "", num);
+}
+
+/* The attributes by op class: each class's attribute struct (ir.h). */
 static void print_attrs(const ir_node *n, dpc_buf *out) {
     char num[64];
-    switch (n->op) {
-    case OP_CONST:
-    case OP_SCALAR:
-        if (n->op == OP_SCALAR && !n->flag) {
-            dpc_buf_puts(out, " required"); /* no default: dpc run needs --kw */
-            break;
-        }
-        dpc_format_pyfloat(n->fa, num, sizeof num);
-        dpc_buf_printf(out, " %s%s", n->op == OP_SCALAR ? "default=" : "", num);
-        break;
-    case OP_CONV2D:
-        dpc_buf_printf(out, " stride=(%lld, %lld)", (long long)n->ia[0], (long long)n->ia[1]);
-        if (n->ia[7] == n->ia[2] && n->ia[8] == n->ia[3])
-            dpc_buf_printf(out, " padding=(%lld, %lld)", (long long)n->ia[2], (long long)n->ia[3]);
-        else /* padding="same" with an even kernel: (top, bottom), (left, right) */
-            dpc_buf_printf(out, " padding=((%lld, %lld), (%lld, %lld))", (long long)n->ia[2], (long long)n->ia[7],
-                           (long long)n->ia[3], (long long)n->ia[8]);
-        dpc_buf_printf(out, " dilation=(%lld, %lld) groups=%lld", (long long)n->ia[4], (long long)n->ia[5],
-                       (long long)n->ia[6]);
-        break;
-    case OP_MAXPOOL2D:
-    case OP_AVGPOOL2D:
-        dpc_buf_printf(out, " kernel=(%lld, %lld) stride=(%lld, %lld) padding=(%lld, %lld)", (long long)n->ia[0],
-                       (long long)n->ia[1], (long long)n->ia[2], (long long)n->ia[3], (long long)n->ia[4],
-                       (long long)n->ia[5]);
-        if (n->op == OP_MAXPOOL2D)
-            dpc_buf_printf(out, " dilation=(%lld, %lld)", (long long)n->ia[6], (long long)n->ia[7]);
-        else if (!n->flag)
-            dpc_buf_puts(out, " count_include_pad=False");
-        if (n->op == OP_AVGPOOL2D && n->ia[6])
-            dpc_buf_printf(out, " divisor=%lld", (long long)n->ia[6]);
-        if (n->ceil)
-            dpc_buf_puts(out, " ceil_mode=True");
-        break;
-    case OP_BATCHNORM:
-    case OP_LAYERNORM:
-        dpc_format_pyfloat(n->fa, num, sizeof num);
+    switch (ir_op_class(n->op)) {
+    case OC_LEAF: print_leaf(n, out); break;
+    case OC_CONV: print_conv(&n->attr.conv, out); break;
+    case OC_POOL: print_pool(n, out); break;
+    case OC_CHANNEL:
+        dpc_format_pyfloat(n->attr.norm.eps, num, sizeof num);
         dpc_buf_printf(out, " eps=%s", num);
-        if (n->op == OP_LAYERNORM)
-            dpc_buf_printf(out, " dims=%d", n->axis);
         break;
-    case OP_SOFTMAX:
-    case OP_LOG_SOFTMAX: dpc_buf_printf(out, " dim=%d", n->axis); break;
-    case OP_SUM:
-    case OP_MEAN:
-    case OP_AMAX:
-        dpc_buf_printf(out, " dim=%d%s", n->axis, n->keepdim ? " keepdim" : "");
+    case OC_ROW:
+        if (n->op == OP_LAYERNORM) {
+            dpc_format_pyfloat(n->attr.norm.eps, num, sizeof num);
+            dpc_buf_printf(out, " eps=%s dims=%d", num, n->attr.norm.dims);
+        } else
+            dpc_buf_printf(out, " dim=%d", n->attr.ax.axis);
         break;
-    case OP_CAT: dpc_buf_printf(out, " dim=%d", n->axis); break;
-    case OP_PERMUTE:
+    case OC_REDUCE: dpc_buf_printf(out, " dim=%d%s", n->attr.ax.axis, n->attr.ax.keepdim ? " keepdim" : ""); break;
+    case OC_CAT: dpc_buf_printf(out, " dim=%d", n->attr.ax.axis); break;
+    case OC_VIEW:
+        if (n->op != OP_PERMUTE)
+            break;
         dpc_buf_puts(out, " perm=(");
         for (int i = 0; i < n->sh.rank; i++)
-            dpc_buf_printf(out, "%s%d", i ? ", " : "", n->perm[i]);
+            dpc_buf_printf(out, "%s%d", i ? ", " : "", n->attr.perm.perm[i]);
         dpc_buf_puts(out, ")");
         break;
     default: break;
@@ -148,7 +150,7 @@ void ir_print(const ir_graph *g, dpc_buf *out) {
     }
     for (int i = 0; i < g->scalars.len; i++) {
         const ir_node *n = g->scalars.items[i];
-        dpc_buf_printf(out, ", %s: %s", n->name, n->ia[0] == 0 ? "float" : n->ia[0] == 1 ? "int" : "bool");
+        dpc_buf_printf(out, ", %s: %s", n->name, n->attr.leaf.type == 0 ? "float" : n->attr.leaf.type == 1 ? "int" : "bool");
     }
     dpc_buf_puts(out, ")\n");
     for (int i = 0; i < g->nodes.len; i++) {

@@ -23,38 +23,161 @@ typedef struct shape {
 
 typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
 
-#define IR_OPS(X)                                                                            \
-    X(INPUT, "input")           /* tensor parameter of forward */                          \
-    X(SCALAR, "scalar")         /* scalar keyword parameter of forward (rank 0) */          \
-    X(PARAM, "param")           /* a weight from the state_dict */                          \
-    X(CONST, "const")           /* a scalar constant (rank 0) */                            \
-    X(BATCH, "batch_size")      /* the batch name as a value: this replica's N (rank 0) */  \
-    X(NEG, "neg") X(RELU, "relu") X(GELU, "gelu") X(GELU_TANH, "gelu_tanh")                 \
-    X(SILU, "silu") X(SIGMOID, "sigmoid") X(TANH, "tanh") X(EXP, "exp") X(LOG, "log")        \
-    X(SQRT, "sqrt") X(ABS, "abs")                                                           \
-    X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(DIV, "div")                                 \
-    X(LINEAR, "linear")         /* x, W[out,in], b? */                                      \
-    X(MATMUL, "matmul")         /* torch.matmul */                                          \
-    X(CONV2D, "conv2d")         /* x, W, b? */                                              \
-    X(MAXPOOL2D, "max_pool2d") X(AVGPOOL2D, "avg_pool2d")                                   \
-    X(ADAPTIVE_AVGPOOL2D, "adaptive_avg_pool2d")                                            \
-    X(BATCHNORM, "batch_norm")  /* x, mean, var, w?, b?: running or batch statistics */      \
-    X(LAYERNORM, "layer_norm")  /* x, w?, b? */                                             \
-    X(EMBEDDING, "embedding")   /* ids, W */                                                \
-    X(SOFTMAX, "softmax") X(LOG_SOFTMAX, "log_softmax")                                     \
-    X(SUM, "sum") X(MEAN, "mean") X(AMAX, "amax")                                           \
-    X(RESHAPE, "reshape")       /* a view: same elements, new shape */                      \
-    X(PERMUTE, "permute")                                                                   \
-    X(CAT, "cat")
+/* The op table: ONE row per IR op. The enum, the names, the op classes
+ * (which fusion, the emitters, the printer and the FLOP count dispatch on),
+ * the arity and each dialect's expression all come from here; adding an
+ * elementwise function is one row (docs/internals.md, the `sin` example).
+ *
+ *   X(ENUM, name, class, arity, C expression, CUDA expression, function)
+ *
+ * class:    OC_* below. arity: operands the op always has (optional ones,
+ *           a bias, come after; CAT takes any number).
+ * C, CUDA:  for OC_UNARY / OC_BINARY, the expression computing the value
+ *           from $x (and $y) in each dialect, a string literal; a missing
+ *           one is a build error naming the op (ops.c). Other classes pass
+ *           NOEXPR: their kernel emitter renders them.
+ * function: the forward function lowering to the op one-to-one (`f(x)`,
+ *           one tensor argument named `input`), or NOFN. */
+#define NOEXPR ""
+#define NOFN NULL
+#define IR_OPS(X)                                                                                          \
+    X(INPUT, "input", OC_INPUT, 0, NOEXPR, NOEXPR, NOFN)           /* tensor parameter of forward */       \
+    X(SCALAR, "scalar", OC_LEAF, 0, NOEXPR, NOEXPR, NOFN)          /* scalar parameter of forward */       \
+    X(PARAM, "param", OC_INPUT, 0, NOEXPR, NOEXPR, NOFN)           /* a weight from the state_dict */      \
+    X(CONST, "const", OC_LEAF, 0, NOEXPR, NOEXPR, NOFN)            /* a scalar constant (rank 0) */        \
+    X(BATCH, "batch_size", OC_LEAF, 0, NOEXPR, NOEXPR, NOFN)       /* this replica's N (rank 0) */         \
+    X(NEG, "neg", OC_UNARY, 1, "-$x", "-$x", NOFN)                                                         \
+    X(RELU, "relu", OC_UNARY, 1, "fmaxf($x, 0.0f)", "fmaxf($x, 0.0f)", "relu")                             \
+    X(GELU, "gelu", OC_UNARY, 1, IR_EXPR_GELU, IR_EXPR_GELU, NOFN) /* gelu(x, approximate="none") */  \
+    X(GELU_TANH, "gelu_tanh", OC_UNARY, 1, IR_EXPR_GELU_TANH, IR_EXPR_GELU_TANH, NOFN)                     \
+    X(SILU, "silu", OC_UNARY, 1, "$x / (1.0f + expf(-$x))", "$x / (1.0f + expf(-$x))", "silu")             \
+    X(SIGMOID, "sigmoid", OC_UNARY, 1, "1.0f / (1.0f + expf(-$x))", "1.0f / (1.0f + expf(-$x))", "sigmoid") \
+    X(TANH, "tanh", OC_UNARY, 1, "tanhf($x)", "tanhf($x)", "tanh")                                         \
+    X(EXP, "exp", OC_UNARY, 1, "expf($x)", "expf($x)", "exp")                                              \
+    X(LOG, "log", OC_UNARY, 1, "logf($x)", "logf($x)", "log")                                              \
+    X(SQRT, "sqrt", OC_UNARY, 1, "sqrtf($x)", "sqrtf($x)", "sqrt")                                         \
+    X(ABS, "abs", OC_UNARY, 1, "fabsf($x)", "fabsf($x)", "abs")                                            \
+    X(SIN, "sin", OC_UNARY, 1, "sinf($x)", "sinf($x)", "sin")                                              \
+    X(ADD, "add", OC_BINARY, 2, "$x + $y", "$x + $y", NOFN)                                                \
+    X(SUB, "sub", OC_BINARY, 2, "$x - $y", "$x - $y", NOFN)                                                \
+    X(MUL, "mul", OC_BINARY, 2, "$x * $y", "$x * $y", NOFN)                                                \
+    X(DIV, "div", OC_BINARY, 2, "$x / $y", "$x / $y", NOFN)                                                \
+    X(LINEAR, "linear", OC_GEMM, 2, NOEXPR, NOEXPR, NOFN)          /* x, W[out,in], b? */                  \
+    X(MATMUL, "matmul", OC_GEMM, 2, NOEXPR, NOEXPR, NOFN)          /* torch.matmul */                      \
+    X(CONV2D, "conv2d", OC_CONV, 2, NOEXPR, NOEXPR, NOFN)          /* x, W, b? */                          \
+    X(MAXPOOL2D, "max_pool2d", OC_POOL, 1, NOEXPR, NOEXPR, NOFN)                                           \
+    X(AVGPOOL2D, "avg_pool2d", OC_POOL, 1, NOEXPR, NOEXPR, NOFN)                                           \
+    X(ADAPTIVE_AVGPOOL2D, "adaptive_avg_pool2d", OC_POOL, 1, NOEXPR, NOEXPR, NOFN)                         \
+    X(BATCHNORM, "batch_norm", OC_CHANNEL, 3, NOEXPR, NOEXPR, NOFN) /* x, mean, var, w?, b? */             \
+    X(LAYERNORM, "layer_norm", OC_ROW, 1, NOEXPR, NOEXPR, NOFN)    /* x, w?, b? */                         \
+    X(EMBEDDING, "embedding", OC_EMBED, 2, NOEXPR, NOEXPR, NOFN)   /* ids, W */                            \
+    X(SOFTMAX, "softmax", OC_ROW, 1, NOEXPR, NOEXPR, NOFN)                                                 \
+    X(LOG_SOFTMAX, "log_softmax", OC_ROW, 1, NOEXPR, NOEXPR, NOFN)                                         \
+    X(SUM, "sum", OC_REDUCE, 1, NOEXPR, NOEXPR, NOFN)                                                      \
+    X(MEAN, "mean", OC_REDUCE, 1, NOEXPR, NOEXPR, NOFN)                                                    \
+    X(AMAX, "amax", OC_REDUCE, 1, NOEXPR, NOEXPR, NOFN)                                                    \
+    X(RESHAPE, "reshape", OC_VIEW, 1, NOEXPR, NOEXPR, NOFN)        /* same elements, new shape */          \
+    X(PERMUTE, "permute", OC_VIEW, 1, NOEXPR, NOEXPR, NOFN)                                                \
+    X(CAT, "cat", OC_CAT, 1, NOEXPR, NOEXPR, NOFN)
+
+/* The longer expressions of the table. */
+#define IR_EXPR_GELU "0.5f * $x * (1.0f + erff($x * 0.70710678118654752f))"
+#define IR_EXPR_GELU_TANH "0.5f * $x * (1.0f + tanhf(0.79788456080286536f * ($x + 0.044715f * $x * $x * $x)))"
+
+/* What an op is, for every pass that treats ops alike. */
+typedef enum op_class {
+    OC_INPUT,   /* a tensor in a buffer of its own: forward input, parameter */
+    OC_LEAF,    /* a rank-0 value: scalar, constant, batch size */
+    OC_UNARY,   /* elementwise f($x): fuses into chains */
+    OC_BINARY,  /* elementwise f($x, $y), broadcasting */
+    OC_CHANNEL, /* elementwise with per-channel operands (eval batch norm) */
+    OC_GEMM,    /* linear, matmul */
+    OC_CONV,    /* conv2d */
+    OC_POOL,    /* max / avg / adaptive pooling */
+    OC_ROW,     /* softmax, log_softmax, layer_norm: one pass per row */
+    OC_REDUCE,  /* sum, mean, amax over one axis */
+    OC_EMBED,   /* embedding gather */
+    OC_CAT,     /* concatenation */
+    OC_VIEW,    /* reshape, permute: no kernel of their own */
+    OC_COUNT
+} op_class;
 
 typedef enum ir_op {
-#define X(e, s) OP_##e,
+#define X(e, s, cls, ar, c, cu, fn) OP_##e,
     IR_OPS(X)
 #undef X
         OP_COUNT
 } ir_op;
 
+/* The dialects an elementwise expression is written in. */
+typedef enum ir_dialect { DIALECT_C, DIALECT_CUDA, DIALECT_COUNT } ir_dialect;
+
+/* One row of IR_OPS (ops.c). */
+typedef struct ir_opdef {
+    const char *name;
+    op_class cls;
+    int arity;
+    const char *expr[DIALECT_COUNT]; /* "" when the class's emitter renders it */
+    const char *fn;                  /* forward function, or NULL */
+} ir_opdef;
+
+const ir_opdef *ir_opdef_of(ir_op op);
+op_class ir_op_class(ir_op op);
+/* Unary, binary and per-channel ops: the ones fusion chains. */
+bool ir_op_is_elementwise(ir_op op);
+/* The op whose table function is `name` (a one-to-one lowering), or OP_COUNT. */
+ir_op ir_op_of_function(const char *name);
+/* Renders op's expression in dialect d with x, y for $x, $y into out;
+ * false (nothing written) when the op has none in that dialect. */
+bool ir_op_expr(ir_op op, ir_dialect d, const char *x, const char *y, dpc_buf *out);
+
 const char *ir_op_name(ir_op op);
+
+/* Typed attributes, one struct per kind of op (ir_node.attr): each field
+ * means one thing, whatever file reads it. */
+typedef struct leaf_attr {   /* CONST, SCALAR */
+    double value;            /* CONST: the value; SCALAR: the default */
+    int type;                /* SCALAR: 0 float, 1 int, 2 bool (dpc_scalar_type) */
+    bool has_default;        /* SCALAR */
+} leaf_attr;
+typedef struct conv_attr {   /* CONV2D */
+    int64_t stride[2];       /* h, w */
+    int64_t pad[4];          /* top, left, bottom, right (bottom/right larger by one
+                              * for padding="same" with an even kernel) */
+    int64_t dil[2];          /* h, w */
+    int64_t groups;
+} conv_attr;
+typedef struct pool_attr {   /* MAXPOOL2D, AVGPOOL2D */
+    int64_t k[2], s[2], p[2]; /* kernel, stride, padding (h, w) */
+    int64_t d[2];            /* max_pool2d: dilation */
+    int64_t divisor;         /* avg_pool2d: divisor_override, 0 if none */
+    bool ceil;               /* ceil_mode */
+    bool count_include_pad;  /* avg_pool2d */
+} pool_attr;
+typedef struct norm_attr {   /* BATCHNORM, LAYERNORM */
+    double eps;
+    int dims;                /* layer_norm: the normalised trailing dims */
+    bool has_weight, has_bias; /* layer_norm: which affine operands follow x */
+} norm_attr;
+typedef struct axis_attr {   /* SOFTMAX, LOG_SOFTMAX, SUM, MEAN, AMAX, CAT */
+    int axis;                /* normalised */
+    bool keepdim;            /* reductions */
+} axis_attr;
+typedef struct perm_attr {   /* PERMUTE */
+    int perm[IR_MAX_RANK];
+} perm_attr;
+typedef struct embed_attr {  /* EMBEDDING */
+    int64_t num;             /* num_embeddings */
+} embed_attr;
+typedef union ir_attr {
+    leaf_attr leaf;
+    conv_attr conv;
+    pool_attr pool;
+    norm_attr norm;
+    axis_attr ax;
+    perm_attr perm;
+    embed_attr embed;
+} ir_attr;
 
 typedef struct ir_node {
     int id;
@@ -64,16 +187,7 @@ typedef struct ir_node {
     vec more;              /* CAT operands beyond IR_MAX_IN (int stored as intptr_t) */
     shape sh;
     ir_dtype dt;
-    /* attributes */
-    int64_t ia[10];        /* conv: stride h,w pad top,left dil h,w groups pad bottom,right;
-                            * pool: k,s,p,d (h,w) ... */
-    int nia;
-    double fa;             /* CONST value, eps */
-    int axis;              /* softmax/reduce/cat axis (normalised) */
-    bool keepdim;          /* reductions */
-    bool ceil;             /* pools: ceil_mode */
-    bool flag;             /* avg_pool2d: count_include_pad */
-    int perm[IR_MAX_RANK]; /* PERMUTE */
+    ir_attr attr;          /* the member for the op's kind (above) */
     /* provenance */
     loc at;
     const char *scope;     /* module path, "layers.1.attn" */

@@ -156,7 +156,7 @@ static ir_node *mk_op(builder *b, ir_op op, loc at, const char *scope, ir_node *
 static ir_node *const_node(builder *b, double v, loc at) {
     ir_node *n = mk(b, OP_CONST, at, NULL);
     if (n)
-        n->fa = v;
+        n->attr.leaf.value = v;
     return n;
 }
 
@@ -313,15 +313,16 @@ static int64_t pool_out(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d, 
 }
 
 /* Sets H and W of n->sh to the output sizes of the 2-D window over x
- * (kernel k, stride s, padding p, dilation d; ceil mode when n->ceil, which
- * a conv node leaves false). extra[i] is trailing padding past p[i]
+ * (kernel k, stride s, padding p, dilation d; ceil mode when `ceil`, which
+ * a conv passes false). extra[i] is trailing padding past p[i]
  * (conv's padding="same" with an even kernel), counted as that many more
  * input rows. Conv and the pools share it so that they agree on the sizes
  * and word the error alike: "<whom>: input <shape> is too small for <what>". */
 static bool window_out(builder *b, ir_node *n, const ir_node *x, const int64_t *k, const int64_t *s, const int64_t *p,
-                       const int64_t *d, const int64_t *extra, loc at, const char *whom, const char *what) {
+                       const int64_t *d, const int64_t *extra, bool ceil, loc at, const char *whom,
+                       const char *what) {
     for (int i = 0; i < 2; i++) {
-        int64_t o = pool_out(x->sh.d[2 + i].k + extra[i], k[i], s[i], p[i], d[i], n->ceil);
+        int64_t o = pool_out(x->sh.d[2 + i].k + extra[i], k[i], s[i], p[i], d[i], ceil);
         if (o <= 0) {
             error_at(b->c, at, "%s: input %s is too small for %s", whom, shp(b, &x->sh), what);
             return false;
@@ -405,14 +406,15 @@ static ir_node *op_conv(builder *b, inst *m, ir_node *x, loc at) {
     ir_node *n = mk_op(b, OP_CONV2D, at, m->path, x, w, bias);
     if (!n)
         return NULL;
-    int64_t attrs[9] = {s[0], s[1], p[0], p[1], d[0], d[1], inst_int(m, 6), p[0] + extra[0], p[1] + extra[1]};
-    memcpy(n->ia, attrs, sizeof attrs);
-    n->nia = 9;
+    n->attr.conv = (conv_attr){.stride = {s[0], s[1]},
+                               .pad = {p[0], p[1], p[0] + extra[0], p[1] + extra[1]},
+                               .dil = {d[0], d[1]},
+                               .groups = inst_int(m, 6)};
     n->sh = x->sh;
     n->sh.d[1] = (dim){inst_int(m, 1), false};
     char what[64];
     snprintf(what, sizeof what, "kernel_size (%lld, %lld)", (long long)k[0], (long long)k[1]);
-    return window_out(b, n, x, k, s, p, d, extra, at, who(m), what) ? n : NULL;
+    return window_out(b, n, x, k, s, p, d, extra, false, at, who(m), what) ? n : NULL;
 }
 
 static ir_node *op_pool(builder *b, inst *m, ir_node *x, loc at) {
@@ -426,16 +428,17 @@ static ir_node *op_pool(builder *b, inst *m, ir_node *x, loc at) {
     ir_node *n = mk_op(b, maxp ? OP_MAXPOOL2D : OP_AVGPOOL2D, at, m->path, x, NULL, NULL);
     if (!n)
         return NULL;
-    n->ceil = maxp ? inst_bool(m, 5) : inst_bool(m, 3);
-    n->flag = maxp ? false : inst_bool(m, 4);
-    int64_t attrs[8] = {k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1]};
-    if (!maxp)
-        attrs[6] = m->args[5].kind == V_INT ? m->args[5].i : 0, attrs[7] = 0;
-    memcpy(n->ia, attrs, sizeof attrs);
-    n->nia = 8;
+    pool_attr *pa = &n->attr.pool;
+    *pa = (pool_attr){.k = {k[0], k[1]}, .s = {s[0], s[1]}, .p = {p[0], p[1]}};
+    pa->ceil = maxp ? inst_bool(m, 5) : inst_bool(m, 3);
+    pa->count_include_pad = maxp ? false : inst_bool(m, 4);
+    if (maxp)
+        pa->d[0] = d[0], pa->d[1] = d[1];
+    else
+        pa->divisor = m->args[5].kind == V_INT ? m->args[5].i : 0;
     n->sh = x->sh;
     static const int64_t none[2] = {0, 0};
-    return window_out(b, n, x, k, s, p, d, none, at, who(m), "the pooling window") ? n : NULL;
+    return window_out(b, n, x, k, s, p, d, none, pa->ceil, at, who(m), "the pooling window") ? n : NULL;
 }
 
 static ir_node *op_adaptive(builder *b, inst *m, ir_node *x, loc at) {
@@ -508,7 +511,7 @@ static ir_node *op_batchnorm(builder *b, inst *m, ir_node *x, loc at) {
         add_in(n, w);
         add_in(n, bias);
     }
-    n->fa = inst_float(m, 1);
+    n->attr.norm.eps = inst_float(m, 1);
     n->sh = x->sh;
     return n;
 }
@@ -527,10 +530,7 @@ static ir_node *layernorm(builder *b, ir_node *x, const int64_t *ns, int nd, ir_
     ir_node *n = mk_op(b, OP_LAYERNORM, at, scope, x, w, bias);
     if (!n)
         return NULL;
-    n->flag = w != NULL;
-    n->keepdim = bias != NULL; /* layer_norm: which affine operands are present */
-    n->axis = nd;
-    n->fa = eps;
+    n->attr.norm = (norm_attr){.eps = eps, .dims = nd, .has_weight = w != NULL, .has_bias = bias != NULL};
     n->sh = x->sh;
     return n;
 }
@@ -565,7 +565,7 @@ static ir_node *op_embedding(builder *b, inst *m, const sv *arg, loc at) {
         return NULL;
     n->sh = x->sh;
     n->sh.d[n->sh.rank++] = (dim){inst_int(m, 1), false};
-    n->ia[0] = inst_int(m, 0);
+    n->attr.embed.num = inst_int(m, 0);
     return n;
 }
 
@@ -575,7 +575,7 @@ static ir_node *unary(builder *b, ir_op op, ir_node *x, loc at, const char *scop
 
 static ir_node *softmax(builder *b, ir_op op, ir_node *x, int64_t d, loc at, const char *scope) {
     ir_node *n = mk(b, op, at, scope);
-    if (!n || !norm_dim(b, d, x->sh.rank, at, &n->axis))
+    if (!n || !norm_dim(b, d, x->sh.rank, at, &n->attr.ax.axis))
         return NULL;
     add_in(n, x);
     n->sh = x->sh;
@@ -1013,8 +1013,7 @@ static ir_node *reduce(builder *b, ir_op op, ir_node *x, const int64_t *dims, in
         if (!n)
             return NULL;
         add_in(n, cur);
-        n->axis = norm[i];
-        n->keepdim = keep;
+        n->attr.ax = (axis_attr){.axis = norm[i], .keepdim = keep};
         n->sh = cur->sh;
         if (cur->sh.rank == 0)
             ;
@@ -1133,7 +1132,7 @@ static ir_node *permute(builder *b, ir_node *x, const int *perm, loc at) {
     n->dt = x->dt;
     n->sh.rank = x->sh.rank;
     for (int i = 0; i < x->sh.rank; i++) {
-        n->perm[i] = perm[i];
+        n->attr.perm.perm[i] = perm[i];
         n->sh.d[i] = x->sh.d[perm[i]];
     }
     return n;
@@ -1205,7 +1204,7 @@ static ir_node *cat(builder *b, const sv *list, int64_t d, loc at) {
     ir_node *n = mk(b, OP_CAT, at, NULL);
     if (!n)
         return NULL;
-    n->axis = ax;
+    n->attr.ax.axis = ax;
     n->sh = first->sh;
     n->sh.d[ax] = (dim){0, first->sh.d[ax].sym};
     for (int i = 0; i < list->n; i++) {
@@ -1233,215 +1232,307 @@ static ir_node *cat(builder *b, const sv *list, int64_t d, loc at) {
     return n;
 }
 
-static DPC_NOINLINE bool call_function(builder *b, frame *f, const char *fn, const fargs *a, loc at, sv *out) {
-    sv s[8] = {0};
-    bool g[8] = {0};
+/* A call of a forward function: its arguments bound to the function's
+ * parameters (s[i] given when g[i], written at sat[i]). */
+typedef struct fcall {
+    builder *b;
+    const char *fn;
+    const fargs *a;
+    loc at;
+    sv s[8];
+    bool g[8];
     loc sat[8];
-    for (int i = 0; i < 8; i++)
-        sat[i] = at;
-    ir_node *x = NULL, *r = NULL;
-    static const char *const P_X[] = {"input"};
-    static const char *const P_GELU[] = {"input", "approximate"};
-    static const char *const P_SOFTMAX[] = {"input", "dim"};
-    static const char *const P_FLAT[] = {"input", "start_dim", "end_dim"};
-    static const char *const P_T[] = {"input", "dim0", "dim1"};
-    static const char *const P_MM[] = {"input", "other"};
-    static const char *const P_CAT[] = {"tensors", "dim"};
-    static const char *const P_RED[] = {"input", "dim", "keepdim"};
-    static const char *const P_LN[] = {"input", "normalized_shape", "weight", "bias", "eps"};
-    static const char *const P_DROP[] = {"input", "p", "training", "inplace"};
-    struct { const char *name; ir_op op; } unaries[] = {
-        {"relu", OP_RELU}, {"silu", OP_SILU}, {"sigmoid", OP_SIGMOID}, {"tanh", OP_TANH},
-        {"exp", OP_EXP}, {"log", OP_LOG}, {"sqrt", OP_SQRT}, {"abs", OP_ABS},
-    };
-    (void)f;
-    for (size_t i = 0; i < sizeof unaries / sizeof *unaries; i++)
-        if (strcmp(fn, unaries[i].name) == 0) {
-            if (!fbind(b, fn, a, P_X, 1, 1, s, g, sat, at) || !want_tensor(b, &s[0], at, fn, &x))
-                return false;
-            r = unary(b, unaries[i].op, x, at, NULL);
-            goto done;
+} fcall;
+
+/* The lowering of one function: the value, or NULL after a diagnostic. */
+typedef ir_node *(*fn_lower)(fcall *c);
+
+/* One row per forward function that is not a one-to-one elementwise op
+ * (those are rows of IR_OPS with a function name: see fn_unary). params
+ * NULL: the lowering binds its arguments itself (variadic). */
+typedef struct fndef {
+    const char *name;
+    const char *const *params;
+    int np, nrequired;
+    fn_lower lower;
+} fndef;
+
+static ir_node *fn_unary(fcall *c) {
+    ir_node *x;
+    if (!want_tensor(c->b, &c->s[0], c->at, c->fn, &x))
+        return NULL;
+    return unary(c->b, ir_op_of_function(c->fn), x, c->at, NULL);
+}
+
+static ir_node *fn_gelu(fcall *c) {
+    ir_node *x;
+    if (!want_tensor(c->b, &c->s[0], c->at, c->fn, &x))
+        return NULL;
+    bool tanh_ = false;
+    if (c->g[1]) {
+        const sv *ap = &c->s[1];
+        if (ap->k != SV_NUM || ap->v.kind != V_STR || (strcmp(ap->v.s, "tanh") != 0 && strcmp(ap->v.s, "none") != 0)) {
+            error_at(c->b->c, c->at, "gelu(): approximate must be \"none\" or \"tanh\"");
+            return NULL;
         }
-    if (strcmp(fn, "gelu") == 0) {
-        if (!fbind(b, fn, a, P_GELU, 2, 1, s, g, sat, at) || !want_tensor(b, &s[0], at, fn, &x))
-            return false;
-        bool tanh_ = false;
-        if (g[1]) {
-            if (s[1].k != SV_NUM || s[1].v.kind != V_STR ||
-                (strcmp(s[1].v.s, "tanh") != 0 && strcmp(s[1].v.s, "none") != 0)) {
-                error_at(b->c, at, "gelu(): approximate must be \"none\" or \"tanh\"");
-                return false;
-            }
-            tanh_ = strcmp(s[1].v.s, "tanh") == 0;
-        }
-        r = unary(b, tanh_ ? OP_GELU_TANH : OP_GELU, x, at, NULL);
-    } else if (strcmp(fn, "softmax") == 0 || strcmp(fn, "log_softmax") == 0) {
-        int64_t d;
-        if (!fbind(b, fn, a, P_SOFTMAX, 2, 2, s, g, sat, at) || !want_tensor(b, &s[0], at, fn, &x) ||
-            !want_int(b, &s[1], at, "dim", &d))
-            return false;
-        r = softmax(b, fn[0] == 's' ? OP_SOFTMAX : OP_LOG_SOFTMAX, x, d, at, NULL);
-    } else if (strcmp(fn, "flatten") == 0) {
-        int64_t sd = 0, ed = -1;
-        if (!fbind(b, fn, a, P_FLAT, 3, 1, s, g, sat, at) || (s[0].k != SV_TENSOR && !want_tensor(b, &s[0], at, fn, &x)))
-            return false;
-        x = s[0].t;
-        if ((g[1] && !want_int(b, &s[1], at, "start_dim", &sd)) || (g[2] && !want_int(b, &s[2], at, "end_dim", &ed)))
-            return false;
-        r = flatten(b, x, sd, ed, at, NULL);
-    } else if (strcmp(fn, "reshape") == 0) {
-        if (a->n < 2 || a->names[0] || s[0].k != SV_NONE) {
-            if (a->n < 2) {
-                error_at(b->c, at, "reshape() needs a tensor and a shape");
-                return false;
-            }
-        }
-        for (int i = 0; i < a->n; i++)
-            if (a->names[i]) {
-                error_at(b->c, a->at[i], "reshape() takes no keyword arguments");
-                return false;
-            }
-        if (a->v[0].k != SV_TENSOR) {
-            error_at(b->c, at, "reshape() expects a tensor, got %s", sv_kind_name(&a->v[0]));
-            return false;
-        }
-        r = fn_reshape(b, a->v[0].t, a, 1, at);
-    } else if (strcmp(fn, "transpose") == 0) {
-        int64_t d0, d1;
-        int n0, n1;
-        if (!fbind(b, fn, a, P_T, 3, 3, s, g, sat, at))
-            return false;
-        if (s[0].k != SV_TENSOR) {
-            error_at(b->c, sat[0], "transpose() expects a tensor, got %s", sv_kind_name(&s[0]));
-            return false;
-        }
-        x = s[0].t;
-        if (!want_int(b, &s[1], at, "dim0", &d0) || !want_int(b, &s[2], at, "dim1", &d1) ||
-            !norm_dim(b, d0, x->sh.rank, at, &n0) || !norm_dim(b, d1, x->sh.rank, at, &n1))
-            return false;
-        int perm[IR_MAX_RANK];
-        for (int i = 0; i < x->sh.rank; i++)
-            perm[i] = i;
-        perm[n0] = n1;
-        perm[n1] = n0;
-        r = permute(b, x, perm, at);
-    } else if (strcmp(fn, "permute") == 0) {
-        if (a->n < 1 || a->v[0].k != SV_TENSOR) {
-            error_at(b->c, at, "permute() expects a tensor and dims");
-            return false;
-        }
-        x = a->v[0].t;
-        int64_t dims[IR_MAX_RANK];
-        int nd = 0;
-        if (a->n == 2 && (a->v[1].k == SV_TUPLE || a->v[1].k == SV_LIST)) {
-            if (!dims_list(b, &a->v[1], at, "permute dims", dims, &nd))
-                return false;
-        } else {
-            if (a->n - 1 > IR_MAX_RANK) {
-                error_at(b->c, at, "permute(): too many dims");
-                return false;
-            }
-            for (int i = 1; i < a->n; i++)
-                if (!want_int(b, &a->v[i], a->at[i], "a permute dim", &dims[nd++]))
-                    return false;
-        }
-        if (nd != x->sh.rank) {
-            error_at(b->c, at, "permute(): number of dims don't match (%d given for a %d-D tensor)", nd, x->sh.rank);
-            return false;
-        }
-        int perm[IR_MAX_RANK], seen[IR_MAX_RANK] = {0};
-        for (int i = 0; i < nd; i++) {
-            if (!norm_dim(b, dims[i], x->sh.rank, at, &perm[i]))
-                return false;
-            if (seen[perm[i]]++) {
-                error_at(b->c, at, "permute(): repeated dim %d", perm[i]);
-                return false;
-            }
-        }
-        r = permute(b, x, perm, at);
-    } else if (strcmp(fn, "matmul") == 0) {
-        ir_node *y;
-        if (!fbind(b, fn, a, P_MM, 2, 2, s, g, sat, at) || !want_tensor(b, &s[0], at, fn, &x) ||
-            !want_tensor(b, &s[1], at, fn, &y))
-            return false;
-        r = matmul(b, x, y, at);
-    } else if (strcmp(fn, "cat") == 0) {
-        int64_t d = 0;
-        if (!fbind(b, fn, a, P_CAT, 2, 1, s, g, sat, at) || (g[1] && !want_int(b, &s[1], at, "dim", &d)))
-            return false;
-        r = cat(b, &s[0], d, at);
-    } else if (strcmp(fn, "mean") == 0 || strcmp(fn, "sum") == 0 || strcmp(fn, "amax") == 0) {
-        if (!fbind(b, fn, a, P_RED, 3, 1, s, g, sat, at) || !want_tensor(b, &s[0], at, fn, &x))
-            return false;
-        int64_t dims[IR_MAX_RANK];
-        int nd = 0;
-        bool keep = false;
-        if (g[2]) {
-            if (s[2].k != SV_NUM || s[2].v.kind != V_BOOL) {
-                error_at(b->c, at, "keepdim must be a bool");
-                return false;
-            }
-            keep = s[2].v.i;
-        }
-        if (!g[1] || s[1].k == SV_NONE) {
-            nd = x->sh.rank; /* all dims */
-            for (int i = 0; i < nd; i++)
-                dims[i] = i;
-        } else if (!dims_list(b, &s[1], at, "dim", dims, &nd))
-            return false;
-        ir_op op = fn[0] == 'm' ? OP_MEAN : fn[0] == 's' ? OP_SUM : OP_AMAX;
-        r = nd == 0 ? x : reduce(b, op, x, dims, nd, keep, at);
-    } else if (strcmp(fn, "layer_norm") == 0) {
-        if (!fbind(b, fn, a, P_LN, 5, 2, s, g, sat, at) || !want_tensor(b, &s[0], at, fn, &x))
-            return false;
-        int64_t ns[IR_MAX_RANK];
-        int nd;
-        double eps = 1e-5;
-        if (!dims_list(b, &s[1], sat[1], "normalized_shape", ns, &nd))
-            return false;
-        if (g[4] && !num_of(&s[4], &eps)) {
-            error_at(b->c, at, "eps must be a number");
-            return false;
-        }
-        ir_node *w = NULL, *bias = NULL;
-        if (g[2] && s[2].k != SV_NONE && !want_tensor(b, &s[2], at, "weight", &w))
-            return false;
-        if (g[3] && s[3].k != SV_NONE && !want_tensor(b, &s[3], at, "bias", &bias))
-            return false;
-        r = layernorm(b, x, ns, nd, w, bias, eps, at, NULL, "layer_norm");
-    } else if (strcmp(fn, "dropout") == 0) {
-        if (!fbind(b, fn, a, P_DROP, 4, 1, s, g, sat, at))
-            return false;
-        if (s[0].k != SV_TENSOR) {
-            error_at(b->c, sat[0], "dropout() expects a tensor, got %s", sv_kind_name(&s[0]));
-            return false;
-        }
-        double p = 0.5;
-        if (g[1] && (!num_of(&s[1], &p) || p < 0 || p > 1)) {
-            error_at(b->c, at, "dropout probability has to be between 0 and 1");
-            return false;
-        }
-        r = s[0].t; /* identity in eval mode */
-    } else {
-        return false; /* caller reports unknown names */
+        tanh_ = strcmp(ap->v.s, "tanh") == 0;
     }
-done:
+    return unary(c->b, tanh_ ? OP_GELU_TANH : OP_GELU, x, c->at, NULL);
+}
+
+static ir_node *fn_softmax(fcall *c) {
+    ir_node *x;
+    int64_t d;
+    if (!want_tensor(c->b, &c->s[0], c->at, c->fn, &x) || !want_int(c->b, &c->s[1], c->at, "dim", &d))
+        return NULL;
+    return softmax(c->b, c->fn[0] == 's' ? OP_SOFTMAX : OP_LOG_SOFTMAX, x, d, c->at, NULL);
+}
+
+static ir_node *fn_flatten(fcall *c) {
+    builder *b = c->b;
+    int64_t sd = 0, ed = -1;
+    ir_node *x;
+    if (c->s[0].k != SV_TENSOR && !want_tensor(b, &c->s[0], c->at, c->fn, &x))
+        return NULL;
+    x = c->s[0].t;
+    if ((c->g[1] && !want_int(b, &c->s[1], c->at, "start_dim", &sd)) ||
+        (c->g[2] && !want_int(b, &c->s[2], c->at, "end_dim", &ed)))
+        return NULL;
+    return flatten(b, x, sd, ed, c->at, NULL);
+}
+
+static ir_node *fn_reshape_call(fcall *c) {
+    const fargs *a = c->a;
+    if (a->n < 2) {
+        error_at(c->b->c, c->at, "reshape() needs a tensor and a shape");
+        return NULL;
+    }
+    for (int i = 0; i < a->n; i++)
+        if (a->names[i]) {
+            error_at(c->b->c, a->at[i], "reshape() takes no keyword arguments");
+            return NULL;
+        }
+    if (a->v[0].k != SV_TENSOR) {
+        error_at(c->b->c, c->at, "reshape() expects a tensor, got %s", sv_kind_name(&a->v[0]));
+        return NULL;
+    }
+    return fn_reshape(c->b, a->v[0].t, a, 1, c->at);
+}
+
+static ir_node *fn_transpose(fcall *c) {
+    builder *b = c->b;
+    int64_t d0, d1;
+    int n0, n1;
+    if (c->s[0].k != SV_TENSOR) {
+        error_at(b->c, c->sat[0], "transpose() expects a tensor, got %s", sv_kind_name(&c->s[0]));
+        return NULL;
+    }
+    ir_node *x = c->s[0].t;
+    if (!want_int(b, &c->s[1], c->at, "dim0", &d0) || !want_int(b, &c->s[2], c->at, "dim1", &d1) ||
+        !norm_dim(b, d0, x->sh.rank, c->at, &n0) || !norm_dim(b, d1, x->sh.rank, c->at, &n1))
+        return NULL;
+    int perm[IR_MAX_RANK];
+    for (int i = 0; i < x->sh.rank; i++)
+        perm[i] = i;
+    perm[n0] = n1;
+    perm[n1] = n0;
+    return permute(b, x, perm, c->at);
+}
+
+/* permute's dims: a tuple or list, or the arguments after the tensor. */
+static bool permute_dims(fcall *c, int64_t *dims, int *nd) {
+    const fargs *a = c->a;
+    *nd = 0;
+    if (a->n == 2 && (a->v[1].k == SV_TUPLE || a->v[1].k == SV_LIST))
+        return dims_list(c->b, &a->v[1], c->at, "permute dims", dims, nd);
+    if (a->n - 1 > IR_MAX_RANK) {
+        error_at(c->b->c, c->at, "permute(): too many dims");
+        return false;
+    }
+    for (int i = 1; i < a->n; i++)
+        if (!want_int(c->b, &a->v[i], a->at[i], "a permute dim", &dims[(*nd)++]))
+            return false;
+    return true;
+}
+
+static ir_node *fn_permute(fcall *c) {
+    builder *b = c->b;
+    if (c->a->n < 1 || c->a->v[0].k != SV_TENSOR) {
+        error_at(b->c, c->at, "permute() expects a tensor and dims");
+        return NULL;
+    }
+    ir_node *x = c->a->v[0].t;
+    int64_t dims[IR_MAX_RANK];
+    int nd;
+    if (!permute_dims(c, dims, &nd))
+        return NULL;
+    if (nd != x->sh.rank) {
+        error_at(b->c, c->at, "permute(): number of dims don't match (%d given for a %d-D tensor)", nd, x->sh.rank);
+        return NULL;
+    }
+    int perm[IR_MAX_RANK], seen[IR_MAX_RANK] = {0};
+    for (int i = 0; i < nd; i++) {
+        if (!norm_dim(b, dims[i], x->sh.rank, c->at, &perm[i]))
+            return NULL;
+        if (seen[perm[i]]++) {
+            error_at(b->c, c->at, "permute(): repeated dim %d", perm[i]);
+            return NULL;
+        }
+    }
+    return permute(b, x, perm, c->at);
+}
+
+static ir_node *fn_matmul(fcall *c) {
+    ir_node *x, *y;
+    if (!want_tensor(c->b, &c->s[0], c->at, c->fn, &x) || !want_tensor(c->b, &c->s[1], c->at, c->fn, &y))
+        return NULL;
+    return matmul(c->b, x, y, c->at);
+}
+
+static ir_node *fn_cat(fcall *c) {
+    int64_t d = 0;
+    if (c->g[1] && !want_int(c->b, &c->s[1], c->at, "dim", &d))
+        return NULL;
+    return cat(c->b, &c->s[0], d, c->at);
+}
+
+static ir_node *fn_reduce(fcall *c) {
+    builder *b = c->b;
+    ir_node *x;
+    if (!want_tensor(b, &c->s[0], c->at, c->fn, &x))
+        return NULL;
+    int64_t dims[IR_MAX_RANK];
+    int nd = 0;
+    bool keep = false;
+    if (c->g[2]) {
+        if (c->s[2].k != SV_NUM || c->s[2].v.kind != V_BOOL) {
+            error_at(b->c, c->at, "keepdim must be a bool");
+            return NULL;
+        }
+        keep = c->s[2].v.i;
+    }
+    if (!c->g[1] || c->s[1].k == SV_NONE) {
+        nd = x->sh.rank; /* all dims */
+        for (int i = 0; i < nd; i++)
+            dims[i] = i;
+    } else if (!dims_list(b, &c->s[1], c->at, "dim", dims, &nd))
+        return NULL;
+    ir_op op = c->fn[0] == 'm' ? OP_MEAN : c->fn[0] == 's' ? OP_SUM : OP_AMAX;
+    return nd == 0 ? x : reduce(b, op, x, dims, nd, keep, c->at);
+}
+
+static ir_node *fn_layer_norm(fcall *c) {
+    builder *b = c->b;
+    ir_node *x;
+    if (!want_tensor(b, &c->s[0], c->at, c->fn, &x))
+        return NULL;
+    int64_t ns[IR_MAX_RANK];
+    int nd;
+    double eps = 1e-5;
+    if (!dims_list(b, &c->s[1], c->sat[1], "normalized_shape", ns, &nd))
+        return NULL;
+    if (c->g[4] && !num_of(&c->s[4], &eps)) {
+        error_at(b->c, c->at, "eps must be a number");
+        return NULL;
+    }
+    ir_node *w = NULL, *bias = NULL;
+    if (c->g[2] && c->s[2].k != SV_NONE && !want_tensor(b, &c->s[2], c->at, "weight", &w))
+        return NULL;
+    if (c->g[3] && c->s[3].k != SV_NONE && !want_tensor(b, &c->s[3], c->at, "bias", &bias))
+        return NULL;
+    return layernorm(b, x, ns, nd, w, bias, eps, c->at, NULL, "layer_norm");
+}
+
+static ir_node *fn_dropout(fcall *c) {
+    if (c->s[0].k != SV_TENSOR) {
+        error_at(c->b->c, c->sat[0], "dropout() expects a tensor, got %s", sv_kind_name(&c->s[0]));
+        return NULL;
+    }
+    double p = 0.5;
+    if (c->g[1] && (!num_of(&c->s[1], &p) || p < 0 || p > 1)) {
+        error_at(c->b->c, c->at, "dropout probability has to be between 0 and 1");
+        return NULL;
+    }
+    return c->s[0].t; /* identity in eval mode */
+}
+
+static const char *const P_X[] = {"input"};
+static const char *const P_GELU[] = {"input", "approximate"};
+static const char *const P_SOFTMAX[] = {"input", "dim"};
+static const char *const P_FLAT[] = {"input", "start_dim", "end_dim"};
+static const char *const P_T[] = {"input", "dim0", "dim1"};
+static const char *const P_MM[] = {"input", "other"};
+static const char *const P_CAT[] = {"tensors", "dim"};
+static const char *const P_RED[] = {"input", "dim", "keepdim"};
+static const char *const P_LN[] = {"input", "normalized_shape", "weight", "bias", "eps"};
+static const char *const P_DROP[] = {"input", "p", "training", "inplace"};
+
+/* The forward functions besides the op table's: name, parameters, how
+ * many are required, lowering. */
+static const fndef FUNCTIONS[] = {
+    {"gelu", P_GELU, 2, 1, fn_gelu},
+    {"softmax", P_SOFTMAX, 2, 2, fn_softmax},
+    {"log_softmax", P_SOFTMAX, 2, 2, fn_softmax},
+    {"flatten", P_FLAT, 3, 1, fn_flatten},
+    {"reshape", NULL, 0, 0, fn_reshape_call},
+    {"transpose", P_T, 3, 3, fn_transpose},
+    {"permute", NULL, 0, 0, fn_permute},
+    {"matmul", P_MM, 2, 2, fn_matmul},
+    {"cat", P_CAT, 2, 1, fn_cat},
+    {"mean", P_RED, 3, 1, fn_reduce},
+    {"sum", P_RED, 3, 1, fn_reduce},
+    {"amax", P_RED, 3, 1, fn_reduce},
+    {"layer_norm", P_LN, 5, 2, fn_layer_norm},
+    {"dropout", P_DROP, 4, 1, fn_dropout},
+};
+#define NFUNCTIONS ((int)(sizeof FUNCTIONS / sizeof *FUNCTIONS))
+
+/* The row of a forward function: an op table row (one-to-one elementwise,
+ * bound as f(input)) or one of FUNCTIONS; false if `name` is neither. */
+static bool function_row(const char *name, fndef *out) {
+    if (ir_op_of_function(name) != OP_COUNT) {
+        *out = (fndef){name, P_X, 1, 1, fn_unary};
+        return true;
+    }
+    for (int i = 0; i < NFUNCTIONS; i++)
+        if (strcmp(FUNCTIONS[i].name, name) == 0) {
+            *out = FUNCTIONS[i];
+            return true;
+        }
+    return false;
+}
+
+bool dpc_is_function(const char *name) {
+    fndef d;
+    return function_row(name, &d);
+}
+
+int dpc_function_names(const char **out, int max) {
+    int n = 0;
+    for (int i = 0; i < OP_COUNT && n < max; i++)
+        if (ir_opdef_of((ir_op)i)->fn)
+            out[n++] = ir_opdef_of((ir_op)i)->fn;
+    for (int i = 0; i < NFUNCTIONS && n < max; i++)
+        out[n++] = FUNCTIONS[i].name;
+    return n;
+}
+
+static DPC_NOINLINE bool call_function(builder *b, const char *fn, const fargs *a, loc at, sv *out) {
+    fndef d;
+    if (!function_row(fn, &d))
+        return false; /* caller reports unknown names */
+    fcall *c = arena_alloc(&b->c->arena, sizeof *c);
+    *c = (fcall){.b = b, .fn = fn, .a = a, .at = at};
+    for (int i = 0; i < 8; i++)
+        c->sat[i] = at;
+    if (d.params && !fbind(b, fn, a, d.params, d.np, d.nrequired, c->s, c->g, c->sat, at))
+        return false;
+    ir_node *r = d.lower(c);
     if (!r || !check_size(b, r, at, fn))
         return false;
     out->k = SV_TENSOR;
     out->t = r;
     return true;
-}
-
-static const char *const FUNCTIONS[] = {"relu", "gelu", "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "abs",
-                                        "softmax", "log_softmax", "flatten", "reshape", "transpose", "permute",
-                                        "matmul", "cat", "mean", "sum", "amax", "layer_norm", "dropout"};
-
-static bool is_function(const char *name) {
-    for (size_t i = 0; i < sizeof FUNCTIONS / sizeof *FUNCTIONS; i++)
-        if (strcmp(FUNCTIONS[i], name) == 0)
-            return true;
-    return false;
 }
 
 /* ------------------------------------------------------ expressions */
@@ -1465,8 +1556,7 @@ static DPC_NOINLINE void unknown_name(builder *b, frame *f, const char *name, lo
     for (int i = 0; i < f->self->np && n < 240; i++)
         cands[n++] = f->self->pnames[i];
     if (callee)
-        for (size_t i = 0; i < sizeof FUNCTIONS / sizeof *FUNCTIONS; i++)
-            cands[n++] = FUNCTIONS[i];
+        n += dpc_function_names(cands + n, 256 - n);
     const char *near = nearest_name(name, cands, n);
     const char *what = callee ? "unknown function or member" : "unknown name";
     if (near)
@@ -1519,9 +1609,9 @@ static DPC_NOINLINE bool call_named(builder *b, frame *f, const node *n, const f
             error_at(b->c, callee->at, "'%s' is %s, not a module", callee->str, sv_kind_name(local));
         return false;
     }
-    if (is_function(callee->str)) {
+    if (dpc_is_function(callee->str)) {
         int before = b->c->nerrors;
-        if (call_function(b, f, callee->str, a, n->at, out))
+        if (call_function(b, callee->str, a, n->at, out))
             return true;
         if (b->c->nerrors == before)
             error_at(b->c, n->at, "internal error: %s() failed without a diagnostic; please report this",
@@ -1595,26 +1685,28 @@ static DPC_NOINLINE bool binop_values(builder *b, const node *n, const sv *l, co
     return out->t != NULL && check_size(b, out->t, n->at, "arithmetic");
 }
 
-/* A chain of binary operators is evaluated in a loop down its left operands
- * (a + b + c + ... parses as ((a + b) + c) + ...), so a flat chain of any
- * length needs no recursion; only right operands recurse (see ast.c). */
+typedef struct build_cx {
+    builder *b;
+    frame *f;
+} build_cx;
+
+static bool build_chain_eval(void *cx, const node *n, void *out) {
+    return eval(((build_cx *)cx)->b, ((build_cx *)cx)->f, n, out);
+}
+
+static bool build_chain_apply(void *cx, const node *op, void *acc, const void *r) {
+    sv t;
+    if (!binop_values(((build_cx *)cx)->b, op, acc, r, &t))
+        return false;
+    *(sv *)acc = t;
+    return true;
+}
+
+/* The chain walk is sema.c's (eval_binop_chain), shared with constructor
+ * arithmetic; only the values and the operators on them differ. */
 static DPC_NOINLINE bool eval_binop(builder *b, frame *f, const node *n, sv *out) {
-    int len = 0;
-    for (const node *p = n; p->kind == ND_BINOP; p = p->lhs)
-        len++;
-    const node **spine = arena_alloc(&b->c->arena, sizeof *spine * (size_t)len);
-    const node *leaf = n;
-    for (int i = 0; i < len; i++, leaf = leaf->lhs)
-        spine[i] = leaf;
-    sv *acc = arena_alloc(&b->c->arena, 2 * sizeof *acc), *r = acc + 1;
-    bool ok = eval(b, f, leaf, acc);
-    for (int i = len - 1; i >= 0; i--) {
-        bool ok_r = eval(b, f, spine[i]->rhs, r); /* both sides, for their errors */
-        ok = ok && ok_r && binop_values(b, spine[i], acc, r, out);
-        if (ok)
-            *acc = *out;
-    }
-    return ok;
+    build_cx cx = {b, f};
+    return eval_binop_chain(&b->c->arena, n, &cx, sizeof *out, build_chain_eval, build_chain_apply, out);
 }
 
 static DPC_NOINLINE bool neg_value(builder *b, const node *n, const sv *v, sv *out) {
@@ -1867,13 +1959,13 @@ static DPC_NOINLINE bool root_inputs(builder *b, frame *f) {
             /* scalars reach kernels as floats, as a Python number does in
              * PyTorch arithmetic; the declared type checks --kw values */
             n->dt = IR_F32;
-            n->ia[0] = p->kind == PT_FLOAT ? 0 : p->kind == PT_INT ? 1 : 2;
+            n->attr.leaf.type = p->kind == PT_FLOAT ? 0 : p->kind == PT_INT ? 1 : 2;
             n->input_index = b->g->scalars.len;
             if (p->deflt) {
                 val dv;
                 if (sema_eval(b->c, b->m, root, p->deflt, &dv) && sema_scalar_default(b->c, p, &dv, p->deflt->at)) {
-                    n->fa = dv.kind == V_FLOAT ? dv.f : (double)dv.i;
-                    n->flag = true; /* has a default */
+                    n->attr.leaf.value = dv.kind == V_FLOAT ? dv.f : (double)dv.i;
+                    n->attr.leaf.has_default = true;
                 }
             }
             vec_push(b->g->arena, &b->g->scalars, n);

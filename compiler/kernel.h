@@ -116,7 +116,6 @@ void fuse_print(const kgraph *kg, dpc_buf *out);
 double kgraph_flops(const kgraph *kg, int64_t N);
 /* "elementwise", "gemm", ...: the one name of each kind. */
 const char *kkind_name(kkind k);
-bool kernel_is_elementwise_op(ir_op op);
 
 /* emit_c.c / emit_cuda.c: deterministic source, one function per kernel,
  * each op commented with its .dp line. */

@@ -150,28 +150,47 @@ bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out
     return true;
 }
 
-/* A chain of binary operators is evaluated in a loop down its left operands
- * (a + b + c + ... parses as ((a + b) + c) + ...), so a flat chain of any
- * length needs no recursion; only right operands recurse (see ast.c). */
-static DPC_NOINLINE bool eval_binop(sema *s, const env *e, const node *n, val *out) {
+bool eval_binop_chain(dpc_arena *arena, const node *n, void *cx, size_t size, chain_eval ev, chain_apply ap,
+                      void *out) {
     int len = 0;
     for (const node *p = n; p->kind == ND_BINOP; p = p->lhs)
         len++;
-    const node **spine = arena_alloc(&s->c->arena, sizeof *spine * (size_t)len);
+    const node **spine = arena_alloc(arena, sizeof *spine * (size_t)(len ? len : 1));
     const node *leaf = n;
     for (int i = 0; i < len; i++, leaf = leaf->lhs)
         spine[i] = leaf;
-    val acc, r, t;
-    bool ok = eval(s, e, leaf, &acc);
+    size_t slot = (size + 15) & ~(size_t)15; /* both slots aligned as the arena's */
+    char *acc = arena_alloc(arena, 2 * slot), *r = acc + slot;
+    bool ok = ev(cx, leaf, acc);
     for (int i = len - 1; i >= 0; i--) {
-        bool ok_r = eval(s, e, spine[i]->rhs, &r); /* both sides, for their errors */
-        ok = ok && ok_r && sema_arith(s->c, spine[i]->op, &acc, &r, spine[i]->at, &t);
-        if (ok)
-            acc = t;
+        bool ok_r = ev(cx, spine[i]->rhs, r); /* both sides, for their errors */
+        ok = ok && ok_r && ap(cx, spine[i], acc, r);
     }
     if (ok)
-        *out = acc;
+        memcpy(out, acc, size);
     return ok;
+}
+
+typedef struct sema_cx {
+    sema *s;
+    const env *e;
+} sema_cx;
+
+static bool sema_chain_eval(void *cx, const node *n, void *out) {
+    return eval(((sema_cx *)cx)->s, ((sema_cx *)cx)->e, n, out);
+}
+
+static bool sema_chain_apply(void *cx, const node *op, void *acc, const void *r) {
+    val t;
+    if (!sema_arith(((sema_cx *)cx)->s->c, op->op, acc, r, op->at, &t))
+        return false;
+    *(val *)acc = t;
+    return true;
+}
+
+static DPC_NOINLINE bool eval_binop(sema *s, const env *e, const node *n, val *out) {
+    sema_cx cx = {s, e};
+    return eval_binop_chain(&s->c->arena, n, &cx, sizeof *out, sema_chain_eval, sema_chain_apply, out);
 }
 
 bool sema_scalar_default(dpc_ctx *c, const param *p, val *v, loc at) {
@@ -353,13 +372,10 @@ static bool add_member(sema *s, inst *in, const char *name, val *v, loc at) {
 
 static DPC_NOINLINE void unknown_callee(sema *s, const env *e, const node *callee) {
     const char *name = callee->str;
-    static const char *const functions[] = {"relu", "gelu", "silu", "sigmoid", "tanh", "softmax",
-                                            "log_softmax", "flatten", "dropout", "layer_norm"};
-    for (size_t i = 0; i < sizeof functions / sizeof *functions; i++)
-        if (strcmp(functions[i], name) == 0) {
-            error_at(s->c, callee->at, "'%s' is a function and can only be used in forward; members are modules", name);
-            return;
-        }
+    if (dpc_is_function(name)) { /* the same list forward resolves calls with */
+        error_at(s->c, callee->at, "'%s' is a function and can only be used in forward; members are modules", name);
+        return;
+    }
     const program *p = &s->m->prog;
     int nb, n = 0;
     const char *const *bn = builtin_names(&nb);

@@ -616,7 +616,7 @@ static dpc_status run_model(dpc_model *m, int64_t n, bool bad_id, outs *o, dpc_e
     dpc_tensor *in[DPC_MAX_IO] = {0};
     double scalars[DPC_MAX_SCALARS];
     for (int i = 0; i < g->scalars.len; i++)
-        scalars[i] = ((const ir_node *)g->scalars.items[i])->fa;
+        scalars[i] = ((const ir_node *)g->scalars.items[i])->attr.leaf.value;
     int nin = model_inputs(m, n, in, bad_id);
     o->n = g->outputs.len;
     memset(o->t, 0, sizeof o->t);

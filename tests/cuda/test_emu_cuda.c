@@ -391,7 +391,7 @@ static void test_model(const char *path) {
     const ir_graph *g = &m->front->g;
     double scalars[DPC_MAX_SCALARS];
     for (int i = 0; i < g->scalars.len; i++)
-        scalars[i] = ((const ir_node *)g->scalars.items[i])->fa;
+        scalars[i] = ((const ir_node *)g->scalars.items[i])->attr.leaf.value;
     bool ints = false;
     for (int i = 0; i < g->inputs.len; i++)
         ints |= ((const ir_node *)g->inputs.items[i])->dt == IR_I64;

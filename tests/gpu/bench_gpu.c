@@ -503,7 +503,7 @@ static double model_run(dpc_model *m, int64_t n) {
     dpc_tensor *in[64] = {0}, *out[64] = {0};
     double scalars[64] = {0};
     for (int i = 0; i < g->scalars.len && i < 64; i++)
-        scalars[i] = ((const ir_node *)g->scalars.items[i])->fa;
+        scalars[i] = ((const ir_node *)g->scalars.items[i])->attr.leaf.value;
     int nin = model_inputs(m, n, in);
     dpc_err e;
     double t0 = now_s();

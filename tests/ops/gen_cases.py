@@ -700,6 +700,18 @@ def gen_elementwise(R):
     c.ret("sqrt(x)", "NaN where x < 0")
     c.ret("log(x)", "NaN where x < 0")
     cases.append(c)
+
+    # fixed shapes (no draws from R), so the cases above stay as they were
+    c = Case("elementwise", "sin", "sin (torch.sin): alone, in a fused chain, of larger arguments, as a module's "
+             "epilogue and broadcasting")
+    c.params += ["x: [N, 3, 5]", "y: [N, 1, 5]"]
+    lin = c.member("Linear(5, 5)", "lin")
+    c.ret("sin(x)")
+    c.ret("sin(x * 4) + sin(-x)", "larger and negative arguments")
+    c.ret("sin(sin(x) * y) - exp(sin(y))", "chained with other elementwise ops")
+    c.ret("sin(%s(x))" % lin, "the epilogue of a GEMM")
+    c.ret("sin(input=y) * x", "keyword argument; broadcast")
+    cases.append(c)
     return cases
 
 

@@ -864,6 +864,7 @@ BUILTIN_FUNCTIONS = {
     "log": ([("input", REQUIRED)], _unary(torch.log), ()),
     "sqrt": ([("input", REQUIRED)], _unary(torch.sqrt), ()),
     "abs": ([("input", REQUIRED)], _unary(torch.abs), ()),
+    "sin": ([("input", REQUIRED)], _unary(torch.sin), ()),
     "softmax": ([("input", REQUIRED), ("dim", REQUIRED)],
                 lambda a, p: F.softmax(a["input"], dim=a["dim"]), ("input",)),
     "log_softmax": ([("input", REQUIRED), ("dim", REQUIRED)],
