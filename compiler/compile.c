@@ -188,6 +188,11 @@ void dpc_unit_ir(const dpc_unit *u, bool fused, dpc_buf *out) {
         ir_print(&u->front->g, out);
 }
 
+void dpc_unit_dot(const dpc_unit *u, dpc_buf *out) {
+    if (u->stage == DPC_STAGE_FUSED)
+        kgraph_dot(&u->kg, out);
+}
+
 void dpc_kgraph_source(const kgraph *kg, dpc_dialect d, kprec prec, dpc_buf *out) {
     if (d == DPC_DIALECT_CUDA)
         emit_cuda(kg, prec, out);

@@ -165,6 +165,10 @@ void dpc_unit_print(const dpc_unit *u, dpc_buf *out);
  * written for a unit not compiled that far. */
 void dpc_unit_ir(const dpc_unit *u, bool fused, dpc_buf *out);
 
+/* The graph and its kernels as Graphviz DOT (`dpc graph`; DPC_STAGE_FUSED,
+ * else nothing). */
+void dpc_unit_dot(const dpc_unit *u, dpc_buf *out);
+
 typedef enum dpc_dialect { DPC_DIALECT_C, DPC_DIALECT_CUDA } dpc_dialect;
 /* A dialect's source of the kernel graph (DPC_STAGE_FUSED, else nothing),
  * CUDA with floats stored as prec (the C dialect is f32 only):

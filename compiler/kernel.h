@@ -113,6 +113,8 @@ bool koperand_next(koperand_iter *it, int *node, int *buf);
 /* fuse.c */
 bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg);
 void fuse_print(const kgraph *kg, dpc_buf *out);
+/* dot.c: the graph and its kernels as Graphviz (`dpc graph`). */
+void kgraph_dot(const kgraph *kg, dpc_buf *out);
 double kgraph_flops(const kgraph *kg, int64_t N);
 /* "elementwise", "gemm", ...: the one name of each kind. */
 const char *kkind_name(kkind k);

@@ -927,55 +927,9 @@ static int cmd_graph(int argc, char **argv) {
     dpc_model *m;
     if ((rc = compile_model(o.model, &m)))
         return rc;
-    const ir_graph *g = &m->front->g;
-    const kgraph *kg = &m->kg;
     dpc_buf b;
     dpc_buf_init(&b);
-    char sh[128];
-    dpc_buf_printf(&b, "digraph \"%s\" {\n  rankdir=TB;\n  node [shape=box, fontname=\"monospace\", fontsize=10];\n",
-                   g->model_name);
-    dpc_buf_puts(&b, "  scatter [label=\"scatter on dim 0\\n(torch.chunk)\", shape=invtrapezium, style=filled, fillcolor=\"#dde8ff\"];\n");
-    dpc_buf_puts(&b, "  gather [label=\"gather on dim 0\\n(output device)\", shape=trapezium, style=filled, fillcolor=\"#dde8ff\"];\n");
-    dpc_buf_printf(&b, "  subgraph cluster_replica {\n    label=\"runs on every replica in parallel (batch %s split)\";\n"
-                       "    style=dashed; color=\"#3366cc\";\n",
-                   g->batch_name ? g->batch_name : "N");
-    for (int k = 0; k < kg->kernels.len; k++) {
-        const kernel *kr = kg->kernels.items[k];
-        dpc_buf_printf(&b, "    subgraph cluster_k%d { label=\"%s\"; style=filled; fillcolor=\"#f4f4f4\";\n", k, kr->name);
-        if (kr->root && kr->kind != KK_COPY)
-            dpc_buf_printf(&b, "      n%d;\n", kr->root->id);
-        for (int i = 0; i < kr->ops.len; i++)
-            dpc_buf_printf(&b, "      n%d;\n", ((ir_node *)kr->ops.items[i])->id);
-        if (kr->kind == KK_COPY)
-            dpc_buf_printf(&b, "      n%d;\n", kr->out->id);
-        dpc_buf_puts(&b, "    }\n");
-    }
-    for (int i = 0; i < g->nodes.len; i++) {
-        const ir_node *n = g->nodes.items[i];
-        if (n->op == OP_PARAM || n->op == OP_CONST)
-            continue;
-        shape_str(&n->sh, g->batch_name, sh, sizeof sh);
-        dpc_buf_printf(&b, "    n%d [label=\"%%%d %s%s%s\\n%s\"%s];\n", n->id, n->id, ir_op_name(n->op), n->name ? " " : "",
-                       n->name ? n->name : "", sh,
-                       n->op == OP_INPUT || n->op == OP_SCALAR || n->op == OP_BATCH ? ", shape=ellipse" : "");
-    }
-    dpc_buf_puts(&b, "  }\n");
-    for (int i = 0; i < g->nodes.len; i++) {
-        const ir_node *n = g->nodes.items[i];
-        if (n->op == OP_PARAM || n->op == OP_CONST)
-            continue;
-        if (n->op == OP_INPUT)
-            dpc_buf_printf(&b, "  scatter -> n%d;\n", n->id);
-        int cnt = n->op == OP_CAT ? ir_cat_count(n) : n->nin;
-        for (int j = 0; j < cnt; j++) {
-            const ir_node *x = g->nodes.items[n->op == OP_CAT ? ir_cat_operand(n, j) : n->in[j]];
-            if (x->op != OP_PARAM && x->op != OP_CONST)
-                dpc_buf_printf(&b, "  n%d -> n%d;\n", x->id, n->id);
-        }
-    }
-    for (int i = 0; i < g->outputs.len; i++)
-        dpc_buf_printf(&b, "  n%d -> gather;\n", ((ir_node *)g->outputs.items[i])->id);
-    dpc_buf_puts(&b, "}\n");
+    dpc_unit_dot(m->unit, &b);
     dpc_model_free(m);
     if (o.nout == 0)
         return emit(&b);
