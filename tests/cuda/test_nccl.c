@@ -1,4 +1,4 @@
-/* test_nccl.c - dpc's NCCL loader (runtime/nccl_lib.c).
+/* test_nccl.c - dpc's NCCL loader (runtime/cuda/nccl_lib.c).
  *
  *     test_nccl real     DPC_NCCL_LIBRARY is the toolkit's libnccl.so.2
  *                        (exit 77 where it is absent): it loads, reports

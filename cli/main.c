@@ -550,7 +550,7 @@ static dpc_status write_outputs(const opts *o, dpc_tensor **out, dpc_err *e) {
     return s;
 }
 
-/* ---- dpc run under mpirun (runtime/mpi_run.h) ------------------------------
+/* ---- dpc run under mpirun (cli/mpi_run.h) ------------------------------
  * Every rank runs cmd_run up to the forward on its share of the batch. Until
  * the ranks agree on how that went, what a rank would print goes to a
  * temporary file instead of stderr: then only rank 0 speaks, either the
