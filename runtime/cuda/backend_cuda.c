@@ -40,6 +40,7 @@
 
 #include <nvrtc.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -246,6 +247,15 @@ static int stored_candidates(const cuda_backend *cb, const cu_dev *d, const dpc_
     return n;
 }
 
+/* d->how, for `dpc run -v`: a report line, which may be cut short. */
+static void set_how(cu_dev *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void set_how(cu_dev *d, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(d->how, sizeof d->how, fmt, ap);
+    va_end(ap);
+}
+
 /* Loads a stored image (stored_candidates) into d. False when there is
  * none or the driver refuses each (why says so): NVRTC then compiles as
  * without an artifact. A sticky error is an error. */
@@ -258,8 +268,8 @@ static bool load_stored(cuda_backend *cb, cu_dev *d, char *why, size_t nwhy, dpc
         bool ptx = dpc_nvrtc_arch_is_ptx(c[i]->arch);
         if (r == CUDA_SUCCESS) {
             snprintf(d->target, sizeof d->target, "%s", c[i]->arch);
-            snprintf(d->how, sizeof d->how, "%s %s from %s%s", ptx ? "PTX" : "CUBIN", c[i]->arch, cb->stored->from,
-                     ptx ? ", JIT by driver" : "");
+            set_how(d, "%s %s from %s%s", ptx ? "PTX" : "CUBIN", c[i]->arch, cb->stored->from,
+                    ptx ? ", JIT by driver" : "");
             return true;
         }
         d->mod = NULL;
@@ -291,7 +301,7 @@ static dpc_status load_module(cuda_backend *cb, cu_dev *d, dpc_err *e) {
     if (s == DPC_OK) {
         CUresult r = dpc_cuda()->cuModuleLoadDataEx(&d->mod, img->data, 0, NULL, NULL);
         if (r == CUDA_SUCCESS) {
-            snprintf(d->how, sizeof d->how, "NVRTC %s%s%s", d->target, hit ? " (kernel cache)" : "", why);
+            set_how(d, "NVRTC %s%s%s", d->target, hit ? " (kernel cache)" : "", why);
             return DPC_OK;
         }
         s = cu_check(cb, r, "cuModuleLoadDataEx", e);
@@ -313,7 +323,7 @@ static dpc_status load_module(cuda_backend *cb, cu_dev *d, dpc_err *e) {
     if (s != DPC_OK)
         dpc_err_prefix(e, "loading PTX for %s on %s: ", d->target, d->info.name);
     else
-        snprintf(d->how, sizeof d->how, "NVRTC PTX %s%s, JIT by driver%s", d->target, hit ? " (kernel cache)" : "",
+        set_how(d, "NVRTC PTX %s%s, JIT by driver%s", d->target, hit ? " (kernel cache)" : "",
                  why);
     return s;
 }
