@@ -48,7 +48,16 @@ static const node *deepest_child(const node *n, bool *free) {
     case ND_BINOP:
     case ND_INDEX:
     case ND_LISTCOMP: TRY(n->lhs); TRY(n->rhs); break;
-    case ND_NEG: TRY(n->lhs); break;
+    case ND_COND:
+    case ND_SLICE: TRY(n->lhs); TRY(n->rhs); TRY(n->third); break;
+    case ND_NEG:
+    case ND_NOT:
+    case ND_ATTR: TRY(n->lhs); break;
+    case ND_SUBSCRIPT:
+        TRY(n->lhs);
+        for (int i = 0; i < n->args.len; i++)
+            TRY((const node *)n->args.items[i]);
+        break;
     case ND_CALL:
         TRY(n->lhs);
         for (int i = 0; i < n->args.len; i++)
@@ -128,7 +137,21 @@ node *ast_unary(parser_state *ps, node *e, loc at) {
 }
 
 node *ast_call(parser_state *ps, node *callee, vec args, loc at) {
+    int method = 0;
+    if (callee->kind == ND_ATTR) {
+        /* x.f(a) is f(x, a): the receiver is the first positional argument */
+        vec all = {0};
+        vec_push(&ps->c->arena, &all, ast_arg(ps, NULL, callee->lhs, callee->lhs->at));
+        for (int i = 0; i < args.len; i++)
+            vec_push(&ps->c->arena, &all, args.items[i]);
+        args = all;
+        node *f = ast_node(ps, ND_NAME, callee->at);
+        f->str = callee->str;
+        callee = f;
+        method = 'm';
+    }
     node *n = ast_node(ps, ND_CALL, at);
+    n->op = method;
     n->lhs = callee;
     n->args = args;
     int d = callee->depth;
@@ -143,6 +166,75 @@ node *ast_index(parser_state *ps, node *base, node *idx, loc at) {
     n->lhs = base;
     n->rhs = idx;
     n->depth = 1 + max_i(base->depth, idx->depth);
+    return check_depth(ps, n);
+}
+
+node *ast_subscript(parser_state *ps, node *base, vec items, loc at) {
+    if (items.len == 1) {
+        node *only = items.items[0];
+        if (only->kind != ND_SLICE && only->kind != ND_ELLIPSIS)
+            return ast_index(ps, base, only, at);
+    }
+    node *n = ast_node(ps, ND_SUBSCRIPT, at);
+    n->lhs = base;
+    n->args = items;
+    int d = base->depth;
+    for (int i = 0; i < items.len; i++)
+        d = max_i(d, ((node *)items.items[i])->depth);
+    n->depth = 1 + d;
+    return check_depth(ps, n);
+}
+
+node *ast_slice(parser_state *ps, node *start, node *stop, node *step, loc at) {
+    node *n = ast_node(ps, ND_SLICE, at);
+    n->lhs = start;
+    n->rhs = stop;
+    n->third = step;
+    int d = 0;
+    if (start) d = max_i(d, start->depth);
+    if (stop) d = max_i(d, stop->depth);
+    if (step) d = max_i(d, step->depth);
+    n->depth = 1 + d;
+    return check_depth(ps, n);
+}
+
+/* A name that is a namespace: torch, nn, F, or one reached through them. */
+static bool is_namespace(const node *n) {
+    if (n->kind != ND_NAME)
+        return false;
+    if (n->op == 'N')
+        return true;
+    return strcmp(n->str, "torch") == 0 || strcmp(n->str, "nn") == 0 || strcmp(n->str, "F") == 0;
+}
+
+node *ast_attr(parser_state *ps, node *base, const char *name, loc at) {
+    if (is_namespace(base)) {
+        node *n = ast_node(ps, ND_NAME, at);
+        n->str = name;
+        if (strcmp(name, "nn") == 0 || strcmp(name, "functional") == 0)
+            n->op = 'N';
+        return n;
+    }
+    node *n = ast_node(ps, ND_ATTR, at);
+    n->lhs = base;
+    n->str = name;
+    n->depth = 1 + base->depth;
+    return check_depth(ps, n);
+}
+
+node *ast_not(parser_state *ps, node *e, loc at) {
+    node *n = ast_node(ps, ND_NOT, at);
+    n->lhs = e;
+    n->depth = 1 + e->depth;
+    return check_depth(ps, n);
+}
+
+node *ast_cond(parser_state *ps, node *cond, node *then, node *otherwise, loc at) {
+    node *n = ast_node(ps, ND_COND, at);
+    n->third = cond;
+    n->lhs = then;
+    n->rhs = otherwise;
+    n->depth = 1 + max_i(cond->depth, max_i(then->depth, otherwise->depth));
     return check_depth(ps, n);
 }
 
@@ -180,6 +272,58 @@ stmt *ps_stmt(parser_state *ps, stmt_kind k, loc at) {
     return s;
 }
 
+member *ps_member(parser_state *ps, member_kind k, const char *name, loc at, node *value) {
+    member *m = arena_alloc(&ps->c->arena, sizeof *m);
+    m->kind = k;
+    m->name = name;
+    m->at = at;
+    m->value = value;
+    return m;
+}
+
+/* A forward inside an `if` of the body: reported, and dropped. */
+static void no_nested_forward(parser_state *ps, const vec *items) {
+    for (int i = 0; i < items->len; i++) {
+        member *m = items->items[i];
+        if (m->kind == MB_FORWARD)
+            error_at(ps->c, m->at, "forward cannot be inside an if: write the condition in forward");
+        else if (m->kind == MB_IF) {
+            no_nested_forward(ps, &m->then_items);
+            no_nested_forward(ps, &m->else_items);
+        }
+    }
+}
+
+module_def *ps_module(parser_state *ps, const char *name, loc at, vec params, const char *base,
+                      loc base_at, const vec *items) {
+    module_def *d = arena_alloc(&ps->c->arena, sizeof *d);
+    d->name = name;
+    d->at = at;
+    d->params = params;
+    d->base = base;
+    d->base_at = base_at;
+    for (int i = 0; items && i < items->len; i++) {
+        member *m = items->items[i];
+        if (m->kind != MB_FORWARD) {
+            if (m->kind == MB_IF) {
+                no_nested_forward(ps, &m->then_items);
+                no_nested_forward(ps, &m->else_items);
+            }
+            vec_push(&ps->c->arena, &d->members, m);
+            continue;
+        }
+        if (d->has_forward) {
+            error_at(ps->c, m->at, "module '%s' has two forward methods", name);
+            continue;
+        }
+        d->has_forward = true;
+        d->forward_at = m->forward->forward_at;
+        d->fparams = m->forward->fparams;
+        d->body = m->forward->body;
+    }
+    return d;
+}
+
 param *ps_param(parser_state *ps, const char *name, loc at, const char *type, loc type_at,
                 const vec *dims, node *deflt) {
     param *p = arena_alloc(&ps->c->arena, sizeof *p);
@@ -201,14 +345,18 @@ param *ps_param(parser_state *ps, const char *name, loc at, const char *type, lo
         p->kind = PT_FLOAT;
     else if (strcmp(type, "bool") == 0)
         p->kind = PT_BOOL;
+    else if (strcmp(type, "str") == 0)
+        p->kind = PT_STR;
+    else if (strcmp(type, "Module") == 0)
+        p->kind = PT_MODULE;
     else {
-        static const char *const types[] = {"int", "float", "bool"};
-        const char *near = nearest_name(type, types, 3);
+        static const char *const types[] = {"int", "float", "bool", "str", "Module"};
+        const char *near = nearest_name(type, types, 5);
         if (near)
             error_at(ps->c, type_at, "unknown type '%s'; did you mean '%s'?", type, near);
         else
             error_at(ps->c, type_at,
-                     "unknown type '%s' (expected int, float, bool or a tensor type like [N, 10])",
+                     "unknown type '%s' (expected int, float, bool, str, Module or a tensor type like [N, 10])",
                      type);
         p->kind = PT_INT;
     }

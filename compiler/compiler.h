@@ -113,14 +113,27 @@ const char *nearest_name(const char *name, const char *const *cands, int n);
 typedef enum node_kind {
     ND_INT, ND_FLOAT, ND_STR, ND_BOOL, ND_NONE,
     ND_NAME,
-    ND_BINOP,     /* op: '+', '-', '*', '/', '@', 'f' (//), 'p' (**), '%' */
+    ND_BINOP,     /* op: '+', '-', '*', '/', '@', 'f' (//), 'p' (**), '%', or an OP_ below */
     ND_NEG,
-    ND_CALL,      /* callee(args) */
-    ND_INDEX,     /* base[index] */
+    ND_NOT,       /* not lhs */
+    ND_COND,      /* lhs if third else rhs */
+    ND_CALL,      /* callee(args); op 'm' when written as a method, x.f(...) = f(x, ...) */
+    ND_INDEX,     /* base[index]: one plain index */
+    ND_SUBSCRIPT, /* base[items]: args holds node*s, each an expression, ND_SLICE or ND_ELLIPSIS */
+    ND_SLICE,     /* lhs:rhs:third, each NULL when left out */
+    ND_ELLIPSIS,  /* ... */
+    ND_ATTR,      /* lhs.str (x.shape) */
     ND_TUPLE,     /* (a, b) */
     ND_LIST,      /* [a, b] */
     ND_LISTCOMP,  /* [elem for var in iter] */
 } node_kind;
+
+/* ND_BINOP codes of the comparison and boolean operators (the arithmetic
+ * ones are their own character). */
+enum {
+    OP_EQ = '=', OP_NE = '!', OP_LT = '<', OP_GT = '>', OP_LE = 'l', OP_GE = 'g',
+    OP_IS = 'i', OP_ISNOT = 'I', OP_AND = '&', OP_OR = '|',
+};
 
 typedef struct node node;
 typedef struct arg {
@@ -138,21 +151,23 @@ struct node {
     double fval;    /* ND_FLOAT */
     const char *str;/* ND_STR, ND_NAME, ND_LISTCOMP var */
     node *lhs, *rhs;/* ND_BINOP, ND_NEG (lhs), ND_INDEX (lhs[rhs]), ND_CALL callee=lhs, ND_LISTCOMP elem=lhs iter=rhs */
+    node *third;    /* ND_COND: the condition; ND_SLICE: the step */
     vec args;       /* ND_CALL: arg*; ND_TUPLE, ND_LIST: node* */
 };
 
-typedef enum stmt_kind { ST_ASSIGN, ST_FOR, ST_RETURN } stmt_kind;
+typedef enum stmt_kind { ST_ASSIGN, ST_FOR, ST_RETURN, ST_IF } stmt_kind;
 typedef struct stmt stmt;
 struct stmt {
     stmt_kind kind;
     loc at;
     vec targets;  /* ST_ASSIGN: char* names; ST_FOR: one loop variable */
-    vec values;   /* ST_ASSIGN: one node*; ST_RETURN: node*s; ST_FOR: iterable node* */
-    vec body;     /* ST_FOR: stmt* */
+    vec values;   /* ST_ASSIGN: one node*; ST_RETURN: node*s; ST_FOR: iterable node*; ST_IF: the condition */
+    vec body;     /* ST_FOR, ST_IF: stmt* */
+    vec orelse;   /* ST_IF: stmt* of the else branch (an elif is one ST_IF there) */
 };
 
 /* A parameter's declared type. */
-typedef enum ptype_kind { PT_INT, PT_FLOAT, PT_BOOL, PT_TENSOR } ptype_kind;
+typedef enum ptype_kind { PT_INT, PT_FLOAT, PT_BOOL, PT_TENSOR, PT_STR, PT_MODULE } ptype_kind;
 
 typedef struct param {
     const char *name;
@@ -164,22 +179,37 @@ typedef struct param {
     node *deflt;       /* scalars: default value or NULL */
 } param;
 
-typedef struct member {
-    const char *name;
-    loc at;
-    node *value;
-} member;
+/* One item of a module body, in source order. */
+typedef enum member_kind {
+    MB_ASSIGN,  /* name = value */
+    MB_ENTRY,   /* a bare module: the next numbered entry of a Sequential subclass */
+    MB_IF,      /* if value { then_items } else { else_items } (an elif is one MB_IF there) */
+    MB_FORWARD, /* the forward method (parsing only; moved into module_def) */
+} member_kind;
 
-typedef struct module_def {
+typedef struct module_def module_def;
+typedef struct member member;
+struct member {
+    member_kind kind;
+    const char *name; /* MB_ASSIGN */
+    loc at;
+    node *value;      /* MB_ASSIGN, MB_ENTRY: the module; MB_IF: the condition */
+    vec then_items, else_items; /* MB_IF: member* */
+    module_def *forward;        /* MB_FORWARD */
+};
+
+struct module_def {
     const char *name;
     loc at;
+    const char *base; /* `extends Sequential`: the builtin it is, or NULL */
+    loc base_at;
     vec params;  /* constructor params, param* */
     vec members; /* member*, in source order (= registration order) */
     vec fparams; /* forward params, param* */
     vec body;    /* forward statements, stmt* */
     bool has_forward;
     loc forward_at;
-} module_def;
+};
 
 typedef struct program {
     vec modules;  /* module_def*, across imports, in definition order */
@@ -247,10 +277,13 @@ struct inst {
      * (as given: an int stays an int, a tuple a tuple), for repr and lowering */
     val *args;
     int nargs;
-    /* user modules: constructor parameter values */
+    /* user modules: constructor parameter values, then the constants the
+     * body defines (`use_res = stride == 1`, `downsample = None`): np names
+     * visible to later members and to forward */
     const char **pnames;
     val *pvals;
     int np;
+    const char *extra_repr;  /* user modules: `extra_repr = "..."`, formatted, or NULL */
 };
 
 typedef struct param_entry {
@@ -277,6 +310,8 @@ bool sema_instantiate(dpc_ctx *c, model *m);
  * parameters (dims, reshape sizes, defaults). */
 bool sema_eval(dpc_ctx *c, model *m, const inst *self, const node *n, val *out);
 bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out);
+/* Python's truth value of a constructor value (None, 0 and "" are false). */
+bool sema_truthy(const val *v);
 /* The one interpreter of a chain of binary operators, for sema.c's
  * constructor arithmetic (values: val) and irbuild.c's forward (values:
  * its symbolic values): a + b + c + ... parses as ((a + b) + c) + ..., so

@@ -891,6 +891,13 @@ static DPC_NOINLINE bool bind_forward(builder *b, inst *m, frame *f, const fargs
 
 static DPC_NOINLINE bool call_user(builder *b, inst *m, const fargs *a, loc at, sv *out) {
     const module_def *d = m->def;
+    if (!d->has_forward && d->base) {
+        /* a Sequential subclass: its entries in order */
+        if (!one_arg(b, m, a, at))
+            return false;
+        *out = a->v[0];
+        return call_sequential(b, m, out, at);
+    }
     if (!d->has_forward) {
         error_at(b->c, at, "module '%s' has no forward", d->name);
         return false;
@@ -1577,10 +1584,18 @@ static DPC_NOINLINE bool resolve_name(builder *b, frame *f, const node *n, sv *o
         out->mod = m;
         return true;
     }
-    for (int i = 0; i < f->self->np; i++)
+    for (int i = f->self->np - 1; i >= 0; i--)
         if (strcmp(f->self->pnames[i], n->str) == 0) {
-            out->k = SV_NUM;
-            out->v = f->self->pvals[i];
+            const val *pv = &f->self->pvals[i];
+            if (pv->kind == V_NONE)
+                out->k = SV_NONE;
+            else if (pv->kind == V_MODULE) {
+                out->k = pv->mod->bi == BI_MODULELIST ? SV_LIST : SV_MODULE;
+                out->mod = pv->mod;
+            } else {
+                out->k = SV_NUM;
+                out->v = *pv;
+            }
             return true;
         }
     if (b->batch && strcmp(n->str, b->batch) == 0) {
@@ -1627,6 +1642,16 @@ static DPC_NOINLINE bool call_named(builder *b, frame *f, const node *n, const f
                  callee->str);
         return false;
     }
+    for (int i = f->self->np - 1; i >= 0; i--)
+        if (strcmp(f->self->pnames[i], callee->str) == 0) {
+            const val *v = &f->self->pvals[i];
+            if (v->kind == V_MODULE)
+                return call_module(b, v->mod, a, n->at, out);
+            error_at(b->c, callee->at, "'%s' is %s, not a module", callee->str,
+                     v->kind == V_NONE ? "None" : v->kind == V_INT ? "an int" : v->kind == V_FLOAT ? "a float"
+                     : v->kind == V_BOOL ? "a bool" : v->kind == V_STR ? "a string" : "a constant");
+            return false;
+        }
     unknown_name(b, f, callee->str, callee->at, true);
     return false;
 }
@@ -1657,12 +1682,46 @@ static DPC_NOINLINE bool eval_call(builder *b, frame *f, const node *n, sv *out)
     return call_module(b, c->mod, &a, n->at, out);
 }
 
+/* A value known when compiling (a number, None, a module) as a
+ * constructor value; false for tensors and the batch size. */
+static bool sv_const(const sv *v, val *out) {
+    memset(out, 0, sizeof *out);
+    if (v->k == SV_NUM)
+        *out = v->v;
+    else if (v->k == SV_NONE)
+        out->kind = V_NONE;
+    else if ((v->k == SV_MODULE || v->k == SV_LIST) && v->mod) {
+        out->kind = V_MODULE;
+        out->mod = v->mod;
+    } else
+        return false;
+    return true;
+}
+
+/* The truth of an `if` or `not` in forward: it must be known when
+ * compiling (a constructor value, a member or None), since one graph is
+ * built for all inputs. */
+static bool const_truth(builder *b, const sv *v, loc at, bool *out) {
+    val c;
+    if (!sv_const(v, &c)) {
+        if (!v->poison)
+            error_at(b->c, at,
+                     "this condition is %s: a condition in forward must be known when compiling "
+                     "(constructor values, members, None); for a choice per element use where()",
+                     sv_kind_name(v));
+        return false;
+    }
+    *out = sema_truthy(&c);
+    return true;
+}
+
 /* l op r, both evaluated. */
 static DPC_NOINLINE bool binop_values(builder *b, const node *n, const sv *l, const sv *r, sv *out) {
     memset(out, 0, sizeof *out);
-    if (l->k == SV_NUM && r->k == SV_NUM) {
+    val lc, rc;
+    if (sv_const(l, &lc) && sv_const(r, &rc)) {
         out->k = SV_NUM;
-        return sema_arith(b->c, n->op, &l->v, &r->v, n->at, &out->v);
+        return sema_arith(b->c, n->op, &lc, &rc, n->at, &out->v);
     }
     if (n->op == '@') {
         ir_node *x, *y;
@@ -1792,8 +1851,32 @@ static bool eval_node(builder *b, frame *f, const node *n, sv *out) {
         return eval(b, f, n->lhs, v) && neg_value(b, n, v, out);
     }
     case ND_BINOP: return eval_binop(b, f, n, out);
+    case ND_NOT: {
+        sv *v = arena_alloc(&b->c->arena, sizeof *v);
+        bool t;
+        if (!eval(b, f, n->lhs, v) || !const_truth(b, v, n->lhs->at, &t))
+            return false;
+        out->k = SV_NUM;
+        out->v = (val){.kind = V_BOOL, .i = !t};
+        return true;
+    }
+    case ND_COND: {
+        sv *v = arena_alloc(&b->c->arena, sizeof *v);
+        bool t;
+        if (!eval(b, f, n->third, v) || !const_truth(b, v, n->third->at, &t))
+            return false;
+        return eval(b, f, t ? n->lhs : n->rhs, out);
+    }
     case ND_CALL: return eval_call(b, f, n, out);
     case ND_INDEX: return eval_index(b, f, n, out);
+    case ND_SUBSCRIPT:
+    case ND_ATTR:
+        error_at(b->c, n->at, "%s is not supported yet", n->kind == ND_ATTR ? "attribute access" : "slicing");
+        return false;
+    case ND_SLICE:
+    case ND_ELLIPSIS:
+        error_at(b->c, n->at, "a slice is only allowed inside [...]");
+        return false;
     case ND_TUPLE:
     case ND_LIST: return eval_seq(b, f, n, out);
     case ND_LISTCOMP:
@@ -1825,9 +1908,12 @@ static void poison_targets(builder *b, frame *f, const stmt *s) {
         return;
     for (int i = 0; i < s->targets.len; i++) /* assigned names, or the loop variable */
         bind(b, f, s->targets.items[i], &bad);
-    if (s->kind == ST_FOR)
+    if (s->kind == ST_FOR || s->kind == ST_IF)
         for (int i = 0; i < s->body.len; i++)
             poison_targets(b, f, s->body.items[i]);
+    if (s->kind == ST_IF)
+        for (int i = 0; i < s->orelse.len; i++)
+            poison_targets(b, f, s->orelse.items[i]);
 }
 
 static DPC_NOINLINE bool exec_assign(builder *b, frame *f, const stmt *s) {
@@ -1905,6 +1991,22 @@ static DPC_NOINLINE bool exec_for(builder *b, frame *f, const stmt *s) {
     return true;
 }
 
+/* The branch the condition picks, known when compiling; the other is not
+ * built (as PyTorch runs one of them). */
+static bool exec_if(builder *b, frame *f, const stmt *s) {
+    sv *v = arena_alloc(&b->c->arena, sizeof *v);
+    bool t;
+    if (!eval(b, f, s->values.items[0], v) || !const_truth(b, v, ((node *)s->values.items[0])->at, &t)) {
+        poison_targets(b, f, s);
+        return false;
+    }
+    if (!exec_block(b, f, t ? &s->body : &s->orelse)) {
+        poison_targets(b, f, s);
+        return false;
+    }
+    return true;
+}
+
 static bool exec_stmt(builder *b, frame *f, const stmt *s) {
     if (!enter(b, s->at))
         return false;
@@ -1913,6 +2015,7 @@ static bool exec_stmt(builder *b, frame *f, const stmt *s) {
     case ST_ASSIGN: ok = exec_assign(b, f, s); break;
     case ST_RETURN: ok = exec_return(b, f, s); break;
     case ST_FOR: ok = exec_for(b, f, s); break;
+    case ST_IF: ok = exec_if(b, f, s); break;
     }
     b->nest--;
     return ok;

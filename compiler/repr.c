@@ -88,6 +88,8 @@ static char *repr_inst(const inst *in) {
     dpc_buf_init(&extra);
     if (in->bi != BI_NONE)
         builtin_extra_repr(in, &extra);
+    else if (in->extra_repr)
+        dpc_buf_puts(&extra, in->extra_repr);
     int n = in->children.len;
     char **lines = dpc_calloc((size_t)n + 2, sizeof(char *));
     int nl = 0, nextra = 0;

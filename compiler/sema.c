@@ -117,17 +117,102 @@ static bool int_binop(sema *s, int op, int64_t a, int64_t b, loc at, int64_t *r)
     return ok;
 }
 
+bool sema_truthy(const val *v) {
+    switch (v->kind) {
+    case V_NONE: return false;
+    case V_INT:
+    case V_BOOL: return v->i != 0;
+    case V_FLOAT: return v->f != 0;
+    case V_STR: return v->s[0] != 0;
+    case V_TUPLE:
+    case V_LIST: return v->n != 0;
+    case V_MODULE: return true;
+    }
+    return true;
+}
+
+static const char *op_text(int op) {
+    switch (op) {
+    case 'f': return "//";
+    case 'p': return "**";
+    case OP_EQ: return "==";
+    case OP_NE: return "!=";
+    case OP_LE: return "<=";
+    case OP_GE: return ">=";
+    case OP_IS: return "is";
+    case OP_ISNOT: return "is not";
+    case OP_AND: return "and";
+    case OP_OR: return "or";
+    }
+    static _Thread_local char one[2];
+    one[0] = (char)op;
+    return one;
+}
+
+/* ==, !=, <, <=, >, >=, is, is not, and, or on constructor values (Python's
+ * rules: `and`/`or` give one of their operands). Returns -1 when op is not
+ * one of them. */
+static int compare(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out) {
+    if (op == OP_AND || op == OP_OR) {
+        bool t = sema_truthy(a);
+        *out = (op == OP_AND) == t ? *b : *a;
+        return 1;
+    }
+    if (op == OP_IS || op == OP_ISNOT) {
+        bool same;
+        if (a->kind == V_NONE || b->kind == V_NONE)
+            same = a->kind == b->kind;
+        else if (a->kind == V_MODULE && b->kind == V_MODULE)
+            same = a->mod == b->mod;
+        else if (a->kind == V_BOOL && b->kind == V_BOOL)
+            same = a->i == b->i;
+        else {
+            error_at(c, at, "'%s' compares with None (or True, False): write '==' for %s and %s", op_text(op),
+                     val_kind_name(a->kind), val_kind_name(b->kind));
+            return 0;
+        }
+        *out = (val){.kind = V_BOOL, .i = same == (op == OP_IS)};
+        return 1;
+    }
+    if (op != OP_EQ && op != OP_NE && op != OP_LT && op != OP_GT && op != OP_LE && op != OP_GE)
+        return -1;
+    int cmp; /* -1, 0, 1; 2 for unordered (NaN) */
+    double x, y;
+    if (a->kind == V_INT && b->kind == V_INT)
+        cmp = a->i < b->i ? -1 : a->i > b->i;
+    else if (num(a, &x) && num(b, &y))
+        cmp = x < y ? -1 : x > y ? 1 : x == y ? 0 : 2;
+    else if (a->kind == V_STR && b->kind == V_STR) {
+        int r = strcmp(a->s, b->s);
+        cmp = r < 0 ? -1 : r > 0;
+    } else if (op == OP_EQ || op == OP_NE) {
+        bool eq = a->kind == b->kind && (a->kind == V_NONE || (a->kind == V_MODULE && a->mod == b->mod));
+        *out = (val){.kind = V_BOOL, .i = eq == (op == OP_EQ)};
+        return 1;
+    } else {
+        error_at(c, at, "cannot compare %s and %s with '%s'", val_kind_name(a->kind), val_kind_name(b->kind),
+                 op_text(op));
+        return 0;
+    }
+    bool r = op == OP_EQ ? cmp == 0 : op == OP_NE ? cmp != 0 : op == OP_LT ? cmp == -1 : op == OP_GT ? cmp == 1
+           : op == OP_LE ? (cmp == -1 || cmp == 0) : (cmp == 1 || cmp == 0);
+    *out = (val){.kind = V_BOOL, .i = r};
+    return 1;
+}
+
 bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out) {
     sema s = {.c = c};
     memset(out, 0, sizeof *out);
+    int k = compare(c, op, a, b, at, out);
+    if (k >= 0)
+        return k == 1;
     if (a->kind == V_INT && b->kind == V_INT) {
         out->kind = V_INT;
         return int_binop(&s, op, a->i, b->i, at, &out->i);
     }
     double x, y;
     if (!num(a, &x) || !num(b, &y) || op == '@') {
-        error_at(c, at, "cannot apply '%s' to %s and %s here",
-                 op == 'f' ? "//" : op == 'p' ? "**" : (char[]){(char)op, 0}, val_kind_name(a->kind),
+        error_at(c, at, "cannot apply '%s' to %s and %s here", op_text(op), val_kind_name(a->kind),
                  val_kind_name(b->kind));
         return false;
     }
@@ -193,18 +278,40 @@ static DPC_NOINLINE bool eval_binop(sema *s, const env *e, const node *n, val *o
     return eval_binop_chain(&s->c->arena, n, &cx, sizeof *out, sema_chain_eval, sema_chain_apply, out);
 }
 
+static const char *ptype_text(ptype_kind k) {
+    switch (k) {
+    case PT_INT: return "an int";
+    case PT_FLOAT: return "a float";
+    case PT_BOOL: return "a bool";
+    case PT_STR: return "a string";
+    case PT_MODULE: return "a module or None";
+    case PT_TENSOR: break;
+    }
+    return "a tensor";
+}
+
+/* A constructor parameter's value (an int given for a float already widened). */
+static bool param_accepts(const param *p, const val *v) {
+    switch (p->kind) {
+    case PT_INT: return v->kind == V_INT;
+    case PT_FLOAT: return v->kind == V_FLOAT;
+    case PT_BOOL: return v->kind == V_BOOL;
+    case PT_STR: return v->kind == V_STR;
+    case PT_MODULE: return v->kind == V_MODULE || v->kind == V_NONE;
+    case PT_TENSOR: break;
+    }
+    return false;
+}
+
 bool sema_scalar_default(dpc_ctx *c, const param *p, val *v, loc at) {
     if (p->kind == PT_FLOAT && v->kind == V_INT) {
         v->kind = V_FLOAT;
         v->f = (double)v->i;
     }
-    val_kind want = p->kind == PT_INT ? V_INT : p->kind == PT_FLOAT ? V_FLOAT : V_BOOL;
-    if (v->kind != want) {
-        error_at(c, at, "the default of '%s' must be %s, got %s", p->name,
-                 want == V_INT ? "an int" : want == V_FLOAT ? "a float" : "a bool", val_kind_name(v->kind));
-        return false;
-    }
-    return true;
+    if (param_accepts(p, v))
+        return true;
+    error_at(c, at, "the default of '%s' must be %s, got %s", p->name, ptype_text(p->kind), val_kind_name(v->kind));
+    return false;
 }
 
 bool sema_eval(dpc_ctx *c, model *m, const inst *self, const node *n, val *out) {
@@ -245,6 +352,7 @@ static DPC_NOINLINE bool eval_args(sema *s, const env *e, const node *call, boun
 }
 
 static bool add_member(sema *s, inst *in, const char *name, val *v, loc at);
+static void module_body(sema *s, inst *in, env *e, const vec *items);
 
 /* Binds a user module's constructor parameters, then evaluates its members
  * in source order (= PyTorch's registration order). */
@@ -300,10 +408,10 @@ static inst *instantiate_user(sema *s, const module_def *d, const bound_arg *arg
             v.kind = V_FLOAT;
             v.f = (double)v.i;
         }
-        val_kind want = p->kind == PT_INT ? V_INT : p->kind == PT_FLOAT ? V_FLOAT : V_BOOL;
-        if (v.kind != want) {
-            error_at(c, args[i].at, "%s() parameter '%s' is %s, got %s", d->name, p->name,
-                     val_kind_name(want), val_kind_name(v.kind));
+        if (!param_accepts(p, &v)) {
+            static const char *const tn[] = {"int", "float", "bool", "a tensor", "str", "Module"};
+            error_at(c, args[i].at, "%s() parameter '%s' is %s, got %s", d->name, p->name, tn[p->kind],
+                     val_kind_name(v.kind));
             continue;
         }
         in->pvals[slot] = v;
@@ -328,21 +436,163 @@ static inst *instantiate_user(sema *s, const module_def *d, const bound_arg *arg
         return NULL;
     e.n = np;
     s->stack[s->depth++] = d;
-    for (int i = 0; i < d->members.len; i++) {
-        const member *mb = d->members.items[i];
-        for (int j = 0; j < i; j++)
-            if (strcmp(((member *)d->members.items[j])->name, mb->name) == 0)
-                error_at(c, mb->at, "member '%s' is defined twice in module '%s'", mb->name, d->name);
-        for (int j = 0; j < np; j++)
-            if (strcmp(in->pnames[j], mb->name) == 0)
-                error_at(c, mb->at, "member '%s' has the name of a constructor parameter of module '%s'", mb->name,
-                         d->name);
-        val v;
-        if (eval(s, &e, mb->value, &v))
-            add_member(s, in, mb->name, &v, mb->value->at);
-    }
+    module_body(s, in, &e, &d->members);
     s->depth--;
     return in;
+}
+
+static int count_assigns(const vec *items) {
+    int n = 0;
+    for (int i = 0; i < items->len; i++) {
+        const member *mb = items->items[i];
+        n += mb->kind == MB_ASSIGN;
+        if (mb->kind == MB_IF)
+            n += count_assigns(&mb->then_items) + count_assigns(&mb->else_items);
+    }
+    return n;
+}
+
+/* `extra_repr = "p={p}, mode={mode}"`: each {name} is the value of a
+ * constructor parameter or constant, as Python's f-string shows it. */
+static void set_extra_repr(sema *s, inst *in, const env *e, const val *v, loc at) {
+    if (v->kind != V_STR) {
+        error_at(s->c, at, "extra_repr must be a string, got %s", val_kind_name(v->kind));
+        return;
+    }
+    dpc_buf b;
+    dpc_buf_init(&b);
+    for (const char *p = v->s; *p; p++) {
+        if (*p != '{') {
+            dpc_buf_put(&b, p, 1);
+            continue;
+        }
+        const char *end = strchr(p, '}');
+        if (!end) {
+            error_at(s->c, at, "extra_repr: '{' without a closing '}'");
+            break;
+        }
+        char *name = arena_strndup(&s->c->arena, p + 1, (size_t)(end - p - 1));
+        int k = -1;
+        for (int i = e->n - 1; i >= 0 && k < 0; i--)
+            if (strcmp(e->names[i], name) == 0)
+                k = i;
+        if (k < 0) {
+            const char *near = nearest_name(name, e->names, e->n);
+            error_at(s->c, at, "extra_repr: unknown name '{%s}'%s%s%s", name, near ? "; did you mean '" : "",
+                     near ? near : "", near ? "'?" : "");
+            break;
+        }
+        repr_value(&e->vals[k], &b);
+        p = end;
+    }
+    in->extra_repr = arena_strndup(&s->c->arena, b.data ? b.data : "", b.len);
+    dpc_buf_free(&b);
+}
+
+/* Whether name is already a member or constant of in (params excluded:
+ * their index is below nparams). */
+static bool defined_here(const inst *in, int nparams, const char *name) {
+    for (int i = 0; i < in->children.len; i++)
+        if (strcmp(((inst_child *)in->children.items[i])->name, name) == 0)
+            return true;
+    for (int i = nparams; i < in->np; i++)
+        if (strcmp(in->pnames[i], name) == 0)
+            return true;
+    return false;
+}
+
+static void body_assign(sema *s, inst *in, env *e, const member *mb, int nparams) {
+    dpc_ctx *c = s->c;
+    const module_def *d = in->def;
+    if (defined_here(in, nparams, mb->name)) {
+        error_at(c, mb->at, "member '%s' is defined twice in module '%s'", mb->name, d->name);
+        return;
+    }
+    int param = -1;
+    for (int j = 0; j < nparams; j++)
+        if (strcmp(in->pnames[j], mb->name) == 0)
+            param = j;
+    /* `downsample = downsample` keeps a parameter as a member, as
+     * `self.downsample = downsample` does; any other value would hide it */
+    if (param >= 0 && !(mb->value->kind == ND_NAME && strcmp(mb->value->str, mb->name) == 0)) {
+        error_at(c, mb->at, "member '%s' has the name of a constructor parameter of module '%s'", mb->name, d->name);
+        return;
+    }
+    val v;
+    if (!eval(s, e, mb->value, &v))
+        return;
+    if (strcmp(mb->name, "extra_repr") == 0) {
+        set_extra_repr(s, in, e, &v, mb->value->at);
+        return;
+    }
+    if (v.kind == V_MODULE || v.kind == V_LIST) {
+        add_member(s, in, mb->name, &v, mb->value->at);
+        return;
+    }
+    if (param >= 0)
+        return; /* a scalar or None parameter: already visible */
+    /* a constant: visible to the members after it and to forward */
+    in->pnames[in->np] = mb->name;
+    in->pvals[in->np] = v;
+    in->np++;
+    e->n = in->np;
+}
+
+static void body_items(sema *s, inst *in, env *e, const vec *items, int nparams, int *entries) {
+    dpc_ctx *c = s->c;
+    for (int i = 0; i < items->len; i++) {
+        const member *mb = items->items[i];
+        if (mb->kind == MB_ASSIGN)
+            body_assign(s, in, e, mb, nparams);
+        else if (mb->kind == MB_IF) {
+            val cond;
+            if (eval(s, e, mb->value, &cond))
+                body_items(s, in, e, sema_truthy(&cond) ? &mb->then_items : &mb->else_items, nparams, entries);
+        } else if (mb->kind == MB_ENTRY) {
+            if (!in->def->base) {
+                error_at(c, mb->at,
+                         "a bare module in a module body is an entry of a Sequential subclass "
+                         "('module %s(...) extends Sequential'); here write 'name = ...'",
+                         in->def->name);
+                continue;
+            }
+            val v;
+            if (!eval(s, e, mb->value, &v))
+                continue;
+            if (v.kind != V_MODULE) {
+                error_at(c, mb->at, "an entry of Sequential subclass '%s' must be a module, got %s", in->def->name,
+                         val_kind_name(v.kind));
+                continue;
+            }
+            const char *name = arena_printf(&c->arena, "%d", (*entries)++);
+            add_member(s, in, name, &v, mb->value->at);
+        }
+    }
+}
+
+/* The members and constants of a user module, in source order, the
+ * branches of `if` taken as the constructor values say. */
+static void module_body(sema *s, inst *in, env *e, const vec *items) {
+    const module_def *d = in->def;
+    if (d->base && strcmp(d->base, "Sequential") != 0) {
+        error_at(s->c, d->base_at, "a module can extend only Sequential, not '%s'", d->base);
+        return;
+    }
+    if (d->base && d->has_forward) {
+        error_at(s->c, d->forward_at,
+                 "module '%s' extends Sequential, which runs its entries in order: it has no forward", d->name);
+        return;
+    }
+    int nparams = in->np, extra = count_assigns(items), entries = 0;
+    const char **names = arena_alloc(&s->c->arena, sizeof(char *) * (size_t)(nparams + extra + 1));
+    val *vals = arena_alloc(&s->c->arena, sizeof(val) * (size_t)(nparams + extra + 1));
+    memcpy(names, in->pnames, sizeof(char *) * (size_t)nparams);
+    memcpy(vals, in->pvals, sizeof(val) * (size_t)nparams);
+    in->pnames = names;
+    in->pvals = vals;
+    e->names = names;
+    e->vals = vals;
+    body_items(s, in, e, items, nparams, &entries);
 }
 
 static bool add_member(sema *s, inst *in, const char *name, val *v, loc at) {
@@ -539,6 +789,19 @@ static bool eval_node(sema *s, const env *e, const node *n, val *out) {
             }
         return unknown_name(s, e, n);
     case ND_NEG: return eval_neg(s, e, n, out);
+    case ND_NOT: {
+        val v;
+        if (!eval(s, e, n->lhs, &v))
+            return false;
+        *out = (val){.kind = V_BOOL, .i = !sema_truthy(&v)};
+        return true;
+    }
+    case ND_COND: {
+        val c;
+        if (!eval(s, e, n->third, &c))
+            return false;
+        return eval(s, e, sema_truthy(&c) ? n->lhs : n->rhs, out);
+    }
     case ND_BINOP: return eval_binop(s, e, n, out);
     case ND_CALL: return eval_call(s, e, n, out);
     case ND_TUPLE:
@@ -553,7 +816,15 @@ static bool eval_node(sema *s, const env *e, const node *n, val *out) {
     }
     case ND_LISTCOMP: return eval_listcomp(s, e, n, out);
     case ND_INDEX:
+    case ND_SUBSCRIPT:
         error_at(s->c, n->at, "indexing is only allowed in forward");
+        return false;
+    case ND_ATTR:
+        error_at(s->c, n->at, "'.%s' is only allowed in forward", n->str);
+        return false;
+    case ND_SLICE:
+    case ND_ELLIPSIS:
+        error_at(s->c, n->at, "a slice is only allowed inside [...]");
         return false;
     }
     return false;

@@ -63,19 +63,27 @@ static vec vec1(parser_state *ps, void *x) { return vadd(ps, (vec){0}, x); }
 %token MODULE "module" FORWARD "forward" IMPORT "import" RETURN "return"
 %token FOR "for" IN "in" TRUE "True" FALSE "False" NONE "None"
 %token FLOORDIV "//" POW "**"
-
+%token IF "if" ELIF "elif" ELSE "else" AND "and" OR "or" NOT "not" IS "is" ISNOT "is not"
+%token EXTENDS "extends" ELLIPSIS "..." EQ "==" NE "!=" LE "<=" GE ">="
+%right IF ELSE
+%left OR
+%left AND
+%precedence NOT
+%nonassoc EQ NE '<' '>' LE GE IS ISNOT
 %left '+' '-'
 %left '*' '/' FLOORDIV '@' '%'
 %precedence UMINUS
 %right POW
 
-%type <nd> expr postfix primary
+%type <nd> expr postfix primary subscript expr_opt
 %type <v> ctor_params exprs args arglist stmt_list params param_list dims targets body_items block
+%type <v> subscripts else_part body_block body_else
+%type <str> extends_opt
 %type <ag> arg
 %type <st> stmt
 %type <pm> param
 %type <md> module_def
-%type <ptr> body_item
+%type <mb> body_item
 
 %%
 
@@ -122,32 +130,17 @@ seps_opt : %empty | seps ;
 sep : NL | ';' ;
 
 module_def
-    : MODULE IDENT ctor_params '{' seps_opt body_items seps_opt '}' {
-        $$ = arena_alloc(&ps->c->arena, sizeof *$$);
-        $$->name = $2; $$->at = L(@2);
-        $$->params = $3;
-        for (int i = 0; i < $6.len; i++) {
-            /* body items arrive as tagged pointers: members and the forward */
-            void *it = $6.items[i];
-            if (((member *)it)->name == NULL) {
-                module_def *f = it; /* a forward, carried in a module_def shell */
-                if ($$->has_forward) {
-                    error_at(ps->c, f->forward_at, "module '%s' has two forward methods", $2);
-                    continue;
-                }
-                $$->has_forward = true; $$->forward_at = f->forward_at;
-                $$->fparams = f->fparams; $$->body = f->body;
-            } else
-                vec_push(&ps->c->arena, &$$->members, it);
-        }
+    : MODULE IDENT ctor_params extends_opt '{' seps_opt body_items seps_opt '}' {
+        $$ = ps_module(ps, $2, L(@2), $3, $4, L(@4), &$7);
       }
-    | MODULE IDENT ctor_params '{' seps_opt '}' {
-        $$ = arena_alloc(&ps->c->arena, sizeof *$$);
-        $$->name = $2; $$->at = L(@2);
-        $$->params = $3;
+    | MODULE IDENT ctor_params extends_opt '{' seps_opt '}' {
+        $$ = ps_module(ps, $2, L(@2), $3, $4, L(@4), NULL);
       }
     ;
-
+extends_opt
+    : %empty { $$ = NULL; }
+    | EXTENDS IDENT { $$ = $2; }
+    ;
 ctor_params
     : %empty { $$ = (vec){0}; }
     | '(' params ')' { $$ = $2; ps_check_params(ps, &$$); }
@@ -162,20 +155,44 @@ body_item
     : IDENT '=' expr {
         ps->opnest = 0;
         ps_expr(ps, $3);
-        member *m = arena_alloc(&ps->c->arena, sizeof *m);
-        m->name = $1; m->at = L(@1); m->value = $3;
-        $$ = m;
+        $$ = ps_member(ps, MB_ASSIGN, $1, L(@1), $3);
+      }
+    | expr {
+        /* a bare module: the next numbered entry of a Sequential subclass */
+        ps->opnest = 0;
+        ps_expr(ps, $1);
+        $$ = ps_member(ps, MB_ENTRY, NULL, $1->at, $1);
+      }
+    | IF expr body_block body_else {
+        ps->opnest = 0;
+        ps_expr(ps, $2);
+        $$ = ps_member(ps, MB_IF, NULL, L(@1), $2);
+        $$->then_items = $3; $$->else_items = $4;
       }
     | FORWARD '(' params ')' block {
-        /* a module_def shell whose first field (name) is NULL marks a forward */
         module_def *f = arena_alloc(&ps->c->arena, sizeof *f);
         f->forward_at = L(@1); f->fparams = $3; f->body = $5;
         ps_check_params(ps, &f->fparams);
-        $$ = f;
+        $$ = ps_member(ps, MB_FORWARD, NULL, L(@1), NULL);
+        $$->forward = f;
       }
     | error { ps->opnest = 0; $$ = NULL; }
     ;
-
+body_block
+    : '{' seps_opt body_items seps_opt '}' { $$ = $3; }
+    | '{' seps_opt '}' { $$ = (vec){0}; }
+    ;
+body_else
+    : %empty { $$ = (vec){0}; }
+    | ELSE body_block { $$ = $2; }
+    | ELIF expr body_block body_else {
+        ps->opnest = 0;
+        ps_expr(ps, $2);
+        member *m = ps_member(ps, MB_IF, NULL, L(@1), $2);
+        m->then_items = $3; m->else_items = $4;
+        $$ = vec1(ps, m);
+      }
+    ;
 params
     : %empty { $$ = (vec){0}; }
     | param_list
@@ -264,7 +281,31 @@ stmt
         vec_push(&ps->c->arena, &$$->values, $4);
         $$->body = $6;
       }
+    | IF expr {
+        ps->opnest = 0;
+        ps_expr(ps, $2);
+      } block else_part {
+        $$ = ps_stmt(ps, ST_IF, L(@1));
+        vec_push(&ps->c->arena, &$$->values, $2);
+        $$->body = $4;
+        $$->orelse = $5;
+      }
     | error { ps->opnest = 0; $$ = NULL; }
+    ;
+
+else_part
+    : %empty { $$ = (vec){0}; }
+    | ELSE block { $$ = $2; }
+    | ELIF expr {
+        ps->opnest = 0;
+        ps_expr(ps, $2);
+      } block else_part {
+        stmt *st = ps_stmt(ps, ST_IF, L(@1));
+        vec_push(&ps->c->arena, &st->values, $2);
+        st->body = $4;
+        st->orelse = $5;
+        $$ = vec1(ps, st);
+      }
     ;
 
 targets
@@ -289,6 +330,18 @@ expr
     | expr '%' expr { $$ = ast_binop(ps, '%', $1, $3, L(@2)); }
     | expr '@' expr { $$ = ast_binop(ps, '@', $1, $3, L(@2)); }
     | expr FLOORDIV expr { $$ = ast_binop(ps, 'f', $1, $3, L(@2)); }
+    | expr EQ expr { $$ = ast_binop(ps, OP_EQ, $1, $3, L(@2)); }
+    | expr NE expr { $$ = ast_binop(ps, OP_NE, $1, $3, L(@2)); }
+    | expr '<' expr { $$ = ast_binop(ps, OP_LT, $1, $3, L(@2)); }
+    | expr '>' expr { $$ = ast_binop(ps, OP_GT, $1, $3, L(@2)); }
+    | expr LE expr { $$ = ast_binop(ps, OP_LE, $1, $3, L(@2)); }
+    | expr GE expr { $$ = ast_binop(ps, OP_GE, $1, $3, L(@2)); }
+    | expr IS expr { $$ = ast_binop(ps, OP_IS, $1, $3, L(@2)); }
+    | expr ISNOT expr { $$ = ast_binop(ps, OP_ISNOT, $1, $3, L(@2)); }
+    | expr AND expr { $$ = ast_binop(ps, OP_AND, $1, $3, L(@2)); }
+    | expr OR expr { $$ = ast_binop(ps, OP_OR, $1, $3, L(@2)); }
+    | NOT operator_open expr { $$ = ast_not(ps, $3, L(@1)); ps->opnest--; }
+    | expr IF expr ELSE expr { $$ = ast_cond(ps, $3, $1, $5, L(@2)); }
     /* these three nest without brackets: operator_open counts them */
     | expr POW operator_open expr { $$ = ast_binop(ps, 'p', $1, $4, L(@2)); ps->opnest--; }
     | '-' operator_open expr %prec UMINUS { $$ = ast_unary(ps, $3, L(@1)); ps->opnest--; }
@@ -302,7 +355,8 @@ operator_open
 postfix
     : primary
     | postfix '(' args ')' { $$ = ast_call(ps, $1, $3, L(@1)); }
-    | postfix '[' expr ']' { $$ = ast_index(ps, $1, $3, L(@2)); }
+    | postfix '[' subscripts ']' { $$ = ast_subscript(ps, $1, $3, L(@2)); }
+    | postfix '.' IDENT { $$ = ast_attr(ps, $1, $3, L(@3)); }
     ;
 
 primary
@@ -331,6 +385,20 @@ primary
     | '[' expr FOR IDENT IN expr ']' { $$ = ast_listcomp(ps, $2, $4, $6, L(@1)); }
     ;
 
+subscripts
+    : subscript { $$ = vec1(ps, $1); }
+    | subscripts ',' subscript { $$ = vadd(ps, $1, $3); }
+    ;
+subscript
+    : expr
+    | ELLIPSIS { $$ = ast_node(ps, ND_ELLIPSIS, L(@1)); }
+    | expr_opt ':' expr_opt { $$ = ast_slice(ps, $1, $3, NULL, L(@2)); }
+    | expr_opt ':' expr_opt ':' expr_opt { $$ = ast_slice(ps, $1, $3, $5, L(@2)); }
+    ;
+expr_opt
+    : %empty { $$ = NULL; }
+    | expr
+    ;
 args
     : %empty { $$ = (vec){0}; }
     | arglist
@@ -349,7 +417,7 @@ arg
 
 %%
 
-/* "unexpected X, expecting A, B or C", listing at most six alternatives;
+/* "unexpected X, expecting A, B or C", listing at most seven alternatives;
  * past that a summary reads better than a wall of tokens. If the error sits
  * on a later line than a still-open '(' or '[', the real mistake is most
  * likely that bracket, so a note points at it. */
@@ -370,16 +438,27 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, parser_
     const char *names[MAXEXP];
     int k = 0;
     bool op = false, operand = false;
-    for (int i = 0; i < n; i++)
+    /* after an operand, `if` is the conditional expression's (an operator);
+     * elsewhere it starts a statement */
+    bool after_operand = false;
+    for (int i = 0; i < n; i++) {
         operand |= exp[i] == YYSYMBOL_INT;
+        after_operand |= exp[i] == YYSYMBOL_FLOORDIV;
+    }
     for (int i = 0; i < n; i++) {
         const char *nm = yysymbol_name(exp[i]);
         bool binary_only = strcmp(nm, "'*'") == 0 || strcmp(nm, "'/'") == 0 || strcmp(nm, "'%'") == 0 ||
-                           strcmp(nm, "'@'") == 0 || strcmp(nm, "//") == 0 || strcmp(nm, "**") == 0;
+                           strcmp(nm, "'@'") == 0 || strcmp(nm, "//") == 0 || strcmp(nm, "**") == 0 ||
+                           exp[i] == YYSYMBOL_EQ || exp[i] == YYSYMBOL_NE || exp[i] == YYSYMBOL_LE ||
+                           exp[i] == YYSYMBOL_GE || strcmp(nm, "'<'") == 0 || strcmp(nm, "'>'") == 0 ||
+                           exp[i] == YYSYMBOL_IS || exp[i] == YYSYMBOL_ISNOT || exp[i] == YYSYMBOL_AND ||
+                           exp[i] == YYSYMBOL_OR || strcmp(nm, "'.'") == 0 ||
+                           (exp[i] == YYSYMBOL_IF && after_operand);
         bool either = strcmp(nm, "'+'") == 0 || strcmp(nm, "'-'") == 0 || strcmp(nm, "'('") == 0 ||
                       strcmp(nm, "'['") == 0;
         bool literal = exp[i] == YYSYMBOL_INT || exp[i] == YYSYMBOL_FLOAT || exp[i] == YYSYMBOL_STRING ||
-                       exp[i] == YYSYMBOL_TRUE || exp[i] == YYSYMBOL_FALSE || exp[i] == YYSYMBOL_NONE;
+                       exp[i] == YYSYMBOL_TRUE || exp[i] == YYSYMBOL_FALSE || exp[i] == YYSYMBOL_NONE ||
+                       exp[i] == YYSYMBOL_NOT;
         if (binary_only)
             op = true;
         else if (either)
@@ -394,7 +473,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, parser_
     char msg[512];
     int len = snprintf(msg, sizeof msg, "syntax error, unexpected %s",
                        resync ? ps->resync_kw : got == YYSYMBOL_YYEMPTY ? "token" : yysymbol_name(got));
-    if (k > 0 && k <= 6) {
+    if (k > 0 && k <= 7) {
         len += snprintf(msg + len, sizeof msg - (size_t)len, ", expecting ");
         for (int i = 0; i < k && len < (int)sizeof msg; i++)
             len += snprintf(msg + len, sizeof msg - (size_t)len, "%s%s",

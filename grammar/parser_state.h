@@ -57,6 +57,14 @@ node *ast_binop(parser_state *ps, int op, node *l, node *r, loc at);
 node *ast_unary(parser_state *ps, node *e, loc at);
 node *ast_call(parser_state *ps, node *callee, vec args, loc at);
 node *ast_index(parser_state *ps, node *base, node *idx, loc at);
+/* base[items]: one plain index is an ND_INDEX, anything else an ND_SUBSCRIPT. */
+node *ast_subscript(parser_state *ps, node *base, vec items, loc at);
+node *ast_slice(parser_state *ps, node *start, node *stop, node *step, loc at);
+/* base.name; torch., nn. and F. (and torch.nn.functional.) are namespace
+ * prefixes and vanish: torch.flatten is flatten, nn.Conv2d is Conv2d. */
+node *ast_attr(parser_state *ps, node *base, const char *name, loc at);
+node *ast_not(parser_state *ps, node *e, loc at);
+node *ast_cond(parser_state *ps, node *cond, node *then, node *otherwise, loc at);
 node *ast_seq(parser_state *ps, node_kind k, vec items, loc at);
 node *ast_listcomp(parser_state *ps, node *elem, const char *var, node *iter, loc at);
 arg *ast_arg(parser_state *ps, const char *name, node *value, loc at);
@@ -67,6 +75,11 @@ void ps_open_operator(parser_state *ps, loc at);
 /* Reports parameters declared twice in one list. */
 void ps_check_params(parser_state *ps, const vec *params);
 stmt *ps_stmt(parser_state *ps, stmt_kind k, loc at);
+member *ps_member(parser_state *ps, member_kind k, const char *name, loc at, node *value);
+/* A module definition from its body items (NULL: an empty body); the forward
+ * is taken out of the items (a second one, or one inside an if, is an error). */
+module_def *ps_module(parser_state *ps, const char *name, loc at, vec params, const char *base,
+                      loc base_at, const vec *items);
 /* A parameter `name: type`, `name: type = default`, `name: [dims]` or
  * `name: dtype[dims]`; dims == NULL for scalars. */
 param *ps_param(parser_state *ps, const char *name, loc at, const char *type, loc type_at,
