@@ -120,6 +120,7 @@ static const char *kind_name(val_kind k) {
     case V_TUPLE: return "tuple";
     case V_LIST: return "list";
     case V_MODULE: return "module";
+    case V_CLASS: return "module class";
     }
     return "?";
 }
@@ -581,6 +582,7 @@ void repr_value(const val *v, dpc_buf *out) {
         dpc_buf_puts(out, v->kind == V_TUPLE ? ")" : "]");
         break;
     case V_MODULE: dpc_buf_puts(out, v->mod->type_name); break;
+    case V_CLASS: dpc_buf_puts(out, v->s); break;
     }
 }
 

@@ -236,7 +236,10 @@ const char *dpc_source_rule(const char *rel, size_t len);
 
 /* ------------------------------------------------- semantic values */
 
-typedef enum val_kind { V_NONE, V_INT, V_FLOAT, V_BOOL, V_STR, V_TUPLE, V_LIST, V_MODULE } val_kind;
+/* V_CLASS: a module not yet built (`activation_layer: Module = ReLU`,
+ * `partial(BatchNorm2d, eps=0.001)`): s is its name, items/keys the
+ * arguments bound by partial (keys[i] NULL for a positional one). */
+typedef enum val_kind { V_NONE, V_INT, V_FLOAT, V_BOOL, V_STR, V_TUPLE, V_LIST, V_MODULE, V_CLASS } val_kind;
 typedef struct inst inst;
 typedef struct val val;
 struct val {
@@ -245,7 +248,8 @@ struct val {
     double f;
     const char *s;
     int n;          /* tuple/list length */
-    val *items;     /* tuple/list items */
+    val *items;     /* tuple/list items; V_CLASS: bound arguments */
+    const char **keys; /* V_CLASS: bound argument names */
     inst *mod;      /* V_MODULE */
 };
 

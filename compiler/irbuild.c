@@ -886,6 +886,21 @@ static DPC_NOINLINE bool bind_forward(builder *b, inst *m, frame *f, const fargs
             continue;
         bind(b, f, p->name, &v);
     }
+    /* the dims the parameters named (x: [N, C, H, W]) are values in the
+     * body: C, H and W as ints, the batch dim as the batch size */
+    for (int k = 0; k + 1 < dimnames.len; k += 2) {
+        const char *name = dimnames.items[k];
+        const dim *d = dimnames.items[k + 1];
+        if (lookup(f, name) || (b->batch && strcmp(name, b->batch) == 0))
+            continue;
+        if (!d->sym) {
+            sv v = {.k = SV_NUM, .v = {.kind = V_INT, .i = d->k}};
+            bind(b, f, name, &v);
+        } else if (d->k == 1) {
+            sv v = {.k = SV_BATCH};
+            bind(b, f, name, &v);
+        }
+    }
     return b->c->nerrors == before;
 }
 
@@ -1647,6 +1662,11 @@ static DPC_NOINLINE bool call_named(builder *b, frame *f, const node *n, const f
             const val *v = &f->self->pvals[i];
             if (v->kind == V_MODULE)
                 return call_module(b, v->mod, a, n->at, out);
+            if (v->kind == V_CLASS) {
+                error_at(b->c, callee->at, "'%s' is the class %s: modules are created as members ('%s = %s(...)')",
+                         callee->str, v->s, callee->str, v->s);
+                return false;
+            }
             error_at(b->c, callee->at, "'%s' is %s, not a module", callee->str,
                      v->kind == V_NONE ? "None" : v->kind == V_INT ? "an int" : v->kind == V_FLOAT ? "a float"
                      : v->kind == V_BOOL ? "a bool" : v->kind == V_STR ? "a string" : "a constant");

@@ -42,7 +42,7 @@ static const module_def *find_module(const program *p, const char *name) {
 }
 
 static const char *val_kind_name(val_kind k) {
-    static const char *n[] = {"None", "int", "float", "bool", "string", "tuple", "list", "module"};
+    static const char *n[] = {"None", "int", "float", "bool", "string", "tuple", "list", "module", "module class"};
     return n[k];
 }
 
@@ -126,7 +126,8 @@ bool sema_truthy(const val *v) {
     case V_STR: return v->s[0] != 0;
     case V_TUPLE:
     case V_LIST: return v->n != 0;
-    case V_MODULE: return true;
+    case V_MODULE:
+    case V_CLASS: return true;
     }
     return true;
 }
@@ -166,6 +167,8 @@ static int compare(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *
             same = a->mod == b->mod;
         else if (a->kind == V_BOOL && b->kind == V_BOOL)
             same = a->i == b->i;
+        else if (a->kind == V_CLASS && b->kind == V_CLASS)
+            same = strcmp(a->s, b->s) == 0 && a->n == 0 && b->n == 0;
         else {
             error_at(c, at, "'%s' compares with None (or True, False): write '==' for %s and %s", op_text(op),
                      val_kind_name(a->kind), val_kind_name(b->kind));
@@ -297,7 +300,7 @@ static bool param_accepts(const param *p, const val *v) {
     case PT_FLOAT: return v->kind == V_FLOAT;
     case PT_BOOL: return v->kind == V_BOOL;
     case PT_STR: return v->kind == V_STR;
-    case PT_MODULE: return v->kind == V_MODULE || v->kind == V_NONE;
+    case PT_MODULE: return v->kind == V_MODULE || v->kind == V_CLASS || v->kind == V_NONE;
     case PT_TENSOR: break;
     }
     return false;
@@ -408,7 +411,7 @@ static inst *instantiate_user(sema *s, const module_def *d, const bound_arg *arg
             v.kind = V_FLOAT;
             v.f = (double)v.i;
         }
-        if (!param_accepts(p, &v)) {
+        if (!param_accepts(p, &v) && v.kind != V_NONE) {
             static const char *const tn[] = {"int", "float", "bool", "a tensor", "str", "Module"};
             error_at(c, args[i].at, "%s() parameter '%s' is %s, got %s", d->name, p->name, tn[p->kind],
                      val_kind_name(v.kind));
@@ -429,7 +432,9 @@ static inst *instantiate_user(sema *s, const module_def *d, const bound_arg *arg
             e.n = j; /* a default may use the parameters before it */
             if (!eval(s, &e, p->deflt, &in->pvals[j]))
                 continue;
-            sema_scalar_default(c, p, &in->pvals[j], p->deflt->at);
+            /* a constructor parameter may default to None (Optional[int] = None) */
+            if (in->pvals[j].kind != V_NONE)
+                sema_scalar_default(c, p, &in->pvals[j], p->deflt->at);
         }
     }
     if (c->nerrors != before)
@@ -605,6 +610,9 @@ static bool add_member(sema *s, inst *in, const char *name, val *v, loc at) {
         child = new_inst(s, BI_MODULELIST, "ModuleList", at);
         if (!child || !builtin_bind_values(s->c, child, &a, 1, at))
             return false;
+    } else if (v->kind == V_CLASS) {
+        error_at(s->c, at, "member '%s' is the class %s, not a module: call it, '%s(...)'", name, v->s, v->s);
+        return false;
     } else {
         error_at(s->c, at, "member '%s' must be a module, got %s", name, val_kind_name(v->kind));
         return false;
@@ -642,6 +650,67 @@ static DPC_NOINLINE void unknown_callee(sema *s, const env *e, const node *calle
     (void)e;
 }
 
+static const val *lookup_env(const env *e, const char *name) {
+    for (int i = e->n - 1; i >= 0; i--)
+        if (strcmp(e->names[i], name) == 0)
+            return &e->vals[i];
+    return NULL;
+}
+
+/* partial(Module, args...): a class with arguments bound, as functools.partial. */
+static DPC_NOINLINE bool eval_partial(sema *s, const env *e, const node *n, val *out) {
+    bound_arg *args = NULL;
+    int nargs = 0;
+    if (!eval_args(s, e, n, &args, &nargs))
+        return false;
+    if (nargs < 1 || args[0].name || args[0].v.kind != V_CLASS) {
+        error_at(s->c, n->at, "partial() takes a module class first, as in partial(BatchNorm2d, eps=0.001)");
+        return false;
+    }
+    const val *base = &args[0].v;
+    int k = base->n + nargs - 1;
+    *out = (val){.kind = V_CLASS, .s = base->s, .n = k};
+    out->items = arena_alloc(&s->c->arena, sizeof(val) * (size_t)(k ? k : 1));
+    out->keys = arena_alloc(&s->c->arena, sizeof(char *) * (size_t)(k ? k : 1));
+    for (int i = 0; i < base->n; i++) {
+        out->items[i] = base->items[i];
+        out->keys[i] = base->keys[i];
+    }
+    for (int i = 1; i < nargs; i++) {
+        out->items[base->n + i - 1] = args[i].v;
+        out->keys[base->n + i - 1] = args[i].name;
+    }
+    return true;
+}
+
+/* The arguments of a call of a partial class: its bound positionals first,
+ * then the call's positionals, then its bound keywords that the call does
+ * not give again, then the call's keywords (functools.partial's order). */
+static bound_arg *with_bound(sema *s, const val *cls, bound_arg *args, int *nargs, loc at) {
+    bound_arg *all = arena_alloc(&s->c->arena, sizeof *all * (size_t)(cls->n + *nargs + 1));
+    int k = 0;
+    for (int i = 0; i < cls->n; i++)
+        if (!cls->keys[i])
+            all[k++] = (bound_arg){.v = cls->items[i], .at = at, .name_at = at};
+    for (int i = 0; i < *nargs; i++)
+        if (!args[i].name)
+            all[k++] = args[i];
+    for (int i = 0; i < cls->n; i++) {
+        if (!cls->keys[i])
+            continue;
+        bool given = false;
+        for (int j = 0; j < *nargs; j++)
+            given |= args[j].name && strcmp(args[j].name, cls->keys[i]) == 0;
+        if (!given)
+            all[k++] = (bound_arg){.name = cls->keys[i], .v = cls->items[i], .at = at, .name_at = at};
+    }
+    for (int i = 0; i < *nargs; i++)
+        if (args[i].name)
+            all[k++] = args[i];
+    *nargs = k;
+    return all;
+}
+
 static DPC_NOINLINE bool eval_call(sema *s, const env *e, const node *n, val *out) {
     if (s->consts_only) {
         error_at(s->c, n->at, "a constant integer expression is needed here, not a call");
@@ -658,6 +727,17 @@ static DPC_NOINLINE bool eval_call(sema *s, const env *e, const node *n, val *ou
         error_at(s->c, n->at, "range() is only allowed in a list comprehension");
         return false;
     }
+    if (strcmp(name, "partial") == 0)
+        return eval_partial(s, e, n, out);
+    const val *cls = lookup_env(e, name);
+    if (cls && cls->kind != V_CLASS) {
+        error_at(s->c, n->lhs->at, "'%s' is %s, not a module class", name, val_kind_name(cls->kind));
+        if (cls->kind == V_NONE)
+            note_at(s->c, n->lhs->at, "write 'if %s is not None { ... }' around the use", name);
+        return false;
+    }
+    if (cls)
+        name = cls->s;
     builtin_kind bi = builtin_lookup(name);
     const module_def *d = bi ? NULL : find_module(&s->m->prog, name);
     if (!bi && !d) {
@@ -666,6 +746,8 @@ static DPC_NOINLINE bool eval_call(sema *s, const env *e, const node *n, val *ou
     }
     if (!eval_args(s, e, n, &args, &nargs))
         return false;
+    if (cls && cls->n)
+        args = with_bound(s, cls, args, &nargs, n->lhs->at);
     inst *in;
     if (bi) {
         in = new_inst(s, bi, builtin_name(bi), n->lhs->at);
@@ -787,6 +869,12 @@ static bool eval_node(sema *s, const env *e, const node *n, val *out) {
                 *out = e->vals[i];
                 return true;
             }
+        if (!s->consts_only && (builtin_lookup(n->str) || find_module(&s->m->prog, n->str))) {
+            /* a module named, not called: a class (norm_layer=BatchNorm2d) */
+            out->kind = V_CLASS;
+            out->s = n->str;
+            return true;
+        }
         return unknown_name(s, e, n);
     case ND_NEG: return eval_neg(s, e, n, out);
     case ND_NOT: {
