@@ -49,6 +49,7 @@ static const node *deepest_child(const node *n, bool *free) {
     case ND_INDEX:
     case ND_LISTCOMP: TRY(n->lhs); TRY(n->rhs); break;
     case ND_COND:
+    case ND_DICTCOMP:
     case ND_SLICE: TRY(n->lhs); TRY(n->rhs); TRY(n->third); break;
     case ND_NEG:
     case ND_NOT:
@@ -65,6 +66,7 @@ static const node *deepest_child(const node *n, bool *free) {
         break;
     case ND_TUPLE:
     case ND_LIST:
+    case ND_DICT:
         for (int i = 0; i < n->args.len; i++)
             TRY((const node *)n->args.items[i]);
         break;
@@ -254,6 +256,16 @@ node *ast_listcomp(parser_state *ps, node *elem, const char *var, node *iter, lo
     n->rhs = iter;
     n->str = var;
     n->depth = 1 + max_i(elem->depth, iter->depth);
+    return check_depth(ps, n);
+}
+
+node *ast_dictcomp(parser_state *ps, node *key, node *value, const char *var, node *iter, loc at) {
+    node *n = ast_node(ps, ND_DICTCOMP, at);
+    n->lhs = key;
+    n->third = value;
+    n->rhs = iter;
+    n->str = var;
+    n->depth = 1 + max_i(max_i(key->depth, value->depth), iter->depth);
     return check_depth(ps, n);
 }
 

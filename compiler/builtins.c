@@ -121,6 +121,7 @@ static const char *kind_name(val_kind k) {
     case V_LIST: return "list";
     case V_MODULE: return "module";
     case V_CLASS: return "module class";
+    case V_DICT: return "dict";
     }
     return "?";
 }
@@ -583,6 +584,14 @@ void repr_value(const val *v, dpc_buf *out) {
         break;
     case V_MODULE: dpc_buf_puts(out, v->mod->type_name); break;
     case V_CLASS: dpc_buf_puts(out, v->s); break;
+    case V_DICT:
+        dpc_buf_puts(out, "{");
+        for (int i = 0; i < v->n; i++) {
+            dpc_buf_printf(out, "%s'%s': ", i ? ", " : "", v->keys[i]);
+            repr_value(&v->items[i], out);
+        }
+        dpc_buf_puts(out, "}");
+        break;
     }
 }
 

@@ -126,6 +126,9 @@ typedef enum node_kind {
     ND_TUPLE,     /* (a, b) */
     ND_LIST,      /* [a, b] */
     ND_LISTCOMP,  /* [elem for var in iter] */
+    ND_FSTR,      /* f"...{name}...": str is the text between the quotes */
+    ND_DICT,      /* {k: v, ...}: args holds key, value, key, value, ... */
+    ND_DICTCOMP,  /* {lhs: third for str in rhs} */
 } node_kind;
 
 /* ND_BINOP codes of the comparison and boolean operators (the arithmetic
@@ -239,7 +242,7 @@ const char *dpc_source_rule(const char *rel, size_t len);
 /* V_CLASS: a module not yet built (`activation_layer: Module = ReLU`,
  * `partial(BatchNorm2d, eps=0.001)`): s is its name, items/keys the
  * arguments bound by partial (keys[i] NULL for a positional one). */
-typedef enum val_kind { V_NONE, V_INT, V_FLOAT, V_BOOL, V_STR, V_TUPLE, V_LIST, V_MODULE, V_CLASS } val_kind;
+typedef enum val_kind { V_NONE, V_INT, V_FLOAT, V_BOOL, V_STR, V_TUPLE, V_LIST, V_MODULE, V_CLASS, V_DICT } val_kind;
 typedef struct inst inst;
 typedef struct val val;
 struct val {
@@ -249,7 +252,7 @@ struct val {
     const char *s;
     int n;          /* tuple/list length */
     val *items;     /* tuple/list items; V_CLASS: bound arguments */
-    const char **keys; /* V_CLASS: bound argument names */
+    const char **keys; /* V_CLASS: bound argument names; V_DICT: the keys (items: the values) */
     inst *mod;      /* V_MODULE */
 };
 

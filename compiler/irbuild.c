@@ -1900,7 +1900,12 @@ static bool eval_node(builder *b, frame *f, const node *n, sv *out) {
     case ND_TUPLE:
     case ND_LIST: return eval_seq(b, f, n, out);
     case ND_LISTCOMP:
-        error_at(b->c, n->at, "list comprehensions are only allowed in module members");
+    case ND_DICTCOMP:
+        error_at(b->c, n->at, "comprehensions are only allowed in module members");
+        return false;
+    case ND_FSTR:
+    case ND_DICT:
+        error_at(b->c, n->at, "%s only allowed in module members", n->kind == ND_FSTR ? "f-strings are" : "dicts are");
         return false;
     }
     return false;

@@ -42,7 +42,8 @@ static const module_def *find_module(const program *p, const char *name) {
 }
 
 static const char *val_kind_name(val_kind k) {
-    static const char *n[] = {"None", "int", "float", "bool", "string", "tuple", "list", "module", "module class"};
+    static const char *n[] = {"None", "int", "float", "bool", "string", "tuple", "list", "module", "module class",
+                              "dict"};
     return n[k];
 }
 
@@ -125,7 +126,8 @@ bool sema_truthy(const val *v) {
     case V_FLOAT: return v->f != 0;
     case V_STR: return v->s[0] != 0;
     case V_TUPLE:
-    case V_LIST: return v->n != 0;
+    case V_LIST:
+    case V_DICT: return v->n != 0;
     case V_MODULE:
     case V_CLASS: return true;
     }
@@ -457,23 +459,36 @@ static int count_assigns(const vec *items) {
     return n;
 }
 
-/* `extra_repr = "p={p}, mode={mode}"`: each {name} is the value of a
- * constructor parameter or constant, as Python's f-string shows it. */
-static void set_extra_repr(sema *s, inst *in, const env *e, const val *v, loc at) {
+/* `extra_repr = f"p={p}, mode={mode}"`: the line PyTorch's extra_repr
+ * returns, shown in the module's print. */
+static void set_extra_repr(sema *s, inst *in, const val *v, loc at) {
     if (v->kind != V_STR) {
         error_at(s->c, at, "extra_repr must be a string, got %s", val_kind_name(v->kind));
         return;
     }
+    in->extra_repr = v->s;
+}
+
+/* f"...": each {name} is the value of a name in scope (a constructor
+ * parameter, a constant, a loop variable) as Python's f-string shows it;
+ * {{ and }} are braces. */
+static DPC_NOINLINE bool eval_fstr(sema *s, const env *e, const node *n, val *out) {
     dpc_buf b;
     dpc_buf_init(&b);
-    for (const char *p = v->s; *p; p++) {
+    bool ok = true;
+    for (const char *p = n->str; *p && ok; p++) {
+        if ((p[0] == '{' && p[1] == '{') || (p[0] == '}' && p[1] == '}')) {
+            dpc_buf_put(&b, p++, 1);
+            continue;
+        }
         if (*p != '{') {
             dpc_buf_put(&b, p, 1);
             continue;
         }
         const char *end = strchr(p, '}');
         if (!end) {
-            error_at(s->c, at, "extra_repr: '{' without a closing '}'");
+            error_at(s->c, n->at, "f-string: '{' without a closing '}'");
+            ok = false;
             break;
         }
         char *name = arena_strndup(&s->c->arena, p + 1, (size_t)(end - p - 1));
@@ -483,15 +498,45 @@ static void set_extra_repr(sema *s, inst *in, const env *e, const val *v, loc at
                 k = i;
         if (k < 0) {
             const char *near = nearest_name(name, e->names, e->n);
-            error_at(s->c, at, "extra_repr: unknown name '{%s}'%s%s%s", name, near ? "; did you mean '" : "",
+            error_at(s->c, n->at, "f-string: unknown name '{%s}'%s%s%s", name, near ? "; did you mean '" : "",
                      near ? near : "", near ? "'?" : "");
+            ok = false;
             break;
         }
         repr_value(&e->vals[k], &b);
         p = end;
     }
-    in->extra_repr = arena_strndup(&s->c->arena, b.data ? b.data : "", b.len);
+    if (ok) {
+        out->kind = V_STR;
+        out->s = arena_strndup(&s->c->arena, b.data ? b.data : "", b.len);
+    }
     dpc_buf_free(&b);
+    return ok;
+}
+
+/* {k: v, ...} with string keys: Sequential's named entries (an OrderedDict in PyTorch). */
+static DPC_NOINLINE bool eval_dict(sema *s, const env *e, const node *n, val *out) {
+    int k = n->args.len / 2;
+    *out = (val){.kind = V_DICT, .n = k};
+    out->items = arena_alloc(&s->c->arena, sizeof(val) * (size_t)(k ? k : 1));
+    out->keys = arena_alloc(&s->c->arena, sizeof(char *) * (size_t)(k ? k : 1));
+    for (int i = 0; i < k; i++) {
+        val key;
+        const node *kn = n->args.items[2 * i];
+        if (!eval(s, e, kn, &key) || !eval(s, e, n->args.items[2 * i + 1], &out->items[i]))
+            return false;
+        if (key.kind != V_STR) {
+            error_at(s->c, kn->at, "a dict key must be a string, got %s", val_kind_name(key.kind));
+            return false;
+        }
+        for (int j = 0; j < i; j++)
+            if (strcmp(out->keys[j], key.s) == 0) {
+                error_at(s->c, kn->at, "key '%s' is given twice", key.s);
+                return false;
+            }
+        out->keys[i] = key.s;
+    }
+    return true;
 }
 
 /* Whether name is already a member or constant of in (params excluded:
@@ -527,7 +572,7 @@ static void body_assign(sema *s, inst *in, env *e, const member *mb, int nparams
     if (!eval(s, e, mb->value, &v))
         return;
     if (strcmp(mb->name, "extra_repr") == 0) {
-        set_extra_repr(s, in, e, &v, mb->value->at);
+        set_extra_repr(s, in, &v, mb->value->at);
         return;
     }
     if (v.kind == V_MODULE || v.kind == V_LIST) {
@@ -792,13 +837,31 @@ static DPC_NOINLINE bool eval_listcomp(sema *s, const env *e, const node *n, val
     memcpy(inner.vals, e->vals, sizeof(val) * (size_t)e->n);
     inner.names[e->n] = n->str;
     inner.n = e->n + 1;
-    out->kind = V_LIST;
+    bool dict = n->kind == ND_DICTCOMP;
+    out->kind = dict ? V_DICT : V_LIST;
     out->n = (int)cnt.i;
     out->items = arena_alloc(&s->c->arena, sizeof(val) * (size_t)(cnt.i ? cnt.i : 1));
+    out->keys = dict ? arena_alloc(&s->c->arena, sizeof(char *) * (size_t)(cnt.i ? cnt.i : 1)) : NULL;
     for (int64_t i = 0; i < cnt.i; i++) {
         inner.vals[e->n] = (val){.kind = V_INT, .i = i};
-        if (!eval(s, &inner, n->lhs, &out->items[i]))
+        if (!dict) {
+            if (!eval(s, &inner, n->lhs, &out->items[i]))
+                return false;
+            continue;
+        }
+        val key;
+        if (!eval(s, &inner, n->lhs, &key) || !eval(s, &inner, n->third, &out->items[i]))
             return false;
+        if (key.kind != V_STR) {
+            error_at(s->c, n->lhs->at, "a dict key must be a string, got %s", val_kind_name(key.kind));
+            return false;
+        }
+        for (int64_t j = 0; j < i; j++)
+            if (strcmp(out->keys[j], key.s) == 0) {
+                error_at(s->c, n->lhs->at, "key '%s' is given twice", key.s);
+                return false;
+            }
+        out->keys[i] = key.s;
     }
     return true;
 }
@@ -902,7 +965,10 @@ static bool eval_node(sema *s, const env *e, const node *n, val *out) {
             ok &= eval(s, e, n->args.items[i], &out->items[i]);
         return ok;
     }
-    case ND_LISTCOMP: return eval_listcomp(s, e, n, out);
+    case ND_LISTCOMP:
+    case ND_DICTCOMP: return eval_listcomp(s, e, n, out);
+    case ND_FSTR: return eval_fstr(s, e, n, out);
+    case ND_DICT: return eval_dict(s, e, n, out);
     case ND_INDEX:
     case ND_SUBSCRIPT:
         error_at(s->c, n->at, "indexing is only allowed in forward");

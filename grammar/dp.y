@@ -57,6 +57,7 @@ static vec vec1(parser_state *ps, void *x) { return vadd(ps, (vec){0}, x); }
 
 %token <str> IDENT "identifier"
 %token <str> STRING "string"
+%token <str> FSTRING "f-string"
 %token <ival> INT "integer"
 %token <fval> FLOAT "number"
 %token NL "newline"
@@ -77,7 +78,7 @@ static vec vec1(parser_state *ps, void *x) { return vadd(ps, (vec){0}, x); }
 
 %type <nd> expr postfix primary subscript expr_opt
 %type <v> ctor_params exprs args arglist stmt_list params param_list dims targets body_items block
-%type <v> subscripts else_part body_block body_else
+%type <v> subscripts else_part body_block body_else dict_items
 %type <str> extends_opt
 %type <ag> arg
 %type <st> stmt
@@ -363,6 +364,10 @@ primary
     : INT { $$ = ast_node(ps, ND_INT, L(@1)); $$->ival = $1; }
     | FLOAT { $$ = ast_node(ps, ND_FLOAT, L(@1)); $$->fval = $1; }
     | STRING { $$ = ast_node(ps, ND_STR, L(@1)); $$->str = $1; }
+    | FSTRING { $$ = ast_node(ps, ND_FSTR, L(@1)); $$->str = $1; }
+    | '{' dict_items '}' { $$ = ast_seq(ps, ND_DICT, $2, L(@1)); }
+    | '{' dict_items ',' '}' { $$ = ast_seq(ps, ND_DICT, $2, L(@1)); }
+    | '{' expr ':' expr FOR IDENT IN expr '}' { $$ = ast_dictcomp(ps, $2, $4, $6, $8, L(@1)); }
     | TRUE { $$ = ast_node(ps, ND_BOOL, L(@1)); $$->ival = 1; }
     | FALSE { $$ = ast_node(ps, ND_BOOL, L(@1)); $$->ival = 0; }
     | NONE { $$ = ast_node(ps, ND_NONE, L(@1)); }
@@ -383,6 +388,11 @@ primary
     | '[' exprs ']' { $$ = ast_seq(ps, ND_LIST, $2, L(@1)); }
     | '[' exprs ',' ']' { $$ = ast_seq(ps, ND_LIST, $2, L(@1)); }
     | '[' expr FOR IDENT IN expr ']' { $$ = ast_listcomp(ps, $2, $4, $6, L(@1)); }
+    ;
+
+dict_items
+    : expr ':' expr { $$ = vec1(ps, $1); $$ = vadd(ps, $$, $3); }
+    | dict_items ',' expr ':' expr { $$ = vadd(ps, $1, $3); $$ = vadd(ps, $$, $5); }
     ;
 
 subscripts
@@ -458,7 +468,7 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, parser_
                       strcmp(nm, "'['") == 0;
         bool literal = exp[i] == YYSYMBOL_INT || exp[i] == YYSYMBOL_FLOAT || exp[i] == YYSYMBOL_STRING ||
                        exp[i] == YYSYMBOL_TRUE || exp[i] == YYSYMBOL_FALSE || exp[i] == YYSYMBOL_NONE ||
-                       exp[i] == YYSYMBOL_NOT;
+                       exp[i] == YYSYMBOL_NOT || exp[i] == YYSYMBOL_FSTRING || strcmp(nm, "'{'") == 0;
         if (binary_only)
             op = true;
         else if (either)

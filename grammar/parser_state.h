@@ -23,6 +23,7 @@ typedef struct parser_state {
                      * nest without brackets, so they have their own count */
     bool too_deep;  /* the nesting limit was hit: the scanner stops */
     bool line_has_token, prev_has_token; /* a token before this one on its line? */
+    char prev_tok, cur_tok;  /* first characters of the previous and this token */
     /* A newline the scanner made up because a line starts with a keyword
      * while a ( or [ is open (see dp.l): the syntax error it causes names the
      * keyword and points at the bracket. Valid until the next token. */
@@ -67,6 +68,7 @@ node *ast_not(parser_state *ps, node *e, loc at);
 node *ast_cond(parser_state *ps, node *cond, node *then, node *otherwise, loc at);
 node *ast_seq(parser_state *ps, node_kind k, vec items, loc at);
 node *ast_listcomp(parser_state *ps, node *elem, const char *var, node *iter, loc at);
+node *ast_dictcomp(parser_state *ps, node *key, node *value, const char *var, node *iter, loc at);
 arg *ast_arg(parser_state *ps, const char *name, node *value, loc at);
 node *ps_expr(parser_state *ps, node *e);
 /* Counts a unary operator or ** waiting for its operand (at: the operator);
