@@ -1,89 +1,41 @@
-/* builtins.c - the torch.nn modules dpc knows: their constructor signatures
- * (PyTorch's argument names, order and defaults), argument checking, the
- * parameters they register in the state_dict, and their extra_repr.
+/* builtins.c - the table of torch.nn modules dpc knows (one row each,
+ * defined beside its functions in nn_*.c and listed in DPC_MODULES) and
+ * what every row shares: binding constructor arguments to the row's
+ * signature (PyTorch's argument names, order and defaults), the size
+ * limits on them, registering state_dict entries, and printing values.
  *
  * Arguments are kept as given (an int stays an int, a tuple a tuple),
  * because PyTorch's repr prints them that way: MaxPool2d(2) prints
  * kernel_size=2 while Conv2d(1, 10, 5) prints kernel_size=(5, 5). */
-#include "compiler.h"
+#include "irbuild.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Argument kinds: i int, f float (an int is kept as int), b bool, s string,
- * p int or pair, q int/pair/string (conv padding), n int or None,
- * g float or None, t int or tuple of ints (normalized_shape),
- * o int, None or pair of int/None (adaptive output size), l list of modules,
- * m a module, L list of ints or None, * anything (Identity). */
-typedef struct argspec {
-    const char *name;
-    char kind;
-    const char *deflt; /* NULL: required; else a literal: 1, 0.5, True, None, 'zeros' */
-} argspec;
-
-typedef struct builtin {
-    const char *name;
-    int nargs;
-    argspec args[10];
-    bool variadic; /* Sequential(*modules), Identity(*args) */
-} builtin;
-
-static const builtin BUILTINS[BI_COUNT] = {
-    [BI_LINEAR] = {"Linear", 3, {{"in_features", 'i', NULL}, {"out_features", 'i', NULL}, {"bias", 'b', "True"}}},
-    [BI_CONV2D] = {"Conv2d", 9,
-                   {{"in_channels", 'i', NULL}, {"out_channels", 'i', NULL}, {"kernel_size", 'p', NULL},
-                    {"stride", 'p', "1"}, {"padding", 'q', "0"}, {"dilation", 'p', "1"},
-                    {"groups", 'i', "1"}, {"bias", 'b', "True"}, {"padding_mode", 's', "'zeros'"}}},
-    [BI_MAXPOOL2D] = {"MaxPool2d", 6,
-                      {{"kernel_size", 'p', NULL}, {"stride", 'P', "None"}, {"padding", 'p', "0"},
-                       {"dilation", 'p', "1"}, {"return_indices", 'b', "False"}, {"ceil_mode", 'b', "False"}}},
-    [BI_AVGPOOL2D] = {"AvgPool2d", 6,
-                      {{"kernel_size", 'p', NULL}, {"stride", 'P', "None"}, {"padding", 'p', "0"},
-                       {"ceil_mode", 'b', "False"}, {"count_include_pad", 'b', "True"},
-                       {"divisor_override", 'n', "None"}}},
-    [BI_ADAPTIVEAVGPOOL2D] = {"AdaptiveAvgPool2d", 1, {{"output_size", 'o', NULL}}},
-    [BI_BATCHNORM2D] = {"BatchNorm2d", 5,
-                        {{"num_features", 'i', NULL}, {"eps", 'f', "1e-05"}, {"momentum", 'g', "0.1"},
-                         {"affine", 'b', "True"}, {"track_running_stats", 'b', "True"}}},
-    [BI_LAYERNORM] = {"LayerNorm", 4,
-                      {{"normalized_shape", 't', NULL}, {"eps", 'f', "1e-05"},
-                       {"elementwise_affine", 'b', "True"}, {"bias", 'b', "True"}}},
-    [BI_EMBEDDING] = {"Embedding", 7,
-                      {{"num_embeddings", 'i', NULL}, {"embedding_dim", 'i', NULL}, {"padding_idx", 'n', "None"},
-                       {"max_norm", 'g', "None"}, {"norm_type", 'f', "2.0"},
-                       {"scale_grad_by_freq", 'b', "False"}, {"sparse", 'b', "False"}}},
-    [BI_DROPOUT] = {"Dropout", 2, {{"p", 'f', "0.5"}, {"inplace", 'b', "False"}}},
-    [BI_DROPOUT2D] = {"Dropout2d", 2, {{"p", 'f', "0.5"}, {"inplace", 'b', "False"}}},
-    [BI_RELU] = {"ReLU", 1, {{"inplace", 'b', "False"}}},
-    [BI_GELU] = {"GELU", 1, {{"approximate", 's', "'none'"}}},
-    [BI_SILU] = {"SiLU", 1, {{"inplace", 'b', "False"}}},
-    [BI_SIGMOID] = {"Sigmoid", 0, {{0}}},
-    [BI_TANH] = {"Tanh", 0, {{0}}},
-    [BI_SOFTMAX] = {"Softmax", 1, {{"dim", 'n', "None"}}},
-    [BI_LOGSOFTMAX] = {"LogSoftmax", 1, {{"dim", 'n', "None"}}},
-    [BI_FLATTEN] = {"Flatten", 2, {{"start_dim", 'i', "1"}, {"end_dim", 'i', "-1"}}},
-    [BI_IDENTITY] = {"Identity", 0, {{0}}, true},
-    [BI_SEQUENTIAL] = {"Sequential", 0, {{0}}, true},
-    [BI_MODULELIST] = {"ModuleList", 1, {{"modules", 'l', "None"}}},
-    [BI_DATAPARALLEL] = {"DataParallel", 4,
-                         {{"module", 'm', NULL}, {"device_ids", 'L', "None"}, {"output_device", 'n', "None"},
-                          {"dim", 'i', "0"}}},
+static const builtin *const BUILTINS[] = {
+    NULL, /* BI_NONE: a user module */
+#define X(e, id) &nn_##id,
+    DPC_MODULES(X)
+#undef X
 };
+_Static_assert(sizeof BUILTINS / sizeof BUILTINS[0] == BI_COUNT, "one row per builtin module");
+
+const builtin *builtin_row(builtin_kind k) { return k > 0 && k < BI_COUNT ? BUILTINS[k] : NULL; }
 
 builtin_kind builtin_lookup(const char *name) {
     for (int k = 1; k < BI_COUNT; k++)
-        if (BUILTINS[k].name && strcmp(BUILTINS[k].name, name) == 0)
+        if (strcmp(BUILTINS[k]->name, name) == 0)
             return (builtin_kind)k;
     return BI_NONE;
 }
 
-const char *builtin_name(builtin_kind k) { return k > 0 && k < BI_COUNT ? BUILTINS[k].name : NULL; }
+const char *builtin_name(builtin_kind k) { return k > 0 && k < BI_COUNT ? BUILTINS[k]->name : NULL; }
 
 const char *const *builtin_names(int *n) {
     static const char *names[BI_COUNT];
     for (int k = 1; k < BI_COUNT; k++)
-        names[k - 1] = BUILTINS[k].name;
+        names[k - 1] = BUILTINS[k]->name;
     *n = BI_COUNT - 1;
     return names;
 }
@@ -110,7 +62,7 @@ static val literal(dpc_arena *a, const char *lit) {
     return v;
 }
 
-static const char *kind_name(val_kind k) {
+const char *val_kind_name(val_kind k) {
     switch (k) {
     case V_NONE: return "None";
     case V_INT: return "int";
@@ -126,10 +78,16 @@ static const char *kind_name(val_kind k) {
     return "?";
 }
 
-static bool is_int_pair(const val *v) {
-    return (v->kind == V_TUPLE || v->kind == V_LIST) && v->n == 2 && v->items[0].kind == V_INT &&
-           v->items[1].kind == V_INT;
+static bool is_int_tuple(const val *v, int n) {
+    if ((v->kind != V_TUPLE && v->kind != V_LIST) || v->n != n)
+        return false;
+    for (int i = 0; i < n; i++)
+        if (v->items[i].kind != V_INT)
+            return false;
+    return true;
 }
+
+static bool is_int_pair(const val *v) { return is_int_tuple(v, 2); }
 
 /* Does v fit argument kind k? */
 static bool kind_ok(char k, const val *v) {
@@ -141,6 +99,8 @@ static bool kind_ok(char k, const val *v) {
     case 'p': return v->kind == V_INT || is_int_pair(v);
     case 'P': return v->kind == V_NONE || v->kind == V_INT || is_int_pair(v);
     case 'q': return v->kind == V_INT || is_int_pair(v) || v->kind == V_STR;
+    case 'u': return v->kind == V_INT || is_int_tuple(v, 1);
+    case 'U': return v->kind == V_INT || is_int_tuple(v, 1) || v->kind == V_STR;
     case 'n': return v->kind == V_NONE || v->kind == V_INT;
     case 'g': return v->kind == V_NONE || v->kind == V_FLOAT || v->kind == V_INT;
     case 't':
@@ -193,6 +153,8 @@ static const char *kind_expect(char k) {
     case 'p': return "an int or a pair of ints";
     case 'P': return "an int, a pair of ints or None";
     case 'q': return "an int, a pair of ints or a string";
+    case 'u': return "an int or a tuple of one int";
+    case 'U': return "an int, a tuple of one int or a string";
     case 'n': return "an int or None";
     case 'g': return "a number or None";
     case 't': return "an int or a tuple of ints";
@@ -204,15 +166,12 @@ static const char *kind_expect(char k) {
     return "a value";
 }
 
-
-static void pair_of(const val *v, int64_t out[2]) {
-    if (v->kind == V_INT)
-        out[0] = out[1] = v->i;
-    else {
-        out[0] = v->items[0].i;
-        out[1] = v->items[1].i;
-    }
+void tuple_of(const val *v, int n, int64_t *out) {
+    for (int i = 0; i < n; i++)
+        out[i] = v->kind == V_INT ? v->i : v->items[i].i;
 }
+
+void pair_of(const val *v, int64_t out[2]) { tuple_of(v, 2, out); }
 
 int64_t inst_int(const inst *in, int i) { return in->args[i].i; }
 bool inst_bool(const inst *in, int i) { return in->args[i].i != 0; }
@@ -220,130 +179,6 @@ double inst_float(const inst *in, int i) {
     return in->args[i].kind == V_INT ? (double)in->args[i].i : in->args[i].f;
 }
 void inst_pair(const inst *in, int i, int64_t out[2]) { pair_of(&in->args[i], out); }
-
-/* Module-specific checks, after binding; `at` points at the whole call. */
-static bool check_values(dpc_ctx *c, inst *in, const loc *arg_at) {
-    int before = c->nerrors;
-#define NEED(cond, i, ...)                                                                       \
-    do {                                                                                         \
-        if (!(cond))                                                                             \
-            error_at(c, arg_at[i], __VA_ARGS__);                                                 \
-    } while (0)
-    switch (in->bi) {
-    case BI_LINEAR:
-        NEED(inst_int(in, 0) >= 0, 0, "in_features must be non-negative, got %lld", (long long)inst_int(in, 0));
-        NEED(inst_int(in, 1) >= 0, 1, "out_features must be non-negative, got %lld", (long long)inst_int(in, 1));
-        break;
-    case BI_CONV2D: {
-        int64_t k[2], s[2], d[2];
-        inst_pair(in, 2, k), inst_pair(in, 3, s), inst_pair(in, 5, d);
-        NEED(inst_int(in, 0) > 0, 0, "in_channels must be positive, got %lld", (long long)inst_int(in, 0));
-        NEED(inst_int(in, 1) > 0, 1, "out_channels must be positive, got %lld", (long long)inst_int(in, 1));
-        NEED(k[0] > 0 && k[1] > 0, 2, "kernel_size must be positive");
-        NEED(s[0] > 0 && s[1] > 0, 3, "stride must be positive");
-        NEED(d[0] > 0 && d[1] > 0, 5, "dilation must be positive");
-        int64_t g = inst_int(in, 6);
-        NEED(g > 0, 6, "groups must be positive, got %lld", (long long)g);
-        if (g > 0) {
-            NEED(inst_int(in, 0) % g == 0, 0, "in_channels (%lld) must be divisible by groups (%lld)",
-                 (long long)inst_int(in, 0), (long long)g);
-            NEED(inst_int(in, 1) % g == 0, 1, "out_channels (%lld) must be divisible by groups (%lld)",
-                 (long long)inst_int(in, 1), (long long)g);
-        }
-        const val *p = &in->args[4];
-        if (p->kind == V_STR) {
-            NEED(strcmp(p->s, "same") == 0 || strcmp(p->s, "valid") == 0, 4,
-                 "padding must be 'same', 'valid' or numbers, got '%s'", p->s);
-            NEED(strcmp(p->s, "same") != 0 || (s[0] == 1 && s[1] == 1), 4,
-                 "padding='same' is not supported for strided convolutions");
-        } else {
-            int64_t pp[2];
-            pair_of(p, pp);
-            NEED(pp[0] >= 0 && pp[1] >= 0, 4, "padding must be non-negative");
-        }
-        NEED(strcmp(in->args[8].s, "zeros") == 0, 8,
-             "padding_mode '%s' is not supported (only 'zeros')", in->args[8].s);
-        break;
-    }
-    case BI_MAXPOOL2D:
-    case BI_AVGPOOL2D: {
-        int64_t k[2], p[2];
-        inst_pair(in, 0, k), inst_pair(in, 2, p);
-        NEED(k[0] > 0 && k[1] > 0, 0, "kernel_size must be positive");
-        if (in->args[1].kind != V_NONE) {
-            int64_t s[2];
-            inst_pair(in, 1, s);
-            NEED(s[0] > 0 && s[1] > 0, 1, "stride must be positive");
-        }
-        NEED(p[0] >= 0 && p[1] >= 0 && 2 * p[0] <= k[0] && 2 * p[1] <= k[1], 2,
-             "pad should be at most half of kernel size");
-        if (in->bi == BI_MAXPOOL2D) {
-            int64_t d[2];
-            inst_pair(in, 3, d);
-            NEED(d[0] > 0 && d[1] > 0, 3, "dilation must be positive");
-            NEED(!inst_bool(in, 4), 4, "return_indices=True is not supported");
-        } else
-            NEED(in->args[5].kind == V_NONE || in->args[5].i != 0, 5, "divisor_override must not be 0");
-        break;
-    }
-    case BI_ADAPTIVEAVGPOOL2D: {
-        const val *o = &in->args[0];
-        if (o->kind == V_INT)
-            NEED(o->i > 0, 0, "output_size must be positive");
-        else if (o->kind != V_NONE)
-            for (int i = 0; i < 2; i++)
-                NEED(o->items[i].kind == V_NONE || o->items[i].i > 0, 0, "output_size must be positive");
-        break;
-    }
-    case BI_BATCHNORM2D:
-        NEED(inst_int(in, 0) > 0, 0, "num_features must be positive, got %lld", (long long)inst_int(in, 0));
-        NEED(inst_float(in, 1) >= 0, 1, "eps must be non-negative");
-        break;
-    case BI_LAYERNORM: {
-        const val *t = &in->args[0];
-        NEED(t->kind == V_INT || t->n <= 8, 0, "normalized_shape has %d dims (limit 8)", t->n);
-        if (t->kind == V_INT)
-            NEED(t->i > 0, 0, "normalized_shape must be positive");
-        else
-            for (int i = 0; i < t->n; i++)
-                NEED(t->items[i].i > 0, 0, "normalized_shape must be positive");
-        NEED(inst_float(in, 1) >= 0, 1, "eps must be non-negative");
-        break;
-    }
-    case BI_EMBEDDING: {
-        int64_t n = inst_int(in, 0);
-        NEED(n > 0, 0, "num_embeddings must be positive, got %lld", (long long)n);
-        NEED(inst_int(in, 1) > 0, 1, "embedding_dim must be positive, got %lld", (long long)inst_int(in, 1));
-        if (in->args[2].kind == V_INT) {
-            int64_t p = in->args[2].i;
-            NEED(p < n && p >= -n, 2, "padding_idx must be within num_embeddings");
-            if (p < 0)
-                in->args[2].i = n + p; /* PyTorch normalises it at construction */
-        }
-        NEED(in->args[3].kind == V_NONE, 3, "max_norm is not supported (it renormalises weights in place)");
-        break;
-    }
-    case BI_DROPOUT:
-    case BI_DROPOUT2D: {
-        double p = inst_float(in, 0);
-        char num[64];
-        dpc_format_pyfloat(p, num, sizeof num); /* as Python prints it: nan, not -nan */
-        NEED(p >= 0 && p <= 1, 0, "dropout probability has to be between 0 and 1, but got %s", num);
-        break;
-    }
-    case BI_GELU:
-        NEED(strcmp(in->args[0].s, "none") == 0 || strcmp(in->args[0].s, "tanh") == 0, 0,
-             "approximate must be 'none' or 'tanh', got '%s'", in->args[0].s);
-        break;
-    case BI_DATAPARALLEL:
-        NEED(inst_int(in, 3) == 0, 3, "only dim=0 is supported for DataParallel");
-        break;
-    default:
-        break;
-    }
-#undef NEED
-    return c->nerrors == before;
-}
 
 /* Every int in a builtin's arguments is a size, an index or a dim: at most
  * DPC_MAX_DIM either way, so that the shape arithmetic cannot overflow. */
@@ -381,30 +216,11 @@ static bool check_ranges(dpc_ctx *c, const builtin *b, const inst *in, const loc
 
 /* Binds evaluated call arguments to the builtin's signature. */
 bool builtin_bind_values(dpc_ctx *c, inst *in, const bound_arg *args, int nargs, loc at) {
-    const builtin *b = &BUILTINS[in->bi];
+    const builtin *b = BUILTINS[in->bi];
     dpc_arena *a = &c->arena;
     in->type_name = b->name;
-    if (b->variadic) {
-        /* Sequential(*modules) keeps its modules as children; Identity(*args,
-         * **kwargs) ignores its arguments, keywords included, as PyTorch's */
-        for (int i = 0; i < nargs; i++) {
-            if (args[i].name && in->bi != BI_IDENTITY) {
-                error_at(c, args[i].name_at, "%s() takes no keyword argument '%s'", b->name, args[i].name);
-                continue;
-            }
-            if (in->bi == BI_SEQUENTIAL) {
-                if (args[i].v.kind != V_MODULE) {
-                    error_at(c, args[i].at, "Sequential expects modules, got %s", kind_name(args[i].v.kind));
-                    continue;
-                }
-                inst_child *ch = arena_alloc(a, sizeof *ch);
-                ch->name = arena_printf(a, "%d", in->children.len);
-                ch->mod = args[i].v.mod;
-                vec_push(a, &in->children, ch);
-            }
-        }
-        return true;
-    }
+    if (b->varargs)
+        return b->varargs(c, in, args, nargs);
     in->nargs = b->nargs;
     in->args = arena_alloc(a, sizeof(val) * (size_t)(b->nargs ? b->nargs : 1));
     loc *arg_at = arena_alloc(a, sizeof(loc) * (size_t)(b->nargs ? b->nargs : 1));
@@ -424,7 +240,7 @@ bool builtin_bind_values(dpc_ctx *c, inst *in, const bound_arg *args, int nargs,
                 if (strcmp(b->args[j].name, args[i].name) == 0)
                     slot = j;
             if (slot < 0) {
-                const char *cands[10];
+                const char *cands[BUILTIN_MAX_ARGS];
                 for (int j = 0; j < b->nargs; j++)
                     cands[j] = b->args[j].name;
                 const char *near = nearest_name(args[i].name, cands, b->nargs);
@@ -442,7 +258,7 @@ bool builtin_bind_values(dpc_ctx *c, inst *in, const bound_arg *args, int nargs,
         }
         if (!kind_ok(b->args[slot].kind, &args[i].v)) {
             error_at(c, args[i].at, "%s() argument '%s' must be %s, got %s", b->name, b->args[slot].name,
-                     kind_expect(b->args[slot].kind), kind_name(args[i].v.kind));
+                     kind_expect(b->args[slot].kind), val_kind_name(args[i].v.kind));
             continue;
         }
         in->args[slot] = args[i].v;
@@ -462,28 +278,14 @@ bool builtin_bind_values(dpc_ctx *c, inst *in, const bound_arg *args, int nargs,
     }
     if (c->nerrors != before || !check_ranges(c, b, in, arg_at))
         return false;
-    /* stride=None means "same as kernel_size", in the form it was given */
-    if ((in->bi == BI_MAXPOOL2D || in->bi == BI_AVGPOOL2D) && in->args[1].kind == V_NONE)
-        in->args[1] = in->args[0];
-    if (in->bi == BI_MODULELIST && in->args[0].kind != V_NONE)
-        for (int i = 0; i < in->args[0].n; i++) {
-            inst_child *ch = arena_alloc(a, sizeof *ch);
-            ch->name = arena_printf(a, "%d", i);
-            ch->mod = in->args[0].items[i].mod;
-            vec_push(a, &in->children, ch);
-        }
-    if (in->bi == BI_DATAPARALLEL) {
-        inst_child *ch = arena_alloc(a, sizeof *ch);
-        ch->name = "module";
-        ch->mod = in->args[0].mod;
-        vec_push(a, &in->children, ch);
-    }
-    return check_values(c, in, arg_at);
+    if (b->init)
+        b->init(c, in, arg_at);
+    return c->nerrors == before;
 }
 
 /* ----------------------------------------------------- parameters */
 
-static void add_param(dpc_ctx *c, model *m, inst *in, const char *leaf, int rank, const int64_t *shape,
+void builtin_add_param(dpc_ctx *c, model *m, inst *in, const char *leaf, int rank, const int64_t *shape,
                       int init, double fan_in) {
     param_entry *p = arena_alloc(&c->arena, sizeof *p);
     p->key = in->path[0] ? arena_printf(&c->arena, "%s.%s", in->path, leaf) : leaf;
@@ -501,60 +303,9 @@ static void add_param(dpc_ctx *c, model *m, inst *in, const char *leaf, int rank
 }
 
 void builtin_params(dpc_ctx *c, model *m, inst *in) {
-    switch (in->bi) {
-    case BI_LINEAR: {
-        int64_t w[2] = {inst_int(in, 1), inst_int(in, 0)};
-        add_param(c, m, in, "weight", 2, w, INIT_KAIMING, (double)w[1]);
-        if (inst_bool(in, 2))
-            add_param(c, m, in, "bias", 1, w, INIT_BIAS, (double)w[1]);
-        break;
-    }
-    case BI_CONV2D: {
-        int64_t k[2];
-        inst_pair(in, 2, k);
-        int64_t w[4] = {inst_int(in, 1), inst_int(in, 0) / inst_int(in, 6), k[0], k[1]};
-        double fan_in = (double)w[1] * (double)k[0] * (double)k[1];
-        add_param(c, m, in, "weight", 4, w, INIT_KAIMING, fan_in);
-        if (inst_bool(in, 7))
-            add_param(c, m, in, "bias", 1, w, INIT_BIAS, fan_in);
-        break;
-    }
-    case BI_BATCHNORM2D: {
-        int64_t n[1] = {inst_int(in, 0)};
-        if (inst_bool(in, 3)) {
-            add_param(c, m, in, "weight", 1, n, INIT_ONES, 0);
-            add_param(c, m, in, "bias", 1, n, INIT_ZEROS, 0);
-        }
-        if (inst_bool(in, 4)) {
-            add_param(c, m, in, "running_mean", 1, n, INIT_ZEROS, 0);
-            add_param(c, m, in, "running_var", 1, n, INIT_ONES, 0);
-            add_param(c, m, in, "num_batches_tracked", 0, n, INIT_COUNTER, 0);
-        }
-        break;
-    }
-    case BI_LAYERNORM: {
-        const val *t = &in->args[0];
-        int64_t s[8];
-        int r = t->kind == V_INT ? 1 : t->n;
-        if (r > 8)
-            r = 8;
-        for (int i = 0; i < r; i++)
-            s[i] = t->kind == V_INT ? t->i : t->items[i].i;
-        if (inst_bool(in, 2)) {
-            add_param(c, m, in, "weight", r, s, INIT_ONES, 0);
-            if (inst_bool(in, 3))
-                add_param(c, m, in, "bias", r, s, INIT_ZEROS, 0);
-        }
-        break;
-    }
-    case BI_EMBEDDING: {
-        int64_t w[2] = {inst_int(in, 0), inst_int(in, 1)};
-        add_param(c, m, in, "weight", 2, w, INIT_NORMAL, 0);
-        break;
-    }
-    default:
-        break;
-    }
+    const builtin *b = builtin_row(in->bi);
+    if (b && b->params)
+        b->params(c, m, in);
 }
 
 /* --------------------------------------------------------- printing */
@@ -596,121 +347,25 @@ void repr_value(const val *v, dpc_buf *out) {
 }
 
 /* _pair(): ints and lists print as tuples */
-static void repr_pair(const val *v, dpc_buf *out) {
+void repr_pair(const val *v, dpc_buf *out) {
     int64_t p[2];
     pair_of(v, p);
     dpc_buf_printf(out, "(%lld, %lld)", (long long)p[0], (long long)p[1]);
 }
 
-static bool pair_is(const val *v, int64_t x) {
+bool pair_is(const val *v, int64_t x) {
     int64_t p[2];
     pair_of(v, p);
     return p[0] == x && p[1] == x;
 }
 
-static void repr_conv(const inst *in, dpc_buf *out) {
-    dpc_buf_printf(out, "%lld, %lld, kernel_size=", (long long)inst_int(in, 0), (long long)inst_int(in, 1));
-    repr_pair(&in->args[2], out);
-    dpc_buf_puts(out, ", stride=");
-    repr_pair(&in->args[3], out);
-    const val *p = &in->args[4];
-    if (p->kind == V_STR) {
-        dpc_buf_printf(out, ", padding=%s", p->s);
-    } else if (!pair_is(p, 0)) {
-        dpc_buf_puts(out, ", padding=");
-        repr_pair(p, out);
-    }
-    if (!pair_is(&in->args[5], 1)) {
-        dpc_buf_puts(out, ", dilation=");
-        repr_pair(&in->args[5], out);
-    }
-    if (inst_int(in, 6) != 1)
-        dpc_buf_printf(out, ", groups=%lld", (long long)inst_int(in, 6));
-    if (!inst_bool(in, 7))
-        dpc_buf_puts(out, ", bias=False");
-    if (strcmp(in->args[8].s, "zeros") != 0)
-        dpc_buf_printf(out, ", padding_mode=%s", in->args[8].s);
-}
-
-static void kv(dpc_buf *out, const char *sep, const char *k, const val *v) {
+void repr_kv(dpc_buf *out, const char *sep, const char *k, const val *v) {
     dpc_buf_printf(out, "%s%s=", sep, k);
     repr_value(v, out);
 }
 
 void builtin_extra_repr(const inst *in, dpc_buf *out) {
-    const val *a = in->args;
-    switch (in->bi) {
-    case BI_LINEAR:
-        dpc_buf_printf(out, "in_features=%lld, out_features=%lld, bias=%s", (long long)a[0].i,
-                       (long long)a[1].i, a[2].i ? "True" : "False");
-        break;
-    case BI_CONV2D: repr_conv(in, out); break;
-    case BI_MAXPOOL2D:
-        kv(out, "", "kernel_size", &a[0]);
-        kv(out, ", ", "stride", &a[1]);
-        kv(out, ", ", "padding", &a[2]);
-        kv(out, ", ", "dilation", &a[3]);
-        kv(out, ", ", "ceil_mode", &a[5]);
-        break;
-    case BI_AVGPOOL2D:
-        kv(out, "", "kernel_size", &a[0]);
-        kv(out, ", ", "stride", &a[1]);
-        kv(out, ", ", "padding", &a[2]);
-        break;
-    case BI_ADAPTIVEAVGPOOL2D: kv(out, "", "output_size", &a[0]); break;
-    case BI_BATCHNORM2D:
-        dpc_buf_printf(out, "%lld", (long long)a[0].i);
-        kv(out, ", ", "eps", &a[1]);
-        kv(out, ", ", "momentum", &a[2]);
-        kv(out, ", ", "affine", &a[3]);
-        kv(out, ", ", "track_running_stats", &a[4]);
-        break;
-    case BI_LAYERNORM: {
-        val t = a[0];
-        if (t.kind == V_INT) {
-            val one = t;
-            t.kind = V_TUPLE;
-            t.n = 1;
-            t.items = &one;
-            repr_value(&t, out);
-        } else {
-            t.kind = V_TUPLE;
-            repr_value(&t, out);
-        }
-        kv(out, ", ", "eps", &a[1]);
-        kv(out, ", ", "elementwise_affine", &a[2]);
-        break;
-    }
-    case BI_EMBEDDING:
-        dpc_buf_printf(out, "%lld, %lld", (long long)a[0].i, (long long)a[1].i);
-        if (a[2].kind != V_NONE)
-            kv(out, ", ", "padding_idx", &a[2]);
-        if (a[3].kind != V_NONE)
-            kv(out, ", ", "max_norm", &a[3]);
-        if (inst_float(in, 4) != 2.0)
-            kv(out, ", ", "norm_type", &a[4]);
-        if (a[5].i)
-            kv(out, ", ", "scale_grad_by_freq", &a[5]);
-        if (a[6].i)
-            dpc_buf_puts(out, ", sparse=True");
-        break;
-    case BI_DROPOUT:
-    case BI_DROPOUT2D:
-        kv(out, "", "p", &a[0]);
-        kv(out, ", ", "inplace", &a[1]);
-        break;
-    case BI_RELU:
-    case BI_SILU:
-        if (a[0].i)
-            dpc_buf_puts(out, "inplace=True");
-        break;
-    case BI_GELU: dpc_buf_printf(out, "approximate='%s'", a[0].s); break;
-    case BI_SOFTMAX:
-    case BI_LOGSOFTMAX: kv(out, "", "dim", &a[0]); break;
-    case BI_FLATTEN:
-        kv(out, "", "start_dim", &a[0]);
-        kv(out, ", ", "end_dim", &a[1]);
-        break;
-    default: break;
-    }
+    const builtin *b = builtin_row(in->bi);
+    if (b && b->repr)
+        b->repr(in, out);
 }

@@ -258,12 +258,22 @@ struct val {
 
 /* ----------------------------------------------------- module tree */
 
+/* The builtin modules: one entry each, X(ENUM, id) for BI_ENUM and its row
+ * nn_id (irbuild.h's `builtin`, defined beside its functions in nn_*.c).
+ * The order is the order of "did you mean" candidates. */
+#define DPC_MODULES(X)                                                                                     \
+    X(LINEAR, linear) X(CONV2D, conv2d) X(CONV1D, conv1d) X(MAXPOOL2D, maxpool2d) X(AVGPOOL2D, avgpool2d)   \
+    X(ADAPTIVEAVGPOOL2D, adaptiveavgpool2d) X(BATCHNORM2D, batchnorm2d) X(LAYERNORM, layernorm)            \
+    X(EMBEDDING, embedding) X(DROPOUT, dropout) X(DROPOUT2D, dropout2d) X(RELU, relu) X(GELU, gelu)         \
+    X(SILU, silu) X(SIGMOID, sigmoid) X(TANH, tanh) X(SOFTMAX, softmax) X(LOGSOFTMAX, logsoftmax)           \
+    X(FLATTEN, flatten) X(IDENTITY, identity) X(SEQUENTIAL, sequential) X(MODULELIST, modulelist)         \
+    X(DATAPARALLEL, dataparallel)
+
 typedef enum builtin_kind {
     BI_NONE = 0, /* a user module */
-    BI_LINEAR, BI_CONV2D, BI_MAXPOOL2D, BI_AVGPOOL2D, BI_ADAPTIVEAVGPOOL2D, BI_BATCHNORM2D,
-    BI_LAYERNORM, BI_EMBEDDING, BI_DROPOUT, BI_DROPOUT2D, BI_RELU, BI_GELU, BI_SILU, BI_SIGMOID,
-    BI_TANH, BI_SOFTMAX, BI_LOGSOFTMAX, BI_FLATTEN, BI_IDENTITY, BI_SEQUENTIAL, BI_MODULELIST,
-    BI_DATAPARALLEL,
+#define X(e, id) BI_##e,
+    DPC_MODULES(X)
+#undef X
     BI_COUNT
 } builtin_kind;
 
@@ -357,6 +367,7 @@ double inst_float(const inst *in, int i);
 void inst_pair(const inst *in, int i, int64_t out[2]);
 void builtin_params(dpc_ctx *c, model *m, inst *in);
 void builtin_extra_repr(const inst *in, dpc_buf *out);
+/* The rows of the builtin modules (DPC_MODULES) are irbuild.h's. */
 /* repr.c: the module tree exactly as PyTorch's print(model). */
 void repr_model(const model *m, dpc_buf *out);
 void repr_value(const val *v, dpc_buf *out);

@@ -264,6 +264,81 @@ def draw_conv(R, kind):
     raise RuntimeError("no valid conv for " + kind)
 
 
+def _valid_conv1d(kw, cin, L) -> bool:
+    t = torch()
+    try:
+        m = t.nn.Conv1d(**kw)
+        y = m(t.zeros(1, cin, L))
+        return y.numel() > 0
+    except Exception:
+        return False
+
+
+def draw_conv1d(R, kind):
+    """(ctor text, cin, L) for a Conv1d variant."""
+    for _ in range(1000):
+        cin, cout, L = R.randint(1, 4), R.randint(1, 5), R.randint(4, 16)
+        kw = {"kernel_size": R.randint(1, 5)}
+        if kind == "stride_pad":
+            kw.update(stride=R.randint(2, 3), padding=R.randint(1, 3))
+        elif kind == "dilation":
+            kw.update(dilation=R.randint(2, 3), padding=R.randint(0, 2))
+        elif kind == "groups":
+            g = R.choice([2, 3])
+            cin, cout = g * R.randint(1, 2), g * R.randint(1, 3)
+            kw.update(groups=g, padding=R.randint(0, 1))
+        elif kind == "depthwise":
+            cin = R.randint(2, 4)
+            cout = cin * R.randint(1, 2)
+            kw.update(kernel_size=3, padding=1, groups=cin, bias=False)
+        elif kind == "same":
+            kw.update(padding="same", dilation=R.randint(1, 2))
+        elif kind == "valid":
+            kw.update(padding="valid", stride=R.randint(1, 2))
+        elif kind == "tuple":  # 1-tuples, as _single accepts them
+            kw.update(kernel_size=(R.randint(1, 4),), stride=(R.randint(1, 2),), padding=(R.randint(0, 2),))
+        elif kind != "basic":
+            raise ValueError(kind)
+        full = dict(in_channels=cin, out_channels=cout, **kw)
+        if not _valid_conv1d(full, cin, L):
+            continue
+        pos = [cin, cout]
+        rest = dict(kw)
+        if R.random() < 0.5:
+            pos.append(rest.pop("kernel_size"))
+        return call("Conv1d", pos, rest), cin, L
+    raise RuntimeError("no valid conv1d for " + kind)
+
+
+def gen_conv1d(R):
+    """Conv1d cases (input [N, C, L]), drawn after the Conv2d ones so that
+    those stay as they were."""
+    kinds = ["basic", "stride_pad", "dilation", "groups", "depthwise", "same", "valid", "tuple"]
+    cases = []
+    order = kinds * 2
+    R.shuffle(order)
+    per = 4
+    for i in range(0, len(order), per):
+        chunk = order[i:i + per]
+        c = Case("conv", "conv1d_%d" % (i // per), "Conv1d variants: " + ", ".join(chunk))
+        for kind in chunk:
+            txt, cin, L = draw_conv1d(R, kind)
+            m = c.member(txt, "conv")
+            c.ret("%s(%s)" % (m, c.inp([cin, L])), kind)
+        cases.append(c)
+    c = Case("conv", "conv1d_stack", "Conv1d feeding Conv1d through relu, an even kernel with "
+                                     "padding=\"same\" (the extra column after), and a head")
+    c.members += ["a = Conv1d(3, 8, 5, stride=2, padding=2)",
+                  "b = Conv1d(8, 8, 4, padding=\"same\", groups=4, bias=false)",
+                  "fc = Linear(8 * 10, 6)"]
+    c.params.append("x: [N, 3, 20]")
+    c.body.append("y = relu(b(relu(a(x))))")
+    c.ret("fc(flatten(y, 1))", "conv1d -> conv1d -> linear")
+    c.ret("y", "the conv1d stack")
+    cases.append(c)
+    return cases
+
+
 def gen_conv(R):
     kinds = ["basic", "stride_pad", "tuple", "dilation", "groups", "depthwise", "nobias",
              "same", "valid", "positional", "full", "row"]
@@ -321,7 +396,7 @@ def gen_conv(R):
         m = c.member(ctor, "conv")
         c.ret("%s(%s)" % (m, c.inp(dims)), doc)
     cases.append(c)
-    return cases
+    return cases + gen_conv1d(R)
 
 
 # ---------------------------------------------------------------------------

@@ -730,6 +730,10 @@ BUILTIN_MODULES = {
                            ("kernel_size", REQUIRED), ("stride", 1), ("padding", 0),
                            ("dilation", 1), ("groups", 1), ("bias", True),
                            ("padding_mode", "zeros")]),
+    "Conv1d": (nn.Conv1d, [("in_channels", REQUIRED), ("out_channels", REQUIRED),
+                           ("kernel_size", REQUIRED), ("stride", 1), ("padding", 0),
+                           ("dilation", 1), ("groups", 1), ("bias", True),
+                           ("padding_mode", "zeros")]),
     "MaxPool2d": (lambda **kw: nn.MaxPool2d(**_no_return_indices(kw)),
                   [("kernel_size", REQUIRED), ("stride", None), ("padding", 0), ("dilation", 1),
                    ("return_indices", False), ("ceil_mode", False)]),
@@ -1681,6 +1685,9 @@ def _precheck_builtin(label: str, m: nn.Module, x: torch.Tensor, pos: Pos):
     elif isinstance(m, nn.Conv2d):
         if x.dim() != 4 or x.shape[1] != m.in_channels:
             fail(f"[N, {m.in_channels}, H, W]")
+    elif isinstance(m, nn.Conv1d):
+        if x.dim() != 3 or x.shape[1] != m.in_channels:
+            fail(f"[N, {m.in_channels}, L]")
     elif isinstance(m, nn.BatchNorm2d):
         if x.dim() != 4 or x.shape[1] != m.num_features:
             fail(f"[N, {m.num_features}, H, W]")

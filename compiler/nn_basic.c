@@ -1,0 +1,212 @@
+/* nn_basic.c - the modules of one op or none: Linear, Embedding, the
+ * activations (ReLU, GELU, SiLU, Sigmoid, Tanh, Softmax, LogSoftmax),
+ * Dropout, Dropout2d, Flatten, Identity. One row each (irbuild.h's
+ * `builtin`), after its functions. */
+#include "irbuild.h"
+
+#include <string.h>
+
+/* ------------------------------------------------------------ Linear */
+
+static void linear_init(dpc_ctx *c, inst *in, const loc *arg_at) {
+    NEED(inst_int(in, 0) >= 0, 0, "in_features must be non-negative, got %lld", (long long)inst_int(in, 0));
+    NEED(inst_int(in, 1) >= 0, 1, "out_features must be non-negative, got %lld", (long long)inst_int(in, 1));
+}
+
+static void linear_params(dpc_ctx *c, model *m, inst *in) {
+    int64_t w[2] = {inst_int(in, 1), inst_int(in, 0)};
+    builtin_add_param(c, m, in, "weight", 2, w, INIT_KAIMING, (double)w[1]);
+    if (inst_bool(in, 2))
+        builtin_add_param(c, m, in, "bias", 1, w, INIT_BIAS, (double)w[1]);
+}
+
+static void linear_repr(const inst *in, dpc_buf *out) {
+    const val *a = in->args;
+    dpc_buf_printf(out, "in_features=%lld, out_features=%lld, bias=%s", (long long)a[0].i, (long long)a[1].i,
+                   a[2].i ? "True" : "False");
+}
+
+static ir_node *linear_lower(builder *b, inst *m, ir_node *x, loc at) {
+    int64_t in = inst_int(m, 0), out = inst_int(m, 1);
+    if (x->sh.rank < 1 || x->sh.d[x->sh.rank - 1].sym || x->sh.d[x->sh.rank - 1].k != in) {
+        expects(b, at, who(m), &x->sh, x->sh.rank ? x->sh.rank - 1 : 0, &in, 1);
+        return NULL;
+    }
+    ir_node *w = param_node(b, m, "weight", at), *bias = param_node(b, m, "bias", at);
+    ir_node *n = mk_op(b, OP_LINEAR, at, m->path, x, w, bias);
+    if (!n)
+        return NULL;
+    n->sh = x->sh;
+    n->sh.d[n->sh.rank - 1] = (dim){out, false};
+    return n;
+}
+
+const builtin nn_linear = {
+    "Linear", 3, {{"in_features", 'i', NULL}, {"out_features", 'i', NULL}, {"bias", 'b', "True"}},
+    .init = linear_init, .params = linear_params, .repr = linear_repr, .lower = linear_lower,
+};
+
+/* --------------------------------------------------------- Embedding */
+
+static void embedding_init(dpc_ctx *c, inst *in, const loc *arg_at) {
+    int64_t n = inst_int(in, 0);
+    NEED(n > 0, 0, "num_embeddings must be positive, got %lld", (long long)n);
+    NEED(inst_int(in, 1) > 0, 1, "embedding_dim must be positive, got %lld", (long long)inst_int(in, 1));
+    if (in->args[2].kind == V_INT) {
+        int64_t p = in->args[2].i;
+        NEED(p < n && p >= -n, 2, "padding_idx must be within num_embeddings");
+        if (p < 0)
+            in->args[2].i = n + p; /* PyTorch normalises it at construction */
+    }
+    NEED(in->args[3].kind == V_NONE, 3, "max_norm is not supported (it renormalises weights in place)");
+}
+
+static void embedding_params(dpc_ctx *c, model *m, inst *in) {
+    int64_t w[2] = {inst_int(in, 0), inst_int(in, 1)};
+    builtin_add_param(c, m, in, "weight", 2, w, INIT_NORMAL, 0);
+}
+
+static void embedding_repr(const inst *in, dpc_buf *out) {
+    const val *a = in->args;
+    dpc_buf_printf(out, "%lld, %lld", (long long)a[0].i, (long long)a[1].i);
+    if (a[2].kind != V_NONE)
+        repr_kv(out, ", ", "padding_idx", &a[2]);
+    if (a[3].kind != V_NONE)
+        repr_kv(out, ", ", "max_norm", &a[3]);
+    if (inst_float(in, 4) != 2.0)
+        repr_kv(out, ", ", "norm_type", &a[4]);
+    if (a[5].i)
+        repr_kv(out, ", ", "scale_grad_by_freq", &a[5]);
+    if (a[6].i)
+        dpc_buf_puts(out, ", sparse=True");
+}
+
+static ir_node *embedding_lower(builder *b, inst *m, ir_node *x, loc at) {
+    if (x->dt != IR_I64) {
+        error_at(b->c, at, "%s expects an integer tensor of indices (i64), got a float tensor", who(m));
+        return NULL;
+    }
+    if (x->sh.rank >= IR_MAX_RANK) {
+        error_at(b->c, at, "%s: input has too many dimensions", who(m));
+        return NULL;
+    }
+    ir_node *w = param_node(b, m, "weight", at);
+    ir_node *n = mk_op(b, OP_EMBEDDING, at, m->path, x, w, NULL);
+    if (!n)
+        return NULL;
+    n->sh = x->sh;
+    n->sh.d[n->sh.rank++] = (dim){inst_int(m, 1), false};
+    n->attr.embed.num = inst_int(m, 0);
+    return n;
+}
+
+const builtin nn_embedding = {
+    "Embedding", 7,
+    {{"num_embeddings", 'i', NULL}, {"embedding_dim", 'i', NULL}, {"padding_idx", 'n', "None"},
+     {"max_norm", 'g', "None"}, {"norm_type", 'f', "2.0"}, {"scale_grad_by_freq", 'b', "False"},
+     {"sparse", 'b', "False"}},
+    .init = embedding_init, .params = embedding_params, .repr = embedding_repr, .lower = embedding_lower,
+    .any_dtype = true,
+};
+
+/* ---------------------------------------------------------- identities */
+
+/* In eval mode Dropout, Dropout2d and Identity return their input. */
+static ir_node *identity_lower(builder *b, inst *m, ir_node *x, loc at) {
+    (void)b, (void)m, (void)at;
+    return x;
+}
+
+static void dropout_init(dpc_ctx *c, inst *in, const loc *arg_at) {
+    double p = inst_float(in, 0);
+    char num[64];
+    dpc_format_pyfloat(p, num, sizeof num); /* as Python prints it: nan, not -nan */
+    NEED(p >= 0 && p <= 1, 0, "dropout probability has to be between 0 and 1, but got %s", num);
+}
+
+static void dropout_repr(const inst *in, dpc_buf *out) {
+    repr_kv(out, "", "p", &in->args[0]);
+    repr_kv(out, ", ", "inplace", &in->args[1]);
+}
+
+const builtin nn_dropout = {
+    "Dropout", 2, {{"p", 'f', "0.5"}, {"inplace", 'b', "False"}},
+    .init = dropout_init, .repr = dropout_repr, .lower = identity_lower, .any_dtype = true,
+};
+
+const builtin nn_dropout2d = {
+    "Dropout2d", 2, {{"p", 'f', "0.5"}, {"inplace", 'b', "False"}},
+    .init = dropout_init, .repr = dropout_repr, .lower = identity_lower, .any_dtype = true,
+};
+
+/* Identity(*args, **kwargs) ignores its arguments, keywords included. */
+static bool identity_varargs(dpc_ctx *c, inst *in, const bound_arg *args, int nargs) {
+    (void)c, (void)in, (void)args, (void)nargs;
+    return true;
+}
+
+const builtin nn_identity = {
+    "Identity", 0, {{0}}, .varargs = identity_varargs, .lower = identity_lower, .any_dtype = true,
+};
+
+/* -------------------------------------------------------- activations */
+
+static void inplace_repr(const inst *in, dpc_buf *out) {
+    if (in->args[0].i)
+        dpc_buf_puts(out, "inplace=True");
+}
+
+static ir_node *relu_lower(builder *b, inst *m, ir_node *x, loc at) { return unary(b, OP_RELU, x, at, m->path); }
+static ir_node *silu_lower(builder *b, inst *m, ir_node *x, loc at) { return unary(b, OP_SILU, x, at, m->path); }
+static ir_node *sigmoid_lower(builder *b, inst *m, ir_node *x, loc at) {
+    return unary(b, OP_SIGMOID, x, at, m->path);
+}
+static ir_node *tanh_lower(builder *b, inst *m, ir_node *x, loc at) { return unary(b, OP_TANH, x, at, m->path); }
+
+const builtin nn_relu = {"ReLU", 1, {{"inplace", 'b', "False"}}, .repr = inplace_repr, .lower = relu_lower};
+const builtin nn_silu = {"SiLU", 1, {{"inplace", 'b', "False"}}, .repr = inplace_repr, .lower = silu_lower};
+const builtin nn_sigmoid = {"Sigmoid", 0, {{0}}, .lower = sigmoid_lower};
+const builtin nn_tanh = {"Tanh", 0, {{0}}, .lower = tanh_lower};
+
+static void gelu_init(dpc_ctx *c, inst *in, const loc *arg_at) {
+    NEED(strcmp(in->args[0].s, "none") == 0 || strcmp(in->args[0].s, "tanh") == 0, 0,
+         "approximate must be 'none' or 'tanh', got '%s'", in->args[0].s);
+}
+
+static void gelu_repr(const inst *in, dpc_buf *out) { dpc_buf_printf(out, "approximate='%s'", in->args[0].s); }
+
+static ir_node *gelu_lower(builder *b, inst *m, ir_node *x, loc at) {
+    return unary(b, strcmp(m->args[0].s, "tanh") == 0 ? OP_GELU_TANH : OP_GELU, x, at, m->path);
+}
+
+const builtin nn_gelu = {
+    "GELU", 1, {{"approximate", 's', "'none'"}}, .init = gelu_init, .repr = gelu_repr, .lower = gelu_lower,
+};
+
+/* nn.Softmax(dim=None) picks dim 0 for 0-, 1- and 3-D input, else 1 */
+static int64_t implicit_softmax_dim(int rank) { return (rank == 0 || rank == 1 || rank == 3) ? 0 : 1; }
+
+static void dim_repr(const inst *in, dpc_buf *out) { repr_kv(out, "", "dim", &in->args[0]); }
+
+static ir_node *softmax_lower(builder *b, inst *m, ir_node *x, loc at) {
+    int64_t d = m->args[0].kind == V_INT ? m->args[0].i : implicit_softmax_dim(x->sh.rank);
+    return softmax(b, m->bi == BI_SOFTMAX ? OP_SOFTMAX : OP_LOG_SOFTMAX, x, d, at, m->path);
+}
+
+const builtin nn_softmax = {"Softmax", 1, {{"dim", 'n', "None"}}, .repr = dim_repr, .lower = softmax_lower};
+const builtin nn_logsoftmax = {"LogSoftmax", 1, {{"dim", 'n', "None"}}, .repr = dim_repr, .lower = softmax_lower};
+
+/* ----------------------------------------------------------- Flatten */
+
+static void flatten_repr(const inst *in, dpc_buf *out) {
+    repr_kv(out, "", "start_dim", &in->args[0]);
+    repr_kv(out, ", ", "end_dim", &in->args[1]);
+}
+
+static ir_node *flatten_lower(builder *b, inst *m, ir_node *x, loc at) {
+    return flatten(b, x, inst_int(m, 0), inst_int(m, 1), at, m->path);
+}
+
+const builtin nn_flatten = {
+    "Flatten", 2, {{"start_dim", 'i', "1"}, {"end_dim", 'i', "-1"}}, .repr = flatten_repr, .lower = flatten_lower,
+};

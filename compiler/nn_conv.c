@@ -1,0 +1,330 @@
+/* nn_conv.c - the convolution and pooling modules: Conv1d, Conv2d,
+ * MaxPool2d, AvgPool2d, AdaptiveAvgPool2d. One row each (irbuild.h's
+ * `builtin`), after its functions: signature, __init__ checks, state_dict,
+ * extra_repr and lowering. */
+#include "irbuild.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------ Conv1d and Conv2d */
+
+/* Argument slots, the same in both: in_channels, out_channels,
+ * kernel_size, stride, padding, dilation, groups, bias, padding_mode. */
+enum { C_IN, C_OUT, C_K, C_S, C_P, C_D, C_G, C_BIAS, C_MODE };
+
+/* PyTorch's _ConvNd.__init__ checks, for nd spatial dims. */
+static void conv_init(dpc_ctx *c, inst *in, const loc *arg_at, int nd) {
+    int64_t k[2], s[2], d[2];
+    tuple_of(&in->args[C_K], nd, k), tuple_of(&in->args[C_S], nd, s), tuple_of(&in->args[C_D], nd, d);
+    bool kpos = true, spos = true, dpos = true, s1 = true;
+    for (int i = 0; i < nd; i++)
+        kpos &= k[i] > 0, spos &= s[i] > 0, dpos &= d[i] > 0, s1 &= s[i] == 1;
+    NEED(inst_int(in, C_IN) > 0, C_IN, "in_channels must be positive, got %lld", (long long)inst_int(in, C_IN));
+    NEED(inst_int(in, C_OUT) > 0, C_OUT, "out_channels must be positive, got %lld", (long long)inst_int(in, C_OUT));
+    NEED(kpos, C_K, "kernel_size must be positive");
+    NEED(spos, C_S, "stride must be positive");
+    NEED(dpos, C_D, "dilation must be positive");
+    int64_t g = inst_int(in, C_G);
+    NEED(g > 0, C_G, "groups must be positive, got %lld", (long long)g);
+    if (g > 0) {
+        NEED(inst_int(in, C_IN) % g == 0, C_IN, "in_channels (%lld) must be divisible by groups (%lld)",
+             (long long)inst_int(in, C_IN), (long long)g);
+        NEED(inst_int(in, C_OUT) % g == 0, C_OUT, "out_channels (%lld) must be divisible by groups (%lld)",
+             (long long)inst_int(in, C_OUT), (long long)g);
+    }
+    const val *p = &in->args[C_P];
+    if (p->kind == V_STR) {
+        NEED(strcmp(p->s, "same") == 0 || strcmp(p->s, "valid") == 0, C_P,
+             "padding must be 'same', 'valid' or numbers, got '%s'", p->s);
+        NEED(strcmp(p->s, "same") != 0 || s1, C_P, "padding='same' is not supported for strided convolutions");
+    } else {
+        int64_t pp[2];
+        tuple_of(p, nd, pp);
+        NEED(pp[0] >= 0 && pp[nd - 1] >= 0, C_P, "padding must be non-negative");
+    }
+    NEED(strcmp(in->args[C_MODE].s, "zeros") == 0, C_MODE, "padding_mode '%s' is not supported (only 'zeros')",
+         in->args[C_MODE].s);
+}
+
+/* weight [out, in / groups, *kernel], bias [out]; PyTorch's default init
+ * (kaiming_uniform_(a=sqrt(5)), the bias uniform in +-1/sqrt(fan_in)). */
+static void conv_params(dpc_ctx *c, model *m, inst *in, int nd) {
+    int64_t k[2], w[4] = {inst_int(in, C_OUT), inst_int(in, C_IN) / inst_int(in, C_G)};
+    tuple_of(&in->args[C_K], nd, k);
+    double fan_in = (double)w[1];
+    for (int i = 0; i < nd; i++) {
+        w[2 + i] = k[i];
+        fan_in *= (double)k[i];
+    }
+    builtin_add_param(c, m, in, "weight", 2 + nd, w, INIT_KAIMING, fan_in);
+    if (inst_bool(in, C_BIAS))
+        builtin_add_param(c, m, in, "bias", 1, w, INIT_BIAS, fan_in);
+}
+
+/* An int or a tuple as PyTorch's _single / _pair tuple: (3,) or (3, 3). */
+static void repr_tuple(const val *v, int nd, dpc_buf *out) {
+    int64_t t[2];
+    tuple_of(v, nd, t);
+    if (nd == 1)
+        dpc_buf_printf(out, "(%lld,)", (long long)t[0]);
+    else
+        dpc_buf_printf(out, "(%lld, %lld)", (long long)t[0], (long long)t[1]);
+}
+
+static bool tuple_is(const val *v, int nd, int64_t x) {
+    int64_t t[2];
+    tuple_of(v, nd, t);
+    return t[0] == x && t[nd - 1] == x;
+}
+
+/* _ConvNd.extra_repr: the defaults (padding 0, dilation 1, groups 1,
+ * bias, 'zeros') are left out. */
+static void conv_repr(const inst *in, dpc_buf *out, int nd) {
+    dpc_buf_printf(out, "%lld, %lld, kernel_size=", (long long)inst_int(in, C_IN), (long long)inst_int(in, C_OUT));
+    repr_tuple(&in->args[C_K], nd, out);
+    dpc_buf_puts(out, ", stride=");
+    repr_tuple(&in->args[C_S], nd, out);
+    const val *p = &in->args[C_P];
+    if (p->kind == V_STR) {
+        dpc_buf_printf(out, ", padding=%s", p->s);
+    } else if (!tuple_is(p, nd, 0)) {
+        dpc_buf_puts(out, ", padding=");
+        repr_tuple(p, nd, out);
+    }
+    if (!tuple_is(&in->args[C_D], nd, 1)) {
+        dpc_buf_puts(out, ", dilation=");
+        repr_tuple(&in->args[C_D], nd, out);
+    }
+    if (inst_int(in, C_G) != 1)
+        dpc_buf_printf(out, ", groups=%lld", (long long)inst_int(in, C_G));
+    if (!inst_bool(in, C_BIAS))
+        dpc_buf_puts(out, ", bias=False");
+    if (strcmp(in->args[C_MODE].s, "zeros") != 0)
+        dpc_buf_printf(out, ", padding_mode=%s", in->args[C_MODE].s);
+}
+
+/* The leading padding p and the extra trailing padding of each spatial
+ * dim. "same": PyTorch pads total = dilation * (kernel - 1), total / 2
+ * before; an odd total puts the extra row/column after (bottom, right).
+ * The kernels read out-of-range input as zero, so only the leading padding
+ * and the output size need to know. */
+static void conv_padding(const inst *m, int nd, const int64_t *k, const int64_t *d, int64_t *p, int64_t *extra) {
+    const val *pv = &m->args[C_P];
+    for (int i = 0; i < nd; i++)
+        p[i] = extra[i] = 0;
+    if (pv->kind != V_STR)
+        tuple_of(pv, nd, p);
+    else if (strcmp(pv->s, "same") == 0)
+        for (int i = 0; i < nd; i++) {
+            int64_t total = d[i] * (k[i] - 1);
+            p[i] = total / 2;
+            extra[i] = total % 2;
+        }
+}
+
+/* The conv2d node over x [N, C, H, W] with weight w [out, in/g, kh, kw]. */
+static ir_node *conv2d_node(builder *b, inst *m, ir_node *x, ir_node *w, const int64_t *k, const int64_t *s,
+                            const int64_t *p, const int64_t *d, const int64_t *extra, loc at) {
+    ir_node *bias = param_node(b, m, "bias", at);
+    ir_node *n = mk_op(b, OP_CONV2D, at, m->path, x, w, bias);
+    if (!n)
+        return NULL;
+    n->attr.conv = (conv_attr){.stride = {s[0], s[1]},
+                               .pad = {p[0], p[1], p[0] + extra[0], p[1] + extra[1]},
+                               .dil = {d[0], d[1]},
+                               .groups = inst_int(m, C_G)};
+    n->sh = x->sh;
+    n->sh.d[1] = (dim){inst_int(m, C_OUT), false};
+    char what[64];
+    snprintf(what, sizeof what, "kernel_size (%lld, %lld)", (long long)k[0], (long long)k[1]);
+    return window_out(b, n, x, k, s, p, d, extra, false, at, who(m), what) ? n : NULL;
+}
+
+/* x has rank `rank` ([N, C, ...]) and `channels` channels (any if < 0). */
+static bool want_nd(builder *b, inst *m, ir_node *x, loc at, int64_t channels, int rank, const char *dims) {
+    if (x->sh.rank != rank) {
+        error_at(b->c, at, "%s expects a %d-D input %s, got %s", who(m), rank, dims, shp(b, &x->sh));
+        return false;
+    }
+    if (channels >= 0 && (x->sh.d[1].sym || x->sh.d[1].k != channels)) {
+        expects(b, at, who(m), &x->sh, 1, &channels, 1);
+        return false;
+    }
+    return need_concrete(b, x, 1, at, who(m));
+}
+
+static bool want_4d(builder *b, inst *m, ir_node *x, loc at, int64_t channels) {
+    return want_nd(b, m, x, at, channels, 4, "[N, C, H, W]");
+}
+
+/* --- Conv2d */
+
+static void conv2d_init(dpc_ctx *c, inst *in, const loc *arg_at) { conv_init(c, in, arg_at, 2); }
+static void conv2d_params(dpc_ctx *c, model *m, inst *in) { conv_params(c, m, in, 2); }
+static void conv2d_repr(const inst *in, dpc_buf *out) { conv_repr(in, out, 2); }
+
+static ir_node *conv2d_lower(builder *b, inst *m, ir_node *x, loc at) {
+    if (!want_4d(b, m, x, at, inst_int(m, C_IN)))
+        return NULL;
+    int64_t k[2], s[2], d[2], p[2], extra[2];
+    inst_pair(m, C_K, k), inst_pair(m, C_S, s), inst_pair(m, C_D, d);
+    conv_padding(m, 2, k, d, p, extra);
+    ir_node *w = param_node(b, m, "weight", at);
+    return conv2d_node(b, m, x, w, k, s, p, d, extra, at);
+}
+
+const builtin nn_conv2d = {
+    "Conv2d", 9,
+    {{"in_channels", 'i', NULL}, {"out_channels", 'i', NULL}, {"kernel_size", 'p', NULL}, {"stride", 'p', "1"},
+     {"padding", 'q', "0"}, {"dilation", 'p', "1"}, {"groups", 'i', "1"}, {"bias", 'b', "True"},
+     {"padding_mode", 's', "'zeros'"}},
+    .init = conv2d_init, .params = conv2d_params, .repr = conv2d_repr, .lower = conv2d_lower,
+};
+
+/* --- Conv1d: a conv2d over [N, C, 1, L], the weight [out, in/g, k] viewed
+ * as [out, in/g, 1, k]; the views cost nothing (fuse.c). */
+
+static void conv1d_init(dpc_ctx *c, inst *in, const loc *arg_at) { conv_init(c, in, arg_at, 1); }
+static void conv1d_params(dpc_ctx *c, model *m, inst *in) { conv_params(c, m, in, 1); }
+static void conv1d_repr(const inst *in, dpc_buf *out) { conv_repr(in, out, 1); }
+
+static ir_node *conv1d_lower(builder *b, inst *m, ir_node *x, loc at) {
+    if (!want_nd(b, m, x, at, inst_int(m, C_IN), 3, "[N, C, L]"))
+        return NULL;
+    int64_t k[2] = {1}, s[2] = {1}, d[2] = {1}, p[2] = {0}, extra[2] = {0};
+    tuple_of(&m->args[C_K], 1, k + 1), tuple_of(&m->args[C_S], 1, s + 1), tuple_of(&m->args[C_D], 1, d + 1);
+    conv_padding(m, 1, k + 1, d + 1, p + 1, extra + 1);
+    if (window_size(x->sh.d[2].k + extra[1], k[1], s[1], p[1], d[1], false) <= 0) {
+        error_at(b->c, at, "%s: input %s is too small for kernel_size (%lld,)", who(m), shp(b, &x->sh),
+                 (long long)k[1]);
+        return NULL;
+    }
+    ir_node *w = param_node(b, m, "weight", at);
+    shape x4 = {4, {x->sh.d[0], x->sh.d[1], {1, false}, x->sh.d[2]}};
+    shape w4 = {4, {w->sh.d[0], w->sh.d[1], {1, false}, w->sh.d[2]}};
+    ir_node *xv = reshape_to(b, x, &x4, at, m->path), *wv = w ? reshape_to(b, w, &w4, at, m->path) : NULL;
+    ir_node *y = xv && wv ? conv2d_node(b, m, xv, wv, k, s, p, d, extra, at) : NULL;
+    if (!y)
+        return NULL;
+    shape y3 = {3, {y->sh.d[0], y->sh.d[1], y->sh.d[3]}};
+    return reshape_to(b, y, &y3, at, m->path);
+}
+
+const builtin nn_conv1d = {
+    "Conv1d", 9,
+    {{"in_channels", 'i', NULL}, {"out_channels", 'i', NULL}, {"kernel_size", 'u', NULL}, {"stride", 'u', "1"},
+     {"padding", 'U', "0"}, {"dilation", 'u', "1"}, {"groups", 'i', "1"}, {"bias", 'b', "True"},
+     {"padding_mode", 's', "'zeros'"}},
+    .init = conv1d_init, .params = conv1d_params, .repr = conv1d_repr, .lower = conv1d_lower,
+};
+
+/* -------------------------------------------------------------- pools */
+
+/* MaxPool2d and AvgPool2d: kernel_size, stride, padding, then their own. */
+static void pool_init(dpc_ctx *c, inst *in, const loc *arg_at) {
+    /* stride=None means "same as kernel_size", in the form it was given */
+    if (in->args[1].kind == V_NONE)
+        in->args[1] = in->args[0];
+    int64_t k[2], p[2], s[2];
+    inst_pair(in, 0, k), inst_pair(in, 2, p), inst_pair(in, 1, s);
+    NEED(k[0] > 0 && k[1] > 0, 0, "kernel_size must be positive");
+    NEED(s[0] > 0 && s[1] > 0, 1, "stride must be positive");
+    NEED(p[0] >= 0 && p[1] >= 0 && 2 * p[0] <= k[0] && 2 * p[1] <= k[1], 2,
+         "pad should be at most half of kernel size");
+    if (in->bi == BI_MAXPOOL2D) {
+        int64_t d[2];
+        inst_pair(in, 3, d);
+        NEED(d[0] > 0 && d[1] > 0, 3, "dilation must be positive");
+        NEED(!inst_bool(in, 4), 4, "return_indices=True is not supported");
+    } else
+        NEED(in->args[5].kind == V_NONE || in->args[5].i != 0, 5, "divisor_override must not be 0");
+}
+
+static ir_node *pool_lower(builder *b, inst *m, ir_node *x, loc at) {
+    if (!want_4d(b, m, x, at, -1))
+        return NULL;
+    bool maxp = m->bi == BI_MAXPOOL2D;
+    int64_t k[2], s[2], p[2], d[2] = {1, 1};
+    inst_pair(m, 0, k), inst_pair(m, 1, s), inst_pair(m, 2, p);
+    if (maxp)
+        inst_pair(m, 3, d);
+    ir_node *n = mk_op(b, maxp ? OP_MAXPOOL2D : OP_AVGPOOL2D, at, m->path, x, NULL, NULL);
+    if (!n)
+        return NULL;
+    pool_attr *pa = &n->attr.pool;
+    *pa = (pool_attr){.k = {k[0], k[1]}, .s = {s[0], s[1]}, .p = {p[0], p[1]}};
+    pa->ceil = maxp ? inst_bool(m, 5) : inst_bool(m, 3);
+    pa->count_include_pad = maxp ? false : inst_bool(m, 4);
+    if (maxp)
+        pa->d[0] = d[0], pa->d[1] = d[1];
+    else
+        pa->divisor = m->args[5].kind == V_INT ? m->args[5].i : 0;
+    n->sh = x->sh;
+    static const int64_t none[2] = {0, 0};
+    return window_out(b, n, x, k, s, p, d, none, pa->ceil, at, who(m), "the pooling window") ? n : NULL;
+}
+
+static void maxpool2d_repr(const inst *in, dpc_buf *out) {
+    const val *a = in->args;
+    repr_kv(out, "", "kernel_size", &a[0]);
+    repr_kv(out, ", ", "stride", &a[1]);
+    repr_kv(out, ", ", "padding", &a[2]);
+    repr_kv(out, ", ", "dilation", &a[3]);
+    repr_kv(out, ", ", "ceil_mode", &a[5]);
+}
+
+const builtin nn_maxpool2d = {
+    "MaxPool2d", 6,
+    {{"kernel_size", 'p', NULL}, {"stride", 'P', "None"}, {"padding", 'p', "0"}, {"dilation", 'p', "1"},
+     {"return_indices", 'b', "False"}, {"ceil_mode", 'b', "False"}},
+    .init = pool_init, .repr = maxpool2d_repr, .lower = pool_lower,
+};
+
+static void avgpool2d_repr(const inst *in, dpc_buf *out) {
+    const val *a = in->args;
+    repr_kv(out, "", "kernel_size", &a[0]);
+    repr_kv(out, ", ", "stride", &a[1]);
+    repr_kv(out, ", ", "padding", &a[2]);
+}
+
+const builtin nn_avgpool2d = {
+    "AvgPool2d", 6,
+    {{"kernel_size", 'p', NULL}, {"stride", 'P', "None"}, {"padding", 'p', "0"}, {"ceil_mode", 'b', "False"},
+     {"count_include_pad", 'b', "True"}, {"divisor_override", 'n', "None"}},
+    .init = pool_init, .repr = avgpool2d_repr, .lower = pool_lower,
+};
+
+/* --- AdaptiveAvgPool2d */
+
+static void adaptiveavgpool2d_init(dpc_ctx *c, inst *in, const loc *arg_at) {
+    const val *o = &in->args[0];
+    if (o->kind == V_INT)
+        NEED(o->i > 0, 0, "output_size must be positive");
+    else if (o->kind != V_NONE)
+        for (int i = 0; i < 2; i++)
+            NEED(o->items[i].kind == V_NONE || o->items[i].i > 0, 0, "output_size must be positive");
+}
+
+static void adaptiveavgpool2d_repr(const inst *in, dpc_buf *out) { repr_kv(out, "", "output_size", &in->args[0]); }
+
+static ir_node *adaptiveavgpool2d_lower(builder *b, inst *m, ir_node *x, loc at) {
+    if (!want_4d(b, m, x, at, -1))
+        return NULL;
+    ir_node *n = mk_op(b, OP_ADAPTIVE_AVGPOOL2D, at, m->path, x, NULL, NULL);
+    if (!n)
+        return NULL;
+    n->sh = x->sh;
+    const val *o = &m->args[0];
+    for (int i = 0; i < 2; i++) {
+        const val *e = o->kind == V_INT || o->kind == V_NONE ? o : &o->items[i];
+        if (e->kind == V_INT)
+            n->sh.d[2 + i] = (dim){e->i, false};
+    }
+    return n;
+}
+
+const builtin nn_adaptiveavgpool2d = {
+    "AdaptiveAvgPool2d", 1, {{"output_size", 'o', NULL}},
+    .init = adaptiveavgpool2d_init, .repr = adaptiveavgpool2d_repr, .lower = adaptiveavgpool2d_lower,
+};
