@@ -248,10 +248,7 @@ static DPC_NOINLINE bool call_user(builder *b, inst *m, const fargs *a, loc at, 
     const module_def *d = m->def;
     if (!d->has_forward && d->base) {
         /* a Sequential subclass: its entries in order */
-        if (!one_arg(b, m, a, at))
-            return false;
-        *out = a->v[0];
-        return call_sequential(b, m, out, at);
+        return nn_sequential_call(b, m, a, at, out);
     }
     if (!d->has_forward) {
         error_at(b->c, at, "module '%s' has no forward", d->name);

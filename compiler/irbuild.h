@@ -120,6 +120,9 @@ ir_node *cat(builder *b, const sv *list, int64_t d, loc at);
 bool call_module(builder *b, inst *mod, const fargs *a, loc call_at, sv *out);
 /* A builtin module's forward takes one argument, PyTorch's `input`. */
 bool builtin_one_arg(builder *b, inst *m, const fargs *a, loc at);
+/* A Sequential's forward (also a user module that extends Sequential): its
+ * children in order. */
+bool nn_sequential_call(builder *b, inst *m, const fargs *a, loc at, sv *out);
 /* A forward function call (false with nothing reported if fn is none). */
 DPC_NOINLINE bool call_function(builder *b, const char *fn, const fargs *a, loc at, sv *out);
 

@@ -14,8 +14,25 @@ static void add_child(dpc_ctx *c, inst *in, const char *name, inst *mod) {
 
 /* ------------------------------------------------------- Sequential */
 
-/* Sequential(*modules) keeps its modules as children, named 0, 1, ... */
+/* Sequential(*modules) keeps its modules as children, named 0, 1, ...;
+ * Sequential({name: module, ...}) (PyTorch's OrderedDict) names them. */
 static bool sequential_varargs(dpc_ctx *c, inst *in, const bound_arg *args, int nargs) {
+    if (nargs == 1 && !args[0].name && args[0].v.kind == V_DICT) {
+        const val *d = &args[0].v;
+        for (int i = 0; i < d->n; i++) {
+            if (d->items[i].kind != V_MODULE) {
+                error_at(c, args[0].at, "Sequential expects modules, got %s for '%s'", val_kind_name(d->items[i].kind),
+                         d->keys[i]);
+                continue;
+            }
+            if (strcmp(d->keys[i], "forward") == 0 || !d->keys[i][0] || strchr(d->keys[i], '.')) {
+                error_at(c, args[0].at, "'%s' cannot name a module (empty, 'forward' or with a '.')", d->keys[i]);
+                continue;
+            }
+            add_child(c, in, d->keys[i], d->items[i].mod);
+        }
+        return true;
+    }
     for (int i = 0; i < nargs; i++) {
         if (args[i].name) {
             error_at(c, args[i].name_at, "%s() takes no keyword argument '%s'", in->type_name, args[i].name);
@@ -50,14 +67,14 @@ static DPC_NOINLINE bool call_sequential(builder *b, inst *m, sv *cur, loc at) {
     return true;
 }
 
-static bool sequential_call(builder *b, inst *m, const fargs *a, loc at, sv *out) {
+bool nn_sequential_call(builder *b, inst *m, const fargs *a, loc at, sv *out) {
     if (!builtin_one_arg(b, m, a, at))
         return false;
     *out = a->v[0];
     return call_sequential(b, m, out, at);
 }
 
-const builtin nn_sequential = {"Sequential", 0, {{0}}, .varargs = sequential_varargs, .call = sequential_call};
+const builtin nn_sequential = {"Sequential", 0, {{0}}, .varargs = sequential_varargs, .call = nn_sequential_call};
 
 /* ------------------------------------------------------- ModuleList */
 
