@@ -19,6 +19,12 @@ and GPT2Model(GPT2Config(n_layer=2)) it compares, library against copy:
   sequence length, in float32 and float64: the largest relative error
   max|a-b| / max|b| must be <= 1e-6 (they are normally bitwise equal).
 
+It also writes tests/ref/hf_golden.json from the *library*: the print
+texts, the state_dict keys, shapes and dtypes, and output fingerprints
+(hf_golden.fingerprint) on deterministic weights (hf_golden.fill), which
+tests/zoo/zoo_check.py's selftest compares hf_models.py with in CI, where
+transformers is not installed.
+
 Exit 0 when everything matches, 1 otherwise.
 """
 
@@ -51,6 +57,7 @@ def inside(seqs, batch) -> int:
     import transformers
     from transformers import BertConfig, BertModel, GPT2Config, GPT2Model
 
+    import hf_golden
     import hf_models
     import torch_print
 
@@ -78,10 +85,17 @@ def inside(seqs, batch) -> int:
         ("bert", lambda: BertModel(BertConfig(num_hidden_layers=2)), lambda: hf_models.bert(num_hidden_layers=2)),
         ("gpt2", lambda: GPT2Model(GPT2Config(n_layer=2)), lambda: hf_models.gpt2(n_layer=2)),
     ]
+    golden = {"transformers": transformers.__version__, "models": {}}
     for name, make_lib, make_ref in cases:
         torch.manual_seed(0)
         lib = make_lib().eval()
         ref = make_ref().eval()
+        golden["models"][name] = hf_golden.record(name, lib, lambda m, *x: (
+            [m(input_ids=x[0], attention_mask=x[1], token_type_ids=x[2]).last_hidden_state,
+             m(input_ids=x[0], attention_mask=x[1], token_type_ids=x[2]).pooler_output]
+            if name == "bert" else [m(input_ids=x[0]).last_hidden_state]))
+        bad = hf_golden.compare(name, ref, golden["models"][name])
+        check(not bad, f"{name}: the golden record of the library matches hf_models" + "".join("\n     " + b for b in bad))
         # print, torch 1.13 ModuleList repr
         check(repr(lib) == repr(ref), f"{name}: print(model) identical (torch 1.13 ModuleList)")
         if repr(lib) != repr(ref):
@@ -141,6 +155,8 @@ def inside(seqs, batch) -> int:
     if failures:
         print(f"check_hf_ref: {len(failures)} check(s) failed")
         return 1
+    hf_golden.save(golden)
+    print(f"check_hf_ref: wrote {hf_golden.PATH}")
     print(f"check_hf_ref: hf_models.py matches transformers {hf_models.TRANSFORMERS_VERSION}")
     return 0
 

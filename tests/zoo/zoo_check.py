@@ -41,7 +41,8 @@ Exit status: 0 all checks passed, 1 a check failed (a message says which),
 2 bad usage, 77 (CTest SKIP) when the model file does not exist.
 
 `selftest` checks the PyTorch side alone, with no dpc: for each original,
-the expected print text (wrapper, 2.x compression for the ModuleLists of
+for bert and gpt2 the record of the real transformers 4.30.2 in
+tests/ref/hf_golden.json (print, state_dict, outputs), the expected print text (wrapper, 2.x compression for the ModuleLists of
 bert and gpt2, unchanged text for the torchvision models), the safetensors
 round trip (same keys, shapes, dtypes and bytes as state_dict(), loading
 strictly into a freshly built original, identical outputs), non-trivial
@@ -77,6 +78,7 @@ import torch.nn as nn  # noqa: E402
 
 import st  # noqa: E402
 import torch_print  # noqa: E402
+import hf_golden  # noqa: E402
 import hf_models  # noqa: E402
 from compare import rel_l2  # noqa: E402
 
@@ -438,6 +440,10 @@ def selftest_model(name: str, do_forward: bool, work: str) -> list:
     if "ModuleList" not in plain:
         need(unwrapped == plain, "the 2.x ModuleList rule changed a text without ModuleList")
     if ZOO[name][1] in SEQ_KINDS:
+        golden = hf_golden.load()
+        if need(golden is not None, f"{hf_golden.PATH} is missing (tests/ref/check_hf_ref.py writes it)"):
+            for b in hf_golden.compare(name, build(name), golden["models"][name]):
+                need(False, f"against the record of transformers {golden['transformers']}: {b}")
         block = "BertLayer" if name == "bert" else "GPT2Block"
         need(f"(0-1): 2 x {block}(" in text and "(1): " + block not in text,
              f"ModuleList of two {block} not compressed as PyTorch 2.x does")
