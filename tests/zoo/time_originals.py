@@ -53,7 +53,7 @@ def main(argv=None) -> int:
             model = zc.build(name)
             t_build = time.time() - t0
             t0 = time.time()
-            zc.test_weights(model, 1)
+            zc.test_weights(model, 1, zc.ZOO[name][1])
             path = os.path.join(d, "w.safetensors")
             zc.save_weights(model, path)
             t_save = time.time() - t0
