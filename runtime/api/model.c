@@ -22,7 +22,6 @@ dpc_status dpc_model_from_unit(dpc_unit *u, dpc_model **out, dpc_err *e) {
     m->unit = u;
     m->sig = dpc_unit_signature(u);
     m->front = dpc_unit_front(u);
-    m->kg = *dpc_unit_kgraph(u);
     *out = m;
     return DPC_OK;
 }
@@ -226,12 +225,12 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
     const char *want = ncuda ? "cuda" : "cpu";
     if (!m->be || strcmp(m->be->name, want) != 0 || m->be_prec != m->prec) {
         dpc_backend *be = NULL;
-        dpc_status s = ncuda ? dpc_backend_cuda_new(&m->kg, m->params, m->prec, &be, e)
-                             : dpc_backend_cpu_new(&m->kg, m->params, &be, e);
+        dpc_status s = ncuda ? dpc_backend_cuda_new(m->unit, m->params, m->prec, &be, e)
+                             : dpc_backend_cpu_new(m->unit, m->params, &be, e);
         if (s == DPC_OK && ncuda)
             dpc_backend_cuda_offer_images(be, m->images); /* used only if compiled from be's own source */
         if (s == DPC_OK)
-            s = be->prepare(be, &m->kg, e);
+            s = be->prepare(be, m->unit, e);
         if (s != DPC_OK) {
             if (be)
                 be->destroy(be);

@@ -309,9 +309,9 @@ static void gen_summary(const dpc_model *m, const char *archs, const dpc_safeten
         dpc_buf_printf(b, "],\"dtype\":\"%s\"%s}", p->is_int ? "i64" : "f32", p->ignored ? ",\"ignored\":true" : "");
     }
     dpc_buf_printf(b, "]},\"kernels\":[");
-    for (int k = 0; k < dpc_kgraph_nkernels(&m->kg); k++) {
+    for (int k = 0; k < dpc_unit_nkernels(m->unit); k++) {
         dpc_kernel_info kr;
-        dpc_kgraph_kernel(&m->kg, k, &kr);
+        dpc_unit_kernel(m->unit, k, &kr);
         dpc_buf_puts(b, k ? ",{\"name\":" : "{\"name\":");
         json_str(b, kr.name);
         dpc_buf_printf(b, ",\"kind\":\"%s\"}", kr.kind);
@@ -642,7 +642,7 @@ static dpc_status write_image(const src_set *src, const dpc_model *m, const arch
             dpc_buf_puts(&cuda, cuda_suffix);
         nimages = plan->nimg;
         s = cuda.oom ? dpc_errf(e, DPC_ENOMEM, "out of memory")
-                     : compile_images(bstr(&cuda), m->front->g.model_name, plan, images, e);
+                     : compile_images(bstr(&cuda), m->sig->model_name, plan, images, e);
         if (s == DPC_OK)
             dpc_sha256_hex(bstr(&cuda), strlen(bstr(&cuda)), image_source);
         dpc_buf_free(&cuda);
@@ -1380,10 +1380,10 @@ void dpc_artifact_describe(const dpc_artifact *a, const dpc_model *m, dpc_buf *o
     } else {
         dpc_buf_puts(out, "weights:       not embedded (give --weights W.safetensors to run)\n");
     }
-    int counts[DPC_KERNEL_KINDS] = {0}, nk = dpc_kgraph_nkernels(&m->kg);
+    int counts[DPC_KERNEL_KINDS] = {0}, nk = dpc_unit_nkernels(m->unit);
     for (int k = 0; k < nk; k++) {
         dpc_kernel_info kr;
-        dpc_kgraph_kernel(&m->kg, k, &kr);
+        dpc_unit_kernel(m->unit, k, &kr);
         counts[kr.kind_index]++;
     }
     dpc_buf_printf(out, "kernels:       %d", nk);

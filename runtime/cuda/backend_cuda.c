@@ -72,7 +72,7 @@ typedef struct cu_dev {
 
 typedef struct cuda_backend {
     dpc_backend be;
-    const kgraph *kg;
+    const dpc_unit *u;
     float *const *params;
     char *src;
     const char *model_name;
@@ -161,7 +161,11 @@ static dpc_status cu_check(cuda_backend *cb, CUresult r, const char *call, dpc_e
             return ck_s_;                                                                          \
     } while (0)
 
-static const char *kname(const cuda_backend *cb, int k) { return ((const kernel *)cb->kg->kernels.items[k])->name; }
+static const char *kname(const cuda_backend *cb, int k) {
+    dpc_kernel_info ki;
+    dpc_unit_kernel(cb->u, k, &ki);
+    return ki.name;
+}
 
 /* ---------------------------------------------------------- compiling */
 
@@ -355,7 +359,7 @@ static bool defer_to_nccl(cuda_backend *cb, cu_dev *d) {
 static dpc_dtype half_dtype(kprec p) { return p == KP_BF16 ? DPC_BF16 : DPC_F16; }
 
 static dpc_status upload_weights(cuda_backend *cb, cu_dev *d, dpc_err *e) {
-    const kgraph *kg = cb->kg;
+    const dpc_unit *u = cb->u;
     if (cb->weight_bytes == 0)
         return DPC_OK;
     dpc_status s = CK(cuMemAlloc(&d->weights, cb->weight_bytes));
@@ -382,8 +386,8 @@ static dpc_status upload_weights(cuda_backend *cb, cu_dev *d, dpc_err *e) {
         return s;
     }
     cb->winfo.gpus = 1; /* the first GPU: from the host */
-    for (int i = 0; s == DPC_OK && i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
+    for (int i = 0; s == DPC_OK && i < dpc_unit_nbufs(u); i++) {
+        const kbuf *b = dpc_unit_buf(u, i);
         if (b->kind != BUF_PARAM || b->elems <= 0)
             continue;
         const float *p = cb->params ? cb->params[b->index] : NULL;
@@ -532,27 +536,27 @@ static dpc_status cuda_replicas_ready(dpc_backend *be, dpc_err *e) {
 
 /* ---------------------------------------------------------- backend */
 
-static dpc_status cuda_prepare(dpc_backend *be, const kgraph *kg, dpc_err *e) {
+static dpc_status cuda_prepare(dpc_backend *be, const dpc_unit *u, dpc_err *e) {
     cuda_backend *cb = (cuda_backend *)be;
     if (cb->src)
         return DPC_OK;
     dpc_status s = dpc_cuda_load(e);
     if (s != DPC_OK)
         return s;
-    s = dpc_cuda_program(kg, cb->prec, &cb->src, &cb->plan, e);
+    s = dpc_unit_cuda_program(u, cb->prec, &cb->src, &cb->plan, e);
     if (s != DPC_OK)
         return s;
-    cb->model_name = kg->g->model_name;
+    cb->model_name = dpc_unit_signature(u)->model_name;
     if (cb->stored)
         dpc_sha256_hex(cb->src, strlen(cb->src), cb->src_sha256);
     for (int i = 0; i < cb->plan.nsteps; i++)
         cb->has_gemm |= cb->plan.steps[i].kind == DPC_CU_GEMM;
-    cb->param_off = dpc_calloc((size_t)kg->bufs.len + 1, sizeof(size_t));
+    cb->param_off = dpc_calloc((size_t)dpc_unit_nbufs(u) + 1, sizeof(size_t));
     if (!cb->param_off)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
     size_t off = 0;
-    for (int i = 0; i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
+    for (int i = 0; i < dpc_unit_nbufs(u); i++) {
+        const kbuf *b = dpc_unit_buf(u, i);
         if (b->kind != BUF_PARAM)
             continue;
         cb->param_off[i] = off;
@@ -601,7 +605,7 @@ static dpc_status cuda_replica_new(dpc_backend *be, int ordinal, dpc_replica **o
     if (s != DPC_OK)
         return s;
     dpc_replica *r = dpc_calloc(1, sizeof *r);
-    int nb = cb->kg->bufs.len;
+    int nb = dpc_unit_nbufs(cb->u);
     if (r) {
         r->offset = dpc_calloc((size_t)nb + 1, sizeof(size_t));
         r->ptr = dpc_calloc((size_t)nb + 1, sizeof(CUdeviceptr));
@@ -676,9 +680,9 @@ static void stage_out(const cuda_backend *cb, const kbuf *b, void *dst, const vo
 }
 
 static dpc_status plan(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
-    const kgraph *kg = cb->kg;
+    const dpc_unit *u = cb->u;
     size_t total = 0;
-    dpc_status s = dpc_memplan(kg, N, cb->prec, true, r->offset, &total, e);
+    dpc_status s = dpc_memplan(u, N, cb->prec, true, r->offset, &total, e);
     if (s != DPC_OK)
         return s;
     if (r->graph) {
@@ -701,8 +705,8 @@ static dpc_status plan(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) 
         r->arena_bytes = total;
     }
     size_t host = HOST_IO;
-    for (int i = 0; i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
+    for (int i = 0; i < dpc_unit_nbufs(u); i++) {
+        const kbuf *b = dpc_unit_buf(u, i);
         if (b->kind == BUF_PARAM)
             r->ptr[i] = r->dev->weights + cb->param_off[i];
         else
@@ -822,7 +826,7 @@ static dpc_status gemm_call(void *arg, const dpc_cu_gemm_call *c) {
     d.epilogue = (dpc_lt_epilogue)g->epilogue;
     d.tf32 = x->cb->tf32;
     CUdeviceptr bias = g->bias >= 0 ? r->ptr[g->bias] : 0;
-    CUdeviceptr es = (CUdeviceptr)kbuf_esize(x->cb->kg->bufs.items[g->a], x->cb->prec); /* A, B, C alike: floats */
+    CUdeviceptr es = (CUdeviceptr)kbuf_esize(dpc_unit_buf(x->cb->u, g->a), x->cb->prec); /* A, B, C alike: floats */
     r->stats.gemms++;
     return dpc_lt_gemm(r->lt, &d, (const void *)(uintptr_t)(r->ptr[g->a] + (CUdeviceptr)c->offA * es),
                        (const void *)(uintptr_t)(r->ptr[g->b] + (CUdeviceptr)c->offB * es), (const void *)(uintptr_t)bias,
@@ -851,21 +855,21 @@ static dpc_status enqueue_steps(cuda_backend *cb, dpc_replica *r, int64_t N, boo
 /* Everything one forward puts on the stream, graph-capturable: control
  * block, inputs in, the plan, outputs and error flag out. */
 static dpc_status enqueue(cuda_backend *cb, dpc_replica *r, int64_t N, bool capturing, dpc_err *e) {
-    const kgraph *kg = cb->kg;
+    const dpc_unit *u = cb->u;
     char *host = r->host;
     dpc_status s = CK(cuMemsetD8Async(r->ctl, 0, sizeof(dpc_cu_kerr), r->stream));
-    size_t nscalars = (size_t)kg->g->scalars.len; /* at most MAX_SCALARS */
+    size_t nscalars = (size_t)dpc_unit_signature(u)->nscalars; /* at most MAX_SCALARS */
     if (s == DPC_OK && nscalars)
         s = CK(cuMemcpyHtoDAsync(r->ctl + CTL_SCALARS, host + CTL_SCALARS, nscalars * sizeof(float), r->stream));
-    for (int i = 0; s == DPC_OK && i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
+    for (int i = 0; s == DPC_OK && i < dpc_unit_nbufs(u); i++) {
+        const kbuf *b = dpc_unit_buf(u, i);
         if (b->kind == BUF_INPUT && dev_bytes(cb, b, N))
             s = CK(cuMemcpyHtoDAsync(r->ptr[i], host + r->host_off[i], dev_bytes(cb, b, N), r->stream));
     }
     if (s == DPC_OK)
         s = enqueue_steps(cb, r, N, capturing, e);
-    for (int i = 0; s == DPC_OK && i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
+    for (int i = 0; s == DPC_OK && i < dpc_unit_nbufs(u); i++) {
+        const kbuf *b = dpc_unit_buf(u, i);
         if (b->kind == BUF_OUTPUT && dev_bytes(cb, b, N))
             s = CK(cuMemcpyDtoHAsync(host + r->host_off[i], r->ptr[i], dev_bytes(cb, b, N), r->stream));
     }
@@ -902,13 +906,13 @@ static bool capture(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
 
 static dpc_status cuda_launch(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e) {
     cuda_backend *cb = (cuda_backend *)be;
-    const kgraph *kg = cb->kg;
+    const dpc_unit *u = cb->u;
     dpc_status s;
     if (is_dead(cb, e, &s))
         return s;
     if (r->pending)
         return dpc_errf(e, DPC_EINTERNAL, "CUDA replica launched twice without a sync");
-    if (a->fail_at >= 0 && a->fail_at < kg->kernels.len)
+    if (a->fail_at >= 0 && a->fail_at < dpc_unit_nkernels(u))
         return dpc_errf(e, DPC_EDEVICE, "injected failure in kernel %s", kname(cb, a->fail_at));
     r->pending_N = a->N;
     if (a->N == 0) {
@@ -925,10 +929,10 @@ static dpc_status cuda_launch(dpc_backend *be, dpc_replica *r, const dpc_run_arg
     /* stage the inputs and scalars in pinned memory */
     char *host = r->host;
     memset(host, 0, HOST_IO);
-    for (int i = 0; i < kg->g->scalars.len; i++)
+    for (int i = 0; i < dpc_unit_signature(u)->nscalars; i++)
         ((float *)(host + CTL_SCALARS))[i] = a->scalars ? a->scalars[i] : 0.0f;
-    for (int i = 0; i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
+    for (int i = 0; i < dpc_unit_nbufs(u); i++) {
+        const kbuf *b = dpc_unit_buf(u, i);
         if (b->kind != BUF_INPUT)
             continue;
         const dpc_tensor *t = &a->inputs[b->index];
@@ -968,7 +972,7 @@ static dpc_status cuda_launch(dpc_backend *be, dpc_replica *r, const dpc_run_arg
 
 static dpc_status cuda_sync(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e) {
     cuda_backend *cb = (cuda_backend *)be;
-    const kgraph *kg = cb->kg;
+    const dpc_unit *u = cb->u;
     if (!r->pending)
         return dpc_errf(e, DPC_EINTERNAL, "CUDA replica synced without a launch");
     r->pending = false;
@@ -980,16 +984,16 @@ static dpc_status cuda_sync(dpc_backend *be, dpc_replica *r, const dpc_run_args 
     if (s != DPC_OK)
         return s;
     const dpc_cu_kerr *ke = r->host;
-    if (ke->kernel > 0 && ke->kernel <= dpc_kgraph_nkernels(kg)) {
+    if (ke->kernel > 0 && ke->kernel <= dpc_unit_nkernels(u)) {
         dpc_kernel_info k;
-        dpc_kgraph_kernel(kg, ke->kernel - 1, &k);
+        dpc_unit_kernel(u, ke->kernel - 1, &k);
         return dpc_errf(e, DPC_EUSER, "%s:%d: index %lld is out of range for embedding %s with %lld rows", k.file,
                         k.line, ke->index, k.scope, ke->limit);
     }
     if (ke->kernel != 0)
         return dpc_errf(e, DPC_EINTERNAL, "the error flag holds an unknown kernel %d", ke->kernel);
-    for (int i = 0; i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
+    for (int i = 0; i < dpc_unit_nbufs(u); i++) {
+        const kbuf *b = dpc_unit_buf(u, i);
         if (b->kind != BUF_OUTPUT)
             continue;
         dpc_tensor *t = a->outputs[b->index];
@@ -1167,7 +1171,7 @@ bool dpc_cuda_kernels(const dpc_backend *be, char *out, size_t n) {
     return loaded > 0;
 }
 
-dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, kprec prec, dpc_backend **out, dpc_err *e) {
+dpc_status dpc_backend_cuda_new(const dpc_unit *u, float *const *params, kprec prec, dpc_backend **out, dpc_err *e) {
     *out = NULL;
     bool tf32, graphs, sync_each, use_stored;
     dpc_status s = dpc_env_flag("DPC_CUDA_TF32", false, &tf32, e);
@@ -1187,7 +1191,7 @@ dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, kprec pr
     cb->be = (dpc_backend){"cuda",           cuda_prepare, cuda_replica_new, cuda_run, cuda_replica_free,
                            cuda_destroy,     cuda_launch,  cuda_sync};
     cb->be.replicas_ready = cuda_replicas_ready;
-    cb->kg = kg;
+    cb->u = u;
     cb->params = params;
     cb->prec = prec;
     cb->tf32 = tf32;
