@@ -189,12 +189,6 @@ static dpc_status cc_timeout(int *secs, dpc_err *e) {
 
 /* ---- running ---- */
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* In the child, between fork and exec: system calls only. Its own process
  * group (so that the whole compiler - driver, cc1, as, ld - is killed
  * together), killed when the parent thread dies, no blocked signals. An
@@ -222,7 +216,7 @@ static void child(char *const *argv, char *const *envp, pid_t parent, int outfd,
 static bool read_output(int fd, double deadline, dpc_buf *out) {
     char chunk[4096];
     for (;;) {
-        double left = deadline - now_s();
+        double left = deadline - dpc_now_s();
         if (left <= 0)
             return false;
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -247,7 +241,7 @@ static bool wait_child(pid_t pid, double deadline, int *status) {
         pid_t r = waitpid(pid, status, WNOHANG);
         if (r == pid || (r < 0 && errno != EINTR))
             return true;
-        if (now_s() >= deadline)
+        if (dpc_now_s() >= deadline)
             return false;
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
     }
@@ -317,7 +311,7 @@ static dpc_status start(char *const *argv, char *const *envp, int slot, int outf
 /* Collects the started compiler: its output, then its exit, both within
  * the time limit; past it the whole process group is killed. */
 static dpc_status finish(pid_t pid, int slot, int outfd, int limit, dpc_buf *out, int *exit_status, dpc_err *e) {
-    double deadline = now_s() + limit;
+    double deadline = dpc_now_s() + limit;
     int status = 0;
     bool in_time = read_output(outfd, deadline, out) && wait_child(pid, deadline, &status);
     if (!in_time) {
