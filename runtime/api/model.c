@@ -199,7 +199,7 @@ dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warn
 
 void dpc_model_set_precision(dpc_model *m, kprec prec) { m->prec = prec; }
 
-dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e) {
+static dpc_status set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e) {
     int ncuda = 0;
     for (int i = 0; i < n; i++)
         ncuda += devs[i].kind == DPC_DEV_CUDA;
@@ -262,6 +262,15 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
     if (!ncuda)
         dpc_cpu_set_gemm_threads(m->be, (int)threads);
     return DPC_OK;
+}
+
+/* The backend compiles here (prepare, and each GPU's first replica): a
+ * refused kernel cache is noted in the model's own note. */
+dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e) {
+    dpc_kcache_note *prev = dpc_kcache_note_push(&m->kcache);
+    dpc_status s = set_devices(m, devs, n, e);
+    dpc_kcache_note_pop(prev);
+    return s;
 }
 
 dpc_status dpc_model_faults_from_env(dpc_model *m, dpc_err *e) {

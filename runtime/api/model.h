@@ -6,6 +6,7 @@
 #include "backend.h"
 #include "dataparallel.h"
 #include "dpc_compile.h"
+#include "kcache.h"
 #include "safetensors.h"
 
 typedef struct dpc_model {
@@ -22,6 +23,7 @@ typedef struct dpc_model {
     int fail_replica, fail_kernel; /* fault injection, -1 none */
     dpc_dp_report last;
     struct dpc_cu_images *images; /* a verified .dpa's CUBIN/PTX (dpc_artifact_instantiate), owned; NULL none */
+    dpc_kcache_note kcache;       /* a refused kernel cache directory, met by this model's compiles */
 } dpc_model;
 
 /* Compiles path up to kernels; diagnostics rendered into diags. */

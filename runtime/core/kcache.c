@@ -119,31 +119,45 @@ bool dpc_kcache_dir(char *out, size_t n) {
     return true;
 }
 
-/* The first refusal of the directory in this process, for the caller to
- * report once (dpc_kcache_refusal): the library itself never prints. */
-static pthread_mutex_t g_refusal_lock = PTHREAD_MUTEX_INITIALIZER;
-static char g_refusal[DPC_ERR_MSG];
-static enum { REFUSAL_NONE, REFUSAL_PENDING, REFUSAL_TAKEN } g_refusal_state;
+/* Where a refusal of the directory is noted, for the caller to report
+ * (the library itself never prints): the note the calling thread has
+ * pushed (a model's, around its compiles), else the thread's own. Nothing
+ * here is shared between threads, so one program's refusal is never
+ * another's. */
+static _Thread_local dpc_kcache_note t_own;
+static _Thread_local dpc_kcache_note *t_note;
+static _Thread_local bool t_own_taken;
 
 static dpc_status refuse(dpc_err *e, const dpc_err *why) {
-    pthread_mutex_lock(&g_refusal_lock);
-    if (g_refusal_state == REFUSAL_NONE) {
-        memcpy(g_refusal, why->msg, sizeof g_refusal);
-        g_refusal_state = REFUSAL_PENDING;
+    dpc_kcache_note *n = t_note ? t_note : &t_own;
+    if (!n->set) {
+        memcpy(n->msg, why->msg, sizeof n->msg);
+        n->set = true;
     }
-    pthread_mutex_unlock(&g_refusal_lock);
     return dpc_errf(e, why->code, "%s", why->msg);
 }
 
-bool dpc_kcache_refusal(char *msg, size_t n) {
-    pthread_mutex_lock(&g_refusal_lock);
-    bool pending = g_refusal_state == REFUSAL_PENDING;
-    if (pending) {
-        snprintf(msg, n, "%s", g_refusal);
-        g_refusal_state = REFUSAL_TAKEN;
+dpc_kcache_note *dpc_kcache_note_push(dpc_kcache_note *n) {
+    dpc_kcache_note *prev = t_note;
+    t_note = n;
+    return prev;
+}
+
+void dpc_kcache_note_pop(dpc_kcache_note *prev) {
+    dpc_kcache_note *cur = t_note, *up = prev ? prev : &t_own;
+    if (cur && cur->set && !up->set) {
+        memcpy(up->msg, cur->msg, sizeof up->msg);
+        up->set = true;
     }
-    pthread_mutex_unlock(&g_refusal_lock);
-    return pending;
+    t_note = prev;
+}
+
+bool dpc_kcache_refusal(char *msg, size_t n) {
+    if (!t_own.set || t_own_taken)
+        return false;
+    t_own_taken = true;
+    snprintf(msg, n, "%s", t_own.msg);
+    return true;
 }
 
 /* Refuses a cache directory that someone else could write to: entries are
