@@ -252,6 +252,14 @@ dpc_status dpc_dpa_parse_any(const void *buf, size_t len, const char *name, bool
     dpc_quote(fmt, strlen(fmt), qf, sizeof qf);
     bool fmt_ok = fmt[0] >= '1' && fmt[0] <= '9' && strlen(fmt) < 9 && strspn(fmt, "0123456789") == strlen(fmt);
     a->format = fmt_ok ? atoi(fmt) : -1;
+    if (a->format > 0 && a->format < DPC_ARTIFACT_FORMAT) {
+        s = dpc_errf(e, DPC_EUSER,
+                     "%s: artifact written by dpc %s in format %s, older than the format %d this dpc %s reads "
+                     "(format 2 requires dpc.cuda.sha256 with CUDA images); compile the model's .dp file again "
+                     "with `dpc compile`",
+                     a->name, qv, qf, DPC_ARTIFACT_FORMAT, DPC_VERSION);
+        goto fail;
+    }
     if (a->format != DPC_ARTIFACT_FORMAT) {
         s = dpc_errf(e, DPC_EUSER,
                      "%s: artifact written by dpc %s (format %s); this dpc %s reads format %d; recompile it with "
