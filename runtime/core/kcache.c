@@ -451,16 +451,24 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The cache directory (dir) opened for reading; *d NULL when there is none
+ * (no directory configured, or not created yet). */
+static dpc_status open_dir(char dir[DIR_CAP], DIR **d, const char *verb, dpc_err *e) {
+    *d = NULL;
+    if (!dpc_kcache_dir(dir, DIR_CAP))
+        return DPC_OK;
+    *d = opendir(dir);
+    if (!*d && errno != ENOENT)
+        return dpc_errf(e, DPC_EIO, "cannot %s kernel cache '%s': %s", verb, dir, strerror(errno));
+    return DPC_OK;
+}
+
 dpc_status dpc_kcache_list(dpc_buf *report, dpc_err *e) {
     char dir[DIR_CAP];
-    if (!dpc_kcache_dir(dir, sizeof dir))
-        return DPC_OK;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT)
-            return DPC_OK;
-        return dpc_errf(e, DPC_EIO, "cannot list kernel cache '%s': %s", dir, strerror(errno));
-    }
+    DIR *d;
+    dpc_status s0 = open_dir(dir, &d, "list", e);
+    if (!d)
+        return s0;
     char **lines = NULL;
     size_t n = 0, cap = 0;
     dpc_status s = DPC_OK;
@@ -508,15 +516,10 @@ dpc_status dpc_kcache_list(dpc_buf *report, dpc_err *e) {
 dpc_status dpc_kcache_clear(long *removed, dpc_err *e) {
     *removed = 0;
     char dir[DIR_CAP];
-    if (!dpc_kcache_dir(dir, sizeof dir))
-        return DPC_OK;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT)
-            return DPC_OK;
-        return dpc_errf(e, DPC_EIO, "cannot open kernel cache '%s': %s", dir, strerror(errno));
-    }
-    dpc_status s = DPC_OK;
+    DIR *d;
+    dpc_status s = open_dir(dir, &d, "open", e);
+    if (!d)
+        return s;
     struct dirent *de;
     while ((de = readdir(d))) {
         const char *kind;
