@@ -152,17 +152,25 @@ int dpc_unit_nkernels(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? 
 
 _Static_assert(KK_COPY + 1 == DPC_KERNEL_KINDS, "DPC_KERNEL_KINDS is the number of kernel kinds");
 const char *dpc_kernel_kind_name(int kind_index) { return kkind_name((kkind)kind_index); }
-int dpc_kgraph_nkernels(const kgraph *kg) { return kg->kernels.len; }
 int dpc_unit_nnodes(const dpc_unit *u) { return u->front->g.nodes.len; }
 double dpc_unit_flops(const dpc_unit *u, int64_t N) { return kgraph_flops(&u->kg, N); }
 
-void dpc_kgraph_kernel(const kgraph *kg, int k, dpc_kernel_info *out) {
-    const kernel *kr = kg->kernels.items[k];
+void dpc_unit_kernel(const dpc_unit *u, int k, dpc_kernel_info *out) {
+    const kernel *kr = u->kg.kernels.items[k];
     const ir_node *n = kr->root ? kr->root : kr->out;
     *out = (dpc_kernel_info){.name = kr->name, .kind = kkind_name(kr->kind), .kind_index = (int)kr->kind,
                              .line = n->at.line};
     out->file = n->at.file ? n->at.file->path : "?";
     out->scope = n->scope ? n->scope : "";
+}
+
+int dpc_unit_nbufs(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? u->kg.bufs.len : 0; }
+const kbuf *dpc_unit_buf(const dpc_unit *u, int id) { return u->kg.bufs.items[id]; }
+
+dpc_status dpc_unit_cuda_program(const dpc_unit *u, kprec prec, char **source, dpc_cu_plan *plan, dpc_err *e) {
+    if (u->stage != DPC_STAGE_FUSED)
+        return dpc_errf(e, DPC_EINTERNAL, "the unit was not compiled to kernels");
+    return dpc_cuda_program(&u->kg, prec, source, plan, e);
 }
 
 int dpc_unit_nfiles(const dpc_unit *u) { return u->front->ctx.files.len; }

@@ -225,17 +225,7 @@ typedef struct program {
 bool parse_program(dpc_ctx *c, const char *path, program *prog);
 bool parse_source(dpc_ctx *c, const char *path, const char *text, size_t len, program *prog);
 
-/* The rules every source file of a model is held to, whether read from
- * disk (parse.c) or stored in a .dpa (artifact.c), so that an artifact can
- * carry nothing a .dp could not: at most DPC_MAX_SOURCE_BYTES, and named by
- * a '/'-separated path relative to the root model's directory that stays
- * inside it (not absolute, no ".." above the root). rel may be NULL to
- * check the size alone (a root read from disk, named as the user wrote
- * it; on disk the path rule is enforced on resolved paths, symbolic links
- * included). Returns NULL when they hold, else what is wrong, to follow
- * the file's name ("leaves the model's directory"). */
-#define DPC_MAX_SOURCE_BYTES (16u << 20)
-const char *dpc_source_rule(const char *rel, size_t len);
+/* dpc_source_rule, DPC_MAX_SOURCE_BYTES: dpc_compile.h (artifact.c holds a .dpa's sources to them). */
 
 /* ------------------------------------------------- semantic values */
 

@@ -4,10 +4,12 @@
  * dpc_compile and reads the result through the unit: its forward signature
  * as a typed struct, its texts (the model tree, the graph IR, the fused
  * schedule) and each dialect's source, produced on request and
- * deterministic. This is the only compiler header runtime/ needs for
- * compiling and describing a model; stages that run kernels (the backends
- * and the memory plan) still read the kernel graph itself (kernel.h), which
- * the unit hands out with dpc_unit_kgraph.
+ * deterministic. This is the only compiler header runtime/ includes: what
+ * the stages that run kernels need (the backends and the memory plan) is
+ * here too, as plain structs and accessors of the unit: the kernel list
+ * (dpc_unit_kernel), the buffers the memory plan places (dpc_unit_buf) and
+ * the CUDA launch plan (dpc_unit_cuda_program), with the kernel ABI
+ * (kabi.h) that the generated code and the runtime share.
  *
  * Memory: a unit owns its compilation's arena; everything it hands out
  * (names, the signature, the graphs) lives until dpc_unit_free. Running out
@@ -16,6 +18,7 @@
 #define DPC_COMPILE_H
 
 #include "base.h"
+#include "kabi.h"
 #include "tensor.h"
 
 /* Counts of a forward's interface, checked where the forward is read
@@ -37,8 +40,8 @@ const char *kprec_name(kprec p);
  * false for anything else. */
 bool kprec_parse(const char *s, kprec *out);
 
-/* The compiler's internals, for the stages that need them (kernel.h,
- * frontend.h define them). */
+/* The compiler's internals (kernel.h, frontend.h define them): opaque to
+ * runtime/, which never reads them; the compiler's own tests do. */
 typedef struct kgraph kgraph;
 typedef struct dpc_front dpc_front;
 
@@ -174,24 +177,11 @@ typedef enum dpc_dialect { DPC_DIALECT_C, DPC_DIALECT_CUDA } dpc_dialect;
  * CUDA with floats stored as prec (the C dialect is f32 only):
  * deterministic, byte for byte what the backends compile. */
 void dpc_unit_source(const dpc_unit *u, dpc_dialect d, kprec prec, dpc_buf *out);
-/* The same from a kernel graph (what the backends hold). */
-void dpc_kgraph_source(const kgraph *kg, dpc_dialect d, kprec prec, dpc_buf *out);
 
-/* ---------------------------------------------------------- the internals */
+/* ------------------------------------------------- what runs: kernels */
 
-/* The kernel graph (DPC_STAGE_FUSED; NULL before), for the backends and
- * the memory plan, and the front end's result (model tree and graph IR),
- * for the artifact's inspection text and the weight initialiser. */
-const kgraph *dpc_unit_kgraph(const dpc_unit *u);
-/* Kernels of the kernel graph (0 before DPC_STAGE_FUSED). */
-int dpc_unit_nkernels(const dpc_unit *u);
-/* Nodes of the graph IR (DPC_STAGE_IR and later). */
-int dpc_unit_nnodes(const dpc_unit *u);
-/* Floating-point operations of one forward at batch N (DPC_STAGE_FUSED). */
-double dpc_unit_flops(const dpc_unit *u, int64_t N);
-
-/* What a runtime says about kernel k (in execution order) of a kernel
- * graph: in listings, and in errors blamed on it. */
+/* What a runtime says about kernel k (in execution order) of the unit: in
+ * listings, and in errors blamed on it. */
 typedef struct dpc_kernel_info {
     const char *name;  /* its function name in both dialects */
     const char *kind;  /* "elementwise", "gemm", "conv", ... */
@@ -202,12 +192,76 @@ typedef struct dpc_kernel_info {
 } dpc_kernel_info;
 #define DPC_KERNEL_KINDS 9
 const char *dpc_kernel_kind_name(int kind_index);
-int dpc_kgraph_nkernels(const kgraph *kg);
-void dpc_kgraph_kernel(const kgraph *kg, int k, dpc_kernel_info *out);
-dpc_front *dpc_unit_front(const dpc_unit *u);
+/* Kernels of the kernel graph (0 before DPC_STAGE_FUSED), and kernel k,
+ * 0 <= k < dpc_unit_nkernels. */
+int dpc_unit_nkernels(const dpc_unit *u);
+void dpc_unit_kernel(const dpc_unit *u, int k, dpc_kernel_info *out);
+/* Nodes of the graph IR (DPC_STAGE_IR and later). */
+int dpc_unit_nnodes(const dpc_unit *u);
+/* Floating-point operations of one forward at batch N (DPC_STAGE_FUSED). */
+double dpc_unit_flops(const dpc_unit *u, int64_t N);
+
+/* ------------------------------------------- what runs: the buffers */
+
+/* A buffer of the kernel graph, the memory plan's input (memplan.h): every
+ * buffer a kernel reads or writes, by id (the index the kernels and the
+ * launch plan name it by: dpc_cpu_kctx.buf[id], dpc_cu_launch.bufs). */
+typedef enum buf_kind { BUF_INPUT, BUF_PARAM, BUF_TEMP, BUF_OUTPUT, BUF_SCRATCH } buf_kind;
+
+typedef struct kbuf {
+    int id;
+    buf_kind kind;
+    int64_t elems;  /* elements per ... */
+    bool sym;       /* ... times N when true */
+    int esize;      /* bytes per element */
+    int index;      /* BUF_INPUT/OUTPUT: position; BUF_PARAM: model param index */
+    int first, last;/* kernels that write first and read last (liveness) */
+    const char *what;
+} kbuf;
+
+/* Bytes per element of b when floats are stored as p. */
+static inline int kbuf_esize(const kbuf *b, kprec p) { return b->esize == 4 && p != KP_F32 ? 2 : b->esize; }
+
+/* Buffers of the kernel graph (0 before DPC_STAGE_FUSED), and buffer id,
+ * 0 <= id < dpc_unit_nbufs. */
+int dpc_unit_nbufs(const dpc_unit *u);
+const kbuf *dpc_unit_buf(const dpc_unit *u, int id);
+
+/* ------------------------------------------ what runs: the CUDA program */
+
+/* The CUDA dialect's source (byte for byte dpc_unit_source's) and its
+ * launch plan (kabi.h), floats stored as prec. *source is malloc'ed; free
+ * the plan with dpc_cu_plan_free. DPC_EUSER (naming the op and its .dp
+ * line) for a graph the CUDA dialect cannot run, DPC_ENOMEM;
+ * DPC_EINTERNAL before DPC_STAGE_FUSED. */
+dpc_status dpc_unit_cuda_program(const dpc_unit *u, kprec prec, char **source, dpc_cu_plan *plan, dpc_err *e);
+void dpc_cu_plan_free(dpc_cu_plan *plan);
+
+/* ---------------------------------------------------------- the sources */
+
 /* The files the compilation read, the root first: dpc_unit_nfiles of
  * them; file i's path as read, with its text (NUL-terminated, len bytes). */
 int dpc_unit_nfiles(const dpc_unit *u);
 const char *dpc_unit_file(const dpc_unit *u, int i, const char **text, size_t *len);
+
+/* The rules every source file of a model is held to, whether read from
+ * disk (parse.c) or stored in a .dpa (artifact.c), so that an artifact can
+ * carry nothing a .dp could not: at most DPC_MAX_SOURCE_BYTES, and named by
+ * a '/'-separated path relative to the root model's directory that stays
+ * inside it (not absolute, no ".." above the root). rel may be NULL to
+ * check the size alone (a root read from disk, named as the user wrote
+ * it; on disk the path rule is enforced on resolved paths, symbolic links
+ * included). Returns NULL when they hold, else what is wrong, to follow
+ * the file's name ("leaves the model's directory"). */
+#define DPC_MAX_SOURCE_BYTES (16u << 20)
+const char *dpc_source_rule(const char *rel, size_t len);
+
+/* ---------------------------------------------------------- the internals */
+
+/* The kernel graph (DPC_STAGE_FUSED; NULL before) and the front end's
+ * result (model tree and graph IR): opaque here, for the compiler's own
+ * tests, which include kernel.h and frontend.h. */
+const kgraph *dpc_unit_kgraph(const dpc_unit *u);
+dpc_front *dpc_unit_front(const dpc_unit *u);
 
 #endif

@@ -48,21 +48,7 @@ typedef struct kernel {
     int scratch2;   /* KK_CONV: buffer id of the GEMM result [Cout, N*Ho*Wo], else -1 */
 } kernel;
 
-typedef enum buf_kind { BUF_INPUT, BUF_PARAM, BUF_TEMP, BUF_OUTPUT, BUF_SCRATCH } buf_kind;
-
-typedef struct kbuf {
-    int id;
-    buf_kind kind;
-    int64_t elems;  /* elements per ... */
-    bool sym;       /* ... times N when true */
-    int esize;      /* bytes per element */
-    int index;      /* BUF_INPUT/OUTPUT: position; BUF_PARAM: model param index */
-    int first, last;/* kernels that write first and read last (liveness) */
-    const char *what;
-} kbuf;
-
-/* Bytes per element of b when floats are stored as p (kprec: dpc_compile.h). */
-static inline int kbuf_esize(const kbuf *b, kprec p) { return b->esize == 4 && p != KP_F32 ? 2 : b->esize; }
+/* kbuf, buf_kind and kbuf_esize: dpc_compile.h (the memory plan reads them). */
 
 typedef struct unfused {
     ir_node *producer, *consumer;
@@ -129,6 +115,10 @@ void emit_cuda(const kgraph *kg, kprec prec, dpc_buf *out);
  * DPC_EUSER (naming the op and its .dp line) for a graph the CUDA dialect
  * cannot run, DPC_ENOMEM. */
 dpc_status dpc_cuda_program(const kgraph *kg, kprec prec, char **source, dpc_cu_plan *plan, dpc_err *e);
-void dpc_cu_plan_free(dpc_cu_plan *plan);
+/* dpc_cu_plan_free: dpc_compile.h. */
+
+/* compile.c: a dialect's source of a kernel graph, as dpc_unit_source
+ * (tests that hold a kernel graph). */
+void dpc_kgraph_source(const kgraph *kg, dpc_dialect d, kprec prec, dpc_buf *out);
 
 #endif

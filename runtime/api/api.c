@@ -40,6 +40,7 @@ struct dpc_program {
     dpc_model *sig; /* compiled from art at load; read-only afterwards */
     dpc_model *m;   /* the model that runs, weights bound; NULL before the first bind */
     bool bound;
+    bool kcache_told; /* the model's kernel cache refusal is in a warning already */
     dpc_device devs[DPC_MAX_DEVICES];
     int ndev;
     bool devs_pending; /* devs (and prec) not applied to m yet */
@@ -338,7 +339,8 @@ static dpc_status ready(dpc_program *p) {
     dpc_err e;
     dpc_status s;
     if (!p->bound) {
-        if (!dpc_artifact_has_weights(p->art))
+        /* a model without parameters needs none: it binds the empty set */
+        if (!dpc_artifact_has_weights(p->art) && signature(p)->nparams > 0)
             return failf(p, DPC_EUSER,
                          "%s: no weights: the artifact embeds none; call dpc_program_bind_weights first",
                          p->art->name);
@@ -401,6 +403,13 @@ dpc_status dpc_program_run(dpc_program *cp, const dpc_tensor *const *inputs, int
     for (int w = 0; w < p->m->last.nwarnings && w < DPC_DP_MAX_WARNINGS; w++) {
         size_t l = strlen(p->warn);
         snprintf(p->warn + l, sizeof p->warn - l, "%s%s", l ? "; " : "", p->m->last.warnings[w]);
+    }
+    /* this program's kernel cache refusal (its own note, kcache.h), once */
+    if (p->m->kcache.set && !p->kcache_told) {
+        size_t l = strlen(p->warn);
+        snprintf(p->warn + l, sizeof p->warn - l, "%s%.400s; compiled kernels are not kept", l ? "; " : "",
+                 p->m->kcache.msg);
+        p->kcache_told = true;
     }
     return leave(p, DPC_OK);
 }

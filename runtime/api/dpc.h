@@ -115,7 +115,8 @@ DPC_API const char *dpc_program_warning(const dpc_program *p);
  * memory (copied). Missing keys, wrong shapes and non-float dtypes are
  * errors naming every offending key; extra keys are a warning. On failure
  * the weights bound before stay in place. Without this call the weights
- * embedded in the artifact (if any) are used. */
+ * embedded in the artifact (if any) are used; a model without parameters
+ * runs without either. */
 DPC_API dpc_status dpc_program_bind_weights(dpc_program *p, const char *path);
 DPC_API dpc_status dpc_program_bind_weights_memory(dpc_program *p, const void *data, size_t len);
 /* 1 if the artifact embeds weights, else 0. */

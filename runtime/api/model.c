@@ -22,7 +22,6 @@ dpc_status dpc_model_from_unit(dpc_unit *u, dpc_model **out, dpc_err *e) {
     m->unit = u;
     m->sig = dpc_unit_signature(u);
     m->front = dpc_unit_front(u);
-    m->kg = *dpc_unit_kgraph(u);
     *out = m;
     return DPC_OK;
 }
@@ -200,7 +199,7 @@ dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warn
 
 void dpc_model_set_precision(dpc_model *m, kprec prec) { m->prec = prec; }
 
-dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e) {
+static dpc_status set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e) {
     int ncuda = 0;
     for (int i = 0; i < n; i++)
         ncuda += devs[i].kind == DPC_DEV_CUDA;
@@ -226,12 +225,12 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
     const char *want = ncuda ? "cuda" : "cpu";
     if (!m->be || strcmp(m->be->name, want) != 0 || m->be_prec != m->prec) {
         dpc_backend *be = NULL;
-        dpc_status s = ncuda ? dpc_backend_cuda_new(&m->kg, m->params, m->prec, &be, e)
-                             : dpc_backend_cpu_new(&m->kg, m->params, &be, e);
+        dpc_status s = ncuda ? dpc_backend_cuda_new(m->unit, m->params, m->prec, &be, e)
+                             : dpc_backend_cpu_new(m->unit, m->params, &be, e);
         if (s == DPC_OK && ncuda)
             dpc_backend_cuda_offer_images(be, m->images); /* used only if compiled from be's own source */
         if (s == DPC_OK)
-            s = be->prepare(be, &m->kg, e);
+            s = be->prepare(be, m->unit, e);
         if (s != DPC_OK) {
             if (be)
                 be->destroy(be);
@@ -263,6 +262,15 @@ dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dp
     if (!ncuda)
         dpc_cpu_set_gemm_threads(m->be, (int)threads);
     return DPC_OK;
+}
+
+/* The backend compiles here (prepare, and each GPU's first replica): a
+ * refused kernel cache is noted in the model's own note. */
+dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e) {
+    dpc_kcache_note *prev = dpc_kcache_note_push(&m->kcache);
+    dpc_status s = set_devices(m, devs, n, e);
+    dpc_kcache_note_pop(prev);
+    return s;
 }
 
 dpc_status dpc_model_faults_from_env(dpc_model *m, dpc_err *e) {

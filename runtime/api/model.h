@@ -6,14 +6,13 @@
 #include "backend.h"
 #include "dataparallel.h"
 #include "dpc_compile.h"
-#include "frontend.h" /* dpc_model.front, read by tests */
+#include "kcache.h"
 #include "safetensors.h"
 
 typedef struct dpc_model {
     dpc_unit *unit;             /* the compilation, owned */
     const dpc_signature *sig;   /* forward's signature, the unit's */
-    dpc_front *front;           /* the unit's front end (model tree, graph IR) */
-    kgraph kg;                  /* the unit's kernel graph (a copy of the struct; arena data shared) */
+    dpc_front *front;           /* the unit's front end, opaque: for tests (frontend.h); the runtime reads the unit */
     float **params;        /* per model.params index (f32), owned */
     dpc_backend *be;
     kprec prec, be_prec;   /* float storage asked for (dpc_model_set_precision), and the backend's */
@@ -24,6 +23,7 @@ typedef struct dpc_model {
     int fail_replica, fail_kernel; /* fault injection, -1 none */
     dpc_dp_report last;
     struct dpc_cu_images *images; /* a verified .dpa's CUBIN/PTX (dpc_artifact_instantiate), owned; NULL none */
+    dpc_kcache_note kcache;       /* a refused kernel cache directory, met by this model's compiles */
 } dpc_model;
 
 /* Compiles path up to kernels; diagnostics rendered into diags. */

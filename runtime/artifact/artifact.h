@@ -7,7 +7,7 @@
  * the data section starts at a multiple of 4096 bytes and can be
  * memory-mapped. Its __metadata__ carries dpc's sections (all strings):
  *
- *   dpc.format          "1" (DPC_ARTIFACT_FORMAT)
+ *   dpc.format          "2" (DPC_ARTIFACT_FORMAT)
  *   dpc.version         the dpc that wrote it ("0.1.0")
  *   dpc.model           the model's class name
  *   dpc.root            the root source file's name ("parallel_model.dp")
@@ -74,7 +74,9 @@
 
 #include "model.h"
 
-#define DPC_ARTIFACT_FORMAT 1
+/* 2: dpc.cuda.sha256 (the source the stored images were compiled from) is
+ * required with images. An older format is refused with its own message. */
+#define DPC_ARTIFACT_FORMAT 2
 #define DPC_ARTIFACT_ALIGN 4096 /* data section offset, when weights are embedded */
 #define DPC_ARTIFACT_MAX_ARCHS 16
 

@@ -3,12 +3,13 @@
  * optional ones marked). The CPU backend (backend_cpu.h) compiles the C
  * dialect of the kernels into a shared object; the CUDA backend
  * (backend_cuda.h) compiles the CUDA dialect with NVRTC and runs it from
- * the launch plan (compiler/kabi.h). Both run the same kernel IR; the
- * kernel ABI they share with the generated code is compiler/kabi.h. */
+ * the launch plan (compiler/kabi.h). Both run the same compiled unit
+ * (dpc_compile.h); the kernel ABI they share with the generated code is
+ * compiler/kabi.h. */
 #ifndef DPC_BACKEND_H
 #define DPC_BACKEND_H
 
-#include "kernel.h"
+#include "dpc_compile.h"
 #include "tensor.h"
 
 typedef struct dpc_backend dpc_backend;
@@ -28,7 +29,7 @@ struct dpc_backend {
     /* ---- required ---- */
     /* The device: compiles the model's kernels (or takes them from the
      * disk cache). */
-    dpc_status (*prepare)(dpc_backend *be, const kgraph *kg, dpc_err *e);
+    dpc_status (*prepare)(dpc_backend *be, const dpc_unit *u, dpc_err *e);
     /* One replica (its own memory plan, stream and views of the shared
      * weights), a forward on it, its end. */
     dpc_status (*replica_new)(dpc_backend *be, int device_index, dpc_replica **out, dpc_err *e);

@@ -645,3 +645,9 @@ dpc_status dpc_env_flag(const char *name, bool dflt, bool *out, dpc_err *e) {
     return dpc_errf(e, DPC_EUSAGE, "environment variable %s='%.100s' is not a flag (1, yes, on, true or 0, no, off, false)",
                     name, v);
 }
+
+double dpc_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}

@@ -112,6 +112,9 @@ dpc_status dpc_write_image(const char *path, dpc_buf *b, dpc_status st, dpc_err 
  * variable, never a silent 0. Every DPC_* integer variable goes through
  * it. */
 dpc_status dpc_env_long(const char *name, long min, long max, long *out, bool *set, dpc_err *e);
+
+/* Seconds on the monotonic clock (timings, deadlines). */
+double dpc_now_s(void);
 /* A boolean environment variable: unset or empty is dflt; 1, yes, on, true
  * and 0, no, off, false are read; anything else is a DPC_EUSAGE error. */
 dpc_status dpc_env_flag(const char *name, bool dflt, bool *out, dpc_err *e);

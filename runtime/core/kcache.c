@@ -119,31 +119,45 @@ bool dpc_kcache_dir(char *out, size_t n) {
     return true;
 }
 
-/* The first refusal of the directory in this process, for the caller to
- * report once (dpc_kcache_refusal): the library itself never prints. */
-static pthread_mutex_t g_refusal_lock = PTHREAD_MUTEX_INITIALIZER;
-static char g_refusal[DPC_ERR_MSG];
-static enum { REFUSAL_NONE, REFUSAL_PENDING, REFUSAL_TAKEN } g_refusal_state;
+/* Where a refusal of the directory is noted, for the caller to report
+ * (the library itself never prints): the note the calling thread has
+ * pushed (a model's, around its compiles), else the thread's own. Nothing
+ * here is shared between threads, so one program's refusal is never
+ * another's. */
+static _Thread_local dpc_kcache_note t_own;
+static _Thread_local dpc_kcache_note *t_note;
+static _Thread_local bool t_own_taken;
 
 static dpc_status refuse(dpc_err *e, const dpc_err *why) {
-    pthread_mutex_lock(&g_refusal_lock);
-    if (g_refusal_state == REFUSAL_NONE) {
-        memcpy(g_refusal, why->msg, sizeof g_refusal);
-        g_refusal_state = REFUSAL_PENDING;
+    dpc_kcache_note *n = t_note ? t_note : &t_own;
+    if (!n->set) {
+        memcpy(n->msg, why->msg, sizeof n->msg);
+        n->set = true;
     }
-    pthread_mutex_unlock(&g_refusal_lock);
     return dpc_errf(e, why->code, "%s", why->msg);
 }
 
-bool dpc_kcache_refusal(char *msg, size_t n) {
-    pthread_mutex_lock(&g_refusal_lock);
-    bool pending = g_refusal_state == REFUSAL_PENDING;
-    if (pending) {
-        snprintf(msg, n, "%s", g_refusal);
-        g_refusal_state = REFUSAL_TAKEN;
+dpc_kcache_note *dpc_kcache_note_push(dpc_kcache_note *n) {
+    dpc_kcache_note *prev = t_note;
+    t_note = n;
+    return prev;
+}
+
+void dpc_kcache_note_pop(dpc_kcache_note *prev) {
+    dpc_kcache_note *cur = t_note, *up = prev ? prev : &t_own;
+    if (cur && cur->set && !up->set) {
+        memcpy(up->msg, cur->msg, sizeof up->msg);
+        up->set = true;
     }
-    pthread_mutex_unlock(&g_refusal_lock);
-    return pending;
+    t_note = prev;
+}
+
+bool dpc_kcache_refusal(char *msg, size_t n) {
+    if (!t_own.set || t_own_taken)
+        return false;
+    t_own_taken = true;
+    snprintf(msg, n, "%s", t_own.msg);
+    return true;
 }
 
 /* Refuses a cache directory that someone else could write to: entries are
@@ -437,16 +451,24 @@ static int cmp_str(const void *a, const void *b) {
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* The cache directory (dir) opened for reading; *d NULL when there is none
+ * (no directory configured, or not created yet). */
+static dpc_status open_dir(char dir[DIR_CAP], DIR **d, const char *verb, dpc_err *e) {
+    *d = NULL;
+    if (!dpc_kcache_dir(dir, DIR_CAP))
+        return DPC_OK;
+    *d = opendir(dir);
+    if (!*d && errno != ENOENT)
+        return dpc_errf(e, DPC_EIO, "cannot %s kernel cache '%s': %s", verb, dir, strerror(errno));
+    return DPC_OK;
+}
+
 dpc_status dpc_kcache_list(dpc_buf *report, dpc_err *e) {
     char dir[DIR_CAP];
-    if (!dpc_kcache_dir(dir, sizeof dir))
-        return DPC_OK;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT)
-            return DPC_OK;
-        return dpc_errf(e, DPC_EIO, "cannot list kernel cache '%s': %s", dir, strerror(errno));
-    }
+    DIR *d;
+    dpc_status s0 = open_dir(dir, &d, "list", e);
+    if (!d)
+        return s0;
     char **lines = NULL;
     size_t n = 0, cap = 0;
     dpc_status s = DPC_OK;
@@ -494,15 +516,10 @@ dpc_status dpc_kcache_list(dpc_buf *report, dpc_err *e) {
 dpc_status dpc_kcache_clear(long *removed, dpc_err *e) {
     *removed = 0;
     char dir[DIR_CAP];
-    if (!dpc_kcache_dir(dir, sizeof dir))
-        return DPC_OK;
-    DIR *d = opendir(dir);
-    if (!d) {
-        if (errno == ENOENT)
-            return DPC_OK;
-        return dpc_errf(e, DPC_EIO, "cannot open kernel cache '%s': %s", dir, strerror(errno));
-    }
-    dpc_status s = DPC_OK;
+    DIR *d;
+    dpc_status s = open_dir(dir, &d, "open", e);
+    if (!d)
+        return s;
     struct dirent *de;
     while ((de = readdir(d))) {
         const char *kind;

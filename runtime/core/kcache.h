@@ -46,11 +46,26 @@ dpc_status dpc_kcache_put(const char *key, const char *kind, const char *arch, c
  * entry as dpc_kcache_get does and gives its path; false on a miss. */
 bool dpc_kcache_path(const char *key, const char *kind, char *path, size_t n);
 
-/* After the cache directory was refused (not a directory, another owner,
- * writable by group or others), the first call gives the first such
- * message and returns true; every other call returns false. The CLI says
- * it once on stderr: the run goes on, compiling what it would have
- * loaded. */
+/* A refused cache directory (not a directory, another owner, writable by
+ * group or others) is noted, never printed: the run goes on, compiling
+ * what it would have loaded. The note is the caller's: a model pushes its
+ * own around the compiles it makes (dpc_model.kcache, reported by the C
+ * API as the program's warning), so one program's refusal is never
+ * another's; without one pushed, the calling thread's own. set: a refusal
+ * was noted, msg its first. */
+typedef struct dpc_kcache_note {
+    bool set;
+    char msg[DPC_ERR_MSG];
+} dpc_kcache_note;
+/* Refusals on this thread go to n until the pop; returns the note before. */
+dpc_kcache_note *dpc_kcache_note_push(dpc_kcache_note *n);
+/* Back to prev (dpc_kcache_note_push's result). A refusal noted in the note
+ * popped is passed up to prev (or the thread's own note) when that has
+ * none, so that a caller asking its thread (the CLI) still hears it. */
+void dpc_kcache_note_pop(dpc_kcache_note *prev);
+/* The calling thread's own note: true with its message the first time a
+ * refusal is there, false every other time. The CLI says it once on
+ * stderr. */
 bool dpc_kcache_refusal(char *msg, size_t n);
 
 /* Appends one line per entry, sorted by key:

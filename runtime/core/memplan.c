@@ -33,9 +33,9 @@ static void live_range(const kbuf *b, int *first, int *last) {
         *last = INT_MAX;
 }
 
-dpc_status dpc_memplan(const kgraph *kg, int64_t N, kprec prec, bool include_io, size_t *offset, size_t *total,
+dpc_status dpc_memplan(const dpc_unit *u, int64_t N, kprec prec, bool include_io, size_t *offset, size_t *total,
                        dpc_err *e) {
-    int nb = kg->bufs.len;
+    int nb = dpc_unit_nbufs(u);
     *total = 0;
     int *order = calloc((size_t)nb + 1, sizeof(int));
     placed *pl = calloc((size_t)nb + 1, sizeof(placed));
@@ -46,7 +46,7 @@ dpc_status dpc_memplan(const kgraph *kg, int64_t N, kprec prec, bool include_io,
     }
     int n = 0;
     for (int i = 0; i < nb; i++) {
-        const kbuf *b = kg->bufs.items[i];
+        const kbuf *b = dpc_unit_buf(u, i);
         if (!is_placed(b, include_io))
             continue;
         if (b->sym && N > 0 && b->elems > (INT64_MAX / 2) / N / (b->esize ? b->esize : 1)) {
@@ -58,8 +58,8 @@ dpc_status dpc_memplan(const kgraph *kg, int64_t N, kprec prec, bool include_io,
     }
     /* insertion sort by size, largest first (stable: ties keep id order) */
     for (int i = 1; i < n; i++)
-        for (int j = i; j > 0 && dpc_memplan_bytes(kg->bufs.items[order[j]], N, prec) >
-                                     dpc_memplan_bytes(kg->bufs.items[order[j - 1]], N, prec);
+        for (int j = i; j > 0 && dpc_memplan_bytes(dpc_unit_buf(u, order[j]), N, prec) >
+                                     dpc_memplan_bytes(dpc_unit_buf(u, order[j - 1]), N, prec);
              j--) {
             int t = order[j];
             order[j] = order[j - 1];
@@ -68,7 +68,7 @@ dpc_status dpc_memplan(const kgraph *kg, int64_t N, kprec prec, bool include_io,
     size_t end = 0;
     int np = 0;
     for (int i = 0; i < n; i++) {
-        const kbuf *b = kg->bufs.items[order[i]];
+        const kbuf *b = dpc_unit_buf(u, order[i]);
         int first, last;
         live_range(b, &first, &last);
         size_t size = dpc_memplan_bytes(b, N, prec), off = 0;

@@ -2,7 +2,7 @@
  * backends: one arena per replica and batch size, buffers placed by
  * liveness so that buffers never live at the same time share bytes.
  *
- * Buffers come from the kernel IR (kernel.h): each has a size (k or k*N
+ * Buffers come from the compiled unit (dpc_unit_buf, dpc_compile.h): each has a size (k or k*N
  * elements) and a live range [first, last] in kernel indices. Temporaries
  * and scratch buffers are always placed. With include_io, the forward's
  * inputs (live from before the first kernel to their last reader) and
@@ -12,7 +12,7 @@
 #ifndef DPC_MEMPLAN_H
 #define DPC_MEMPLAN_H
 
-#include "kernel.h"
+#include "dpc_compile.h"
 
 /* Each buffer's offset is a multiple of this. */
 #define DPC_MEMPLAN_ALIGN 256
@@ -27,7 +27,7 @@ size_t dpc_memplan_bytes(const kbuf *b, int64_t N, kprec prec);
  * no placed buffer whose live range overlaps its own. DPC_ENOMEM when the
  * planner's own tables cannot be allocated, DPC_EUSER when the sizes
  * overflow. */
-dpc_status dpc_memplan(const kgraph *kg, int64_t N, kprec prec, bool include_io, size_t *offset, size_t *total,
+dpc_status dpc_memplan(const dpc_unit *u, int64_t N, kprec prec, bool include_io, size_t *offset, size_t *total,
                        dpc_err *e);
 
 #endif

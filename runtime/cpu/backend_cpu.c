@@ -34,7 +34,7 @@ typedef int (*forward_fn)(dpc_cpu_kctx *);
 
 typedef struct cpu_backend {
     dpc_backend be;
-    const kgraph *kg;
+    const dpc_unit *u;
     float *const *params;
     void *so;
     forward_fn forward;
@@ -98,10 +98,10 @@ int dpc_cpu_gemm_threads(const dpc_backend *be) {
     return be && be->run == cpu_run ? ((const cpu_backend *)be)->gemm_threads : 0;
 }
 
-char *dpc_cpu_source(const kgraph *kg) {
+char *dpc_cpu_source(const dpc_unit *u) {
     dpc_buf b;
     dpc_buf_init(&b);
-    dpc_kgraph_source(kg, DPC_DIALECT_C, KP_F32, &b);
+    dpc_unit_source(u, DPC_DIALECT_C, KP_F32, &b);
     return dpc_buf_take(&b);
 }
 
@@ -240,13 +240,13 @@ static dpc_status compile_so(const char *src, const char *key, void **so, forwar
     return s;
 }
 
-static dpc_status cpu_prepare(dpc_backend *be, const kgraph *kg, dpc_err *e) {
+static dpc_status cpu_prepare(dpc_backend *be, const dpc_unit *u, dpc_err *e) {
     cpu_backend *cb = (cpu_backend *)be;
     char tool[512], opts[256] = "", key[65], so_path[4096];
     dpc_status s = toolchain_id(tool, sizeof tool, e);
     if (s != DPC_OK)
         return s;
-    char *src = dpc_cpu_source(kg);
+    char *src = dpc_cpu_source(u);
     if (!src)
         return dpc_errf(e, DPC_ENOMEM, "out of memory rendering kernels");
     for (size_t i = 0; i < sizeof CFLAGS / sizeof *CFLAGS; i++) {
@@ -268,10 +268,10 @@ static dpc_status cpu_prepare(dpc_backend *be, const kgraph *kg, dpc_err *e) {
 /* Offsets from the shared planner (memplan.c); inputs and outputs stay in
  * the caller's tensors. */
 static dpc_status plan(cpu_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
-    const kgraph *kg = cb->kg;
-    int nb = kg->bufs.len;
+    const dpc_unit *u = cb->u;
+    int nb = dpc_unit_nbufs(u);
     size_t total = 0;
-    dpc_status s = dpc_memplan(kg, N, KP_F32, false, r->offset, &total, e);
+    dpc_status s = dpc_memplan(u, N, KP_F32, false, r->offset, &total, e);
     if (s != DPC_OK)
         return s;
     /* an arena even for 0 bytes (batch 0): buffer pointers are offsets into
@@ -287,7 +287,7 @@ static dpc_status plan(cpu_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
         r->arena_bytes = total;
     }
     for (int i = 0; i < nb; i++) {
-        const kbuf *b = kg->bufs.items[i];
+        const kbuf *b = dpc_unit_buf(u, i);
         if (b->kind == BUF_TEMP || b->kind == BUF_SCRATCH)
             r->buf[i] = (char *)r->arena + r->offset[i];
         else if (b->kind == BUF_PARAM)
@@ -301,7 +301,7 @@ static dpc_status cpu_replica_new(dpc_backend *be, int device_index, dpc_replica
     cpu_backend *cb = (cpu_backend *)be;
     (void)device_index;
     dpc_replica *r = dpc_calloc(1, sizeof *r);
-    int nb = cb->kg->bufs.len;
+    int nb = dpc_unit_nbufs(cb->u);
     if (r) {
         r->buf = dpc_calloc((size_t)nb + 1, sizeof(void *));
         r->offset = dpc_calloc((size_t)nb + 1, sizeof(size_t));
@@ -331,15 +331,15 @@ static void cpu_replica_free(dpc_backend *be, dpc_replica *r) {
 
 static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e) {
     cpu_backend *cb = (cpu_backend *)be;
-    const kgraph *kg = cb->kg;
+    const dpc_unit *u = cb->u;
     if (r->planned_N != a->N) {
         dpc_status s = plan(cb, r, a->N, e);
         if (s != DPC_OK)
             return s;
     }
     /* inputs and outputs are the caller's memory: no copies */
-    for (int i = 0; i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
+    for (int i = 0; i < dpc_unit_nbufs(u); i++) {
+        const kbuf *b = dpc_unit_buf(u, i);
         if (b->kind == BUF_INPUT)
             r->buf[i] = a->inputs[b->index].data;
         else if (b->kind == BUF_OUTPUT)
@@ -352,11 +352,11 @@ static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a
     int rc = cb->forward(&ctx);
     dpc_kernel_info k;
     if (rc < 0) {
-        dpc_kgraph_kernel(kg, -rc - 1, &k);
+        dpc_unit_kernel(u, -rc - 1, &k);
         return dpc_errf(e, DPC_EDEVICE, "injected failure in kernel %s", k.name);
     }
     if (rc > 0) {
-        dpc_kgraph_kernel(kg, rc - 1, &k);
+        dpc_unit_kernel(u, rc - 1, &k);
         return dpc_errf(e, DPC_EUSER, "%s:%d: index %lld is out of range for embedding %s with %lld rows", k.file,
                         k.line, (long long)ctx.bad_index, k.scope, (long long)ctx.bad_limit);
     }
@@ -370,12 +370,12 @@ static void cpu_destroy(dpc_backend *be) {
     free(cb);
 }
 
-dpc_status dpc_backend_cpu_new(const kgraph *kg, float *const *params, dpc_backend **out, dpc_err *e) {
+dpc_status dpc_backend_cpu_new(const dpc_unit *u, float *const *params, dpc_backend **out, dpc_err *e) {
     cpu_backend *cb = dpc_calloc(1, sizeof *cb);
     if (!cb)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
     cb->be = (dpc_backend){"cpu", cpu_prepare, cpu_replica_new, cpu_run, cpu_replica_free, cpu_destroy};
-    cb->kg = kg;
+    cb->u = u;
     cb->params = params;
     cb->gemm_threads = 1;
     *out = &cb->be;

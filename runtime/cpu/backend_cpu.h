@@ -8,7 +8,7 @@
 
 /* params[i] points at model parameter i (f32), shared by all replicas: the
  * CPU needs no copy. */
-dpc_status dpc_backend_cpu_new(const kgraph *kg, float *const *params, dpc_backend **out, dpc_err *e);
+dpc_status dpc_backend_cpu_new(const dpc_unit *u, float *const *params, dpc_backend **out, dpc_err *e);
 /* GEMM threads per replica of the CPU backend be (its share of the cores;
  * set before running several replicas at once). Each backend has its own:
  * one program's device list does not change another's. */
@@ -16,6 +16,6 @@ void dpc_cpu_set_gemm_threads(dpc_backend *be, int n);
 /* be's GEMM threads per replica (1 until set); 0 when be is not a CPU backend. */
 int dpc_cpu_gemm_threads(const dpc_backend *be);
 /* The generated C source, as the CPU backend compiles it. */
-char *dpc_cpu_source(const kgraph *kg);
+char *dpc_cpu_source(const dpc_unit *u);
 
 #endif

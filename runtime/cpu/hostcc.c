@@ -189,12 +189,6 @@ static dpc_status cc_timeout(int *secs, dpc_err *e) {
 
 /* ---- running ---- */
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 /* In the child, between fork and exec: system calls only. Its own process
  * group (so that the whole compiler - driver, cc1, as, ld - is killed
  * together), killed when the parent thread dies, no blocked signals. An
@@ -222,7 +216,7 @@ static void child(char *const *argv, char *const *envp, pid_t parent, int outfd,
 static bool read_output(int fd, double deadline, dpc_buf *out) {
     char chunk[4096];
     for (;;) {
-        double left = deadline - now_s();
+        double left = deadline - dpc_now_s();
         if (left <= 0)
             return false;
         struct pollfd p = {.fd = fd, .events = POLLIN};
@@ -247,7 +241,7 @@ static bool wait_child(pid_t pid, double deadline, int *status) {
         pid_t r = waitpid(pid, status, WNOHANG);
         if (r == pid || (r < 0 && errno != EINTR))
             return true;
-        if (now_s() >= deadline)
+        if (dpc_now_s() >= deadline)
             return false;
         nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
     }
@@ -269,22 +263,28 @@ static void output_head(const dpc_buf *out, char *head, size_t n) {
         head[--len] = 0;
 }
 
-static dpc_status report(const char *cc, int status, const dpc_buf *out, dpc_err *e) {
+/* What runs, in messages: "host compiler 'cc'", "ptxas '/usr/.../ptxas'". */
+typedef struct tool {
+    const char *kind, *name;
+} tool;
+
+static dpc_status report(const tool *t, int status, const dpc_buf *out, dpc_err *e) {
     char head[DPC_ERR_MSG];
     output_head(out, head, sizeof head);
     if (WIFEXITED(status))
-        return dpc_errf(e, DPC_EDEVICE, "host compiler '%s' failed (exit status %d)%s", cc, WEXITSTATUS(status),
+        return dpc_errf(e, DPC_EDEVICE, "%s '%s' failed (exit status %d)%s", t->kind, t->name, WEXITSTATUS(status),
                         head);
-    return dpc_errf(e, DPC_EDEVICE, "host compiler '%s' was killed by signal %d%s", cc,
+    return dpc_errf(e, DPC_EDEVICE, "%s '%s' was killed by signal %d%s", t->kind, t->name,
                     WIFSIGNALED(status) ? WTERMSIG(status) : 0, head);
 }
 
 /* Starts argv; *pid on success. An exec failure (no such file, not
- * executable) is an error naming the compiler and the reason. */
-static dpc_status start(char *const *argv, char *const *envp, int slot, int outfd, pid_t *pid, dpc_err *e) {
+ * executable) is an error naming the program and the reason. */
+static dpc_status start(const tool *t, char *const *argv, char *const *envp, int slot, int outfd, pid_t *pid,
+                        dpc_err *e) {
     int ep[2];
     if (pipe2(ep, O_CLOEXEC) != 0)
-        return dpc_errf(e, DPC_EIO, "host compiler: pipe: %s", strerror(errno));
+        return dpc_errf(e, DPC_EIO, "%s: pipe: %s", t->kind, strerror(errno));
     pid_t parent = getpid();
     pid_t p = fork();
     if (p == 0)
@@ -292,7 +292,7 @@ static dpc_status start(char *const *argv, char *const *envp, int slot, int outf
     close(ep[1]);
     if (p < 0) {
         close(ep[0]);
-        return dpc_errf(e, DPC_EIO, "cannot run host compiler '%s': fork: %s", dpc_hostcc_name(), strerror(errno));
+        return dpc_errf(e, DPC_EIO, "cannot run %s '%s': fork: %s", t->kind, t->name, strerror(errno));
     }
     setpgid(p, p); /* also here, so the group exists before it is published */
     if (slot >= 0)
@@ -308,16 +308,17 @@ static dpc_status start(char *const *argv, char *const *envp, int slot, int outf
             ;
         if (slot >= 0)
             atomic_store(&g_jobs[slot].pgid, 0);
-        return dpc_errf(e, DPC_EDEVICE, "cannot run host compiler '%s': %s", argv[0], strerror(err));
+        return dpc_errf(e, DPC_EDEVICE, "cannot run %s '%s': %s", t->kind, argv[0], strerror(err));
     }
     *pid = p;
     return DPC_OK;
 }
 
-/* Collects the started compiler: its output, then its exit, both within
+/* Collects the started program: its output, then its exit, both within
  * the time limit; past it the whole process group is killed. */
-static dpc_status finish(pid_t pid, int slot, int outfd, int limit, dpc_buf *out, int *exit_status, dpc_err *e) {
-    double deadline = now_s() + limit;
+static dpc_status finish(const tool *t, pid_t pid, int slot, int outfd, int limit, dpc_buf *out, int *exit_status,
+                         dpc_err *e) {
+    double deadline = dpc_now_s() + limit;
     int status = 0;
     bool in_time = read_output(outfd, deadline, out) && wait_child(pid, deadline, &status);
     if (!in_time) {
@@ -329,42 +330,39 @@ static dpc_status finish(pid_t pid, int slot, int outfd, int limit, dpc_buf *out
     if (slot >= 0)
         atomic_store(&g_jobs[slot].pgid, 0);
     if (!in_time)
-        return dpc_errf(e, DPC_EDEVICE, "host compiler '%s' did not finish within %d s (set DPC_CC_TIMEOUT to allow more)",
-                        dpc_hostcc_name(), limit);
+        return dpc_errf(e, DPC_EDEVICE, "%s '%s' did not finish within %d s (set DPC_CC_TIMEOUT to allow more)",
+                        t->kind, t->name, limit);
     if (WIFEXITED(status))
         *exit_status = WEXITSTATUS(status);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
         return DPC_OK;
-    return report(dpc_hostcc_name(), status, out, e);
+    return report(t, status, out, e);
 }
 
-dpc_status dpc_ccjob_run(dpc_ccjob *j, const char *const *args, dpc_buf *output, int *exit_status, dpc_err *e) {
-    int limit, ignored;
+/* argv under the rules of hostcc.h, within limit seconds. */
+static dpc_status run_argv(dpc_ccjob *j, const tool *t, char *const *argv, int limit, dpc_buf *output,
+                           int *exit_status, dpc_err *e) {
+    int ignored;
     if (!exit_status)
         exit_status = &ignored;
     *exit_status = -1;
-    char buf[DIR_CAP], tmpdir_var[DIR_CAP + 8];
-    char *argv[MAX_WORDS * 2 + 1];
-    dpc_status s = cc_timeout(&limit, e);
-    if (s == DPC_OK)
-        s = make_argv(args, buf, sizeof buf, argv, e);
-    if (s != DPC_OK)
-        return s;
+    char tmpdir_var[DIR_CAP + 8];
+    dpc_status s = DPC_OK;
     char **envp = child_env(j ? j->dir : NULL, tmpdir_var, sizeof tmpdir_var);
     int op[2];
     if (!envp)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
     if (pipe2(op, O_CLOEXEC) != 0) {
-        s = dpc_errf(e, DPC_EIO, "host compiler: pipe: %s", strerror(errno));
+        s = dpc_errf(e, DPC_EIO, "%s: pipe: %s", t->kind, strerror(errno));
     } else {
         int slot = j ? j->slot : -1;
         pid_t pid = -1;
         dpc_buf out;
         dpc_buf_init(&out);
-        s = start(argv, envp, slot, op[1], &pid, e);
+        s = start(t, argv, envp, slot, op[1], &pid, e);
         close(op[1]);
         if (s == DPC_OK)
-            s = finish(pid, slot, op[0], limit, &out, exit_status, e);
+            s = finish(t, pid, slot, op[0], limit, &out, exit_status, e);
         close(op[0]);
         if (output && out.len)
             dpc_buf_put(output, out.data, out.len);
@@ -373,4 +371,31 @@ dpc_status dpc_ccjob_run(dpc_ccjob *j, const char *const *args, dpc_buf *output,
     if (envp != environ)
         dpc_free(envp);
     return s;
+}
+
+dpc_status dpc_ccjob_run(dpc_ccjob *j, const char *const *args, dpc_buf *output, int *exit_status, dpc_err *e) {
+    int limit;
+    char buf[DIR_CAP];
+    char *argv[MAX_WORDS * 2 + 1];
+    if (exit_status)
+        *exit_status = -1;
+    dpc_status s = cc_timeout(&limit, e);
+    if (s == DPC_OK)
+        s = make_argv(args, buf, sizeof buf, argv, e);
+    if (s != DPC_OK)
+        return s;
+    tool t = {"host compiler", dpc_hostcc_name()};
+    return run_argv(j, &t, argv, limit, output, exit_status, e);
+}
+
+dpc_status dpc_ccjob_exec(dpc_ccjob *j, const char *kind, char *const *argv, dpc_buf *output, int *exit_status,
+                          dpc_err *e) {
+    int limit;
+    if (exit_status)
+        *exit_status = -1;
+    dpc_status s = cc_timeout(&limit, e);
+    if (s != DPC_OK)
+        return s;
+    tool t = {kind, argv[0]};
+    return run_argv(j, &t, argv, limit, output, exit_status, e);
 }

@@ -1,4 +1,5 @@
-/* hostcc.h - running the host C compiler (the CPU backend's kernels).
+/* hostcc.h - running the host C compiler (the CPU backend's kernels), and
+ * under the same rules the other tools dpc runs (ptxas, dpc_ccjob_exec).
  *
  *  - The compiler is $CC split on blanks into words (CC="ccache gcc -O2"),
  *    default "cc", executed directly: never through a shell, so no quoting.
@@ -35,6 +36,15 @@ const char *dpc_ccjob_dir(const dpc_ccjob *j);
  * 64 KiB); exit_status, if not NULL, its exit status when it ran to its end
  * in time, else -1. j may be NULL (no directory: `cc --version`). */
 dpc_status dpc_ccjob_run(dpc_ccjob *j, const char *const *args, dpc_buf *output, int *exit_status, dpc_err *e);
+/* The runner of dpc_ccjob_run for another program (ptxas.c): argv[0] is a
+ * path (or a name looked up on PATH) and argv is NULL-terminated; kind
+ * names it in messages ("ptxas": "ptxas '/usr/bin/ptxas' did not finish
+ * within 300 s"). The same rules: no shell, its own process group killed
+ * at $DPC_CC_TIMEOUT, by dpc_hostcc_abort and with the thread that started
+ * it, stdin /dev/null, TMPDIR the job's directory. A nonzero exit status is
+ * DPC_EDEVICE with *exit_status set and the output kept. */
+dpc_status dpc_ccjob_exec(dpc_ccjob *j, const char *kind, char *const *argv, dpc_buf *output, int *exit_status,
+                          dpc_err *e);
 /* Removes the job's directory with every file in it, and frees j (NULL is
  * fine). */
 void dpc_ccjob_end(dpc_ccjob *j);

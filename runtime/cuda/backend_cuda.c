@@ -29,100 +29,19 @@
  * Every driver, NVRTC and cuBLASLt call is checked and named in the error.
  * A sticky error (illegal address...) poisons the CUDA context: the backend
  * then refuses all further work with the first such message. */
-#include "backend_cuda.h"
-#include "cublaslt.h"
-#include "dataparallel.h"
-#include "cuda_driver.h"
-#include "faults.h"
+#include "backend_cuda_impl.h"
 #include "memplan.h"
-#include "nccl_lib.h"
 #include "nvrtc_compile.h"
 
 #include <nvrtc.h>
-#include <pthread.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-/* The kernel ABI: compiler/kabi.h, printed into the generated source by
- * emit_cuda.c. The host holds the device pointers as CUdeviceptr. */
-_Static_assert(sizeof(CUdeviceptr) == sizeof(unsigned long long), "kabi.h holds a CUdeviceptr as unsigned long long");
-
-#define MAX_SCALARS DPC_MAX_SCALARS /* no forward has more (irbuild.c) */
-#define CTL_SCALARS 64 /* offset of the scalars in the control block */
-#define CTL_BYTES (CTL_SCALARS + MAX_SCALARS * 4)
-#define HOST_IO ((CTL_BYTES + 255) / 256 * 256) /* offset of the first staged input in pinned memory */
-#define MAX_IMAGES 8
-
-/* What the replicas on one GPU share. */
-typedef struct cu_dev {
-    int ordinal;
-    CUcontext ctx;
-    dpc_cuda_device info;
-    char target[32];   /* what the module was compiled for: sm_90, or compute_XX */
-    char how[320];     /* where the module came from, for dpc_cuda_kernels */
-    CUmodule mod;
-    CUfunction *fn;    /* per plan step; NULL for GEMMs */
-    CUdeviceptr weights;
-    atomic_bool weights_pending; /* allocated, waiting for the NCCL broadcast */
-} cu_dev;
-
-typedef struct cuda_backend {
-    dpc_backend be;
-    const kgraph *kg;
-    float *const *params;
-    char *src;
-    const char *model_name;
-    dpc_cu_plan plan;
-    bool has_gemm;
-    size_t *param_off; /* per buffer: offset of a parameter in a device's weights */
-    size_t weight_bytes;
-    struct {
-        char arch[32];
-        dpc_buf image;
-        bool hit; /* from the kernel cache */
-    } images[MAX_IMAGES];
-    int nimages;
-    const dpc_cu_images *stored; /* offered by the artifact, borrowed; NULL none */
-    char src_sha256[65];         /* of src, when stored images are offered */
-    cu_dev *devs[DPC_MAX_DEVICES];
-    int ndevs;
-    pthread_mutex_t lock;
-    bool tf32, graphs, sync_each, use_stored;
-    kprec prec;        /* how float buffers are stored on the device */
-    atomic_int dead;
-    char dead_msg[DPC_ERR_MSG];
-    dpc_cuda_weights_info winfo; /* how the weights reached the GPUs (under lock) */
-} cuda_backend;
-
-struct dpc_replica {
-    cuda_backend *cb;
-    cu_dev *dev;
-    CUstream stream;
-    dpc_lt *lt;
-    CUdeviceptr ctl; /* dpc_cu_kerr, then the scalars */
-    int64_t planned_N; /* -1: not planned yet */
-    CUdeviceptr arena;
-    size_t arena_bytes;
-    size_t *offset;     /* per buffer, in the arena */
-    CUdeviceptr *ptr;   /* per buffer */
-    size_t *host_off;   /* per input/output buffer, in the pinned staging */
-    void *host;         /* pinned: dpc_cu_kerr, scalars, inputs, outputs */
-    size_t host_bytes;
-    CUgraphExec graph;  /* for planned_N, once captured */
-    bool graph_failed;  /* capture refused at planned_N: run step by step */
-    long runs_at_N;
-    bool pending;       /* launched, not yet synced */
-    int64_t pending_N;
-    dpc_cuda_stats stats;
-};
 
 /* ---------------------------------------------------------- errors */
 
-static bool is_dead(cuda_backend *cb, dpc_err *e, dpc_status *s) {
+bool dpc_cub_is_dead(cuda_backend *cb, dpc_err *e, dpc_status *s) {
     if (!atomic_load(&cb->dead))
         return false;
     *s = dpc_errf(e, DPC_EDEVICE, "the CUDA backend stopped after a sticky error and cannot run again in this "
@@ -140,7 +59,7 @@ static void mark_dead(cuda_backend *cb, const char *msg) {
     pthread_mutex_unlock(&cb->lock);
 }
 
-static dpc_status cu_check(cuda_backend *cb, CUresult r, const char *call, dpc_err *e) {
+dpc_status dpc_cub_check(cuda_backend *cb, CUresult r, const char *call, dpc_err *e) {
     if (r == CUDA_SUCCESS)
         return DPC_OK;
     dpc_err tmp;
@@ -152,16 +71,11 @@ static dpc_status cu_check(cuda_backend *cb, CUresult r, const char *call, dpc_e
     return s;
 }
 
-/* A checked driver call; cb and e must be in scope. */
-#define CK(call) cu_check(cb, dpc_cuda()->call, #call, e)
-#define CK_TRY(call)                                                                               \
-    do {                                                                                           \
-        dpc_status ck_s_ = CK(call);                                                               \
-        if (ck_s_ != DPC_OK)                                                                       \
-            return ck_s_;                                                                          \
-    } while (0)
-
-static const char *kname(const cuda_backend *cb, int k) { return ((const kernel *)cb->kg->kernels.items[k])->name; }
+const char *dpc_cub_kname(const cuda_backend *cb, int k) {
+    dpc_kernel_info ki;
+    dpc_unit_kernel(cb->u, k, &ki);
+    return ki.name;
+}
 
 /* ---------------------------------------------------------- compiling */
 
@@ -274,7 +188,7 @@ static bool load_stored(cuda_backend *cb, cu_dev *d, char *why, size_t nwhy, dpc
         }
         d->mod = NULL;
         if (dpc_cuda_is_sticky(r)) {
-            *s = cu_check(cb, r, "cuModuleLoadDataEx", e);
+            *s = dpc_cub_check(cb, r, "cuModuleLoadDataEx", e);
             return false;
         }
         snprintf(why, nwhy, " (%s's %s refused: %s)", cb->stored->from, c[i]->arch, dpc_cuda_error_name(r));
@@ -304,7 +218,7 @@ static dpc_status load_module(cuda_backend *cb, cu_dev *d, dpc_err *e) {
             set_how(d, "NVRTC %s%s%s", d->target, hit ? " (kernel cache)" : "", why);
             return DPC_OK;
         }
-        s = cu_check(cb, r, "cuModuleLoadDataEx", e);
+        s = dpc_cub_check(cb, r, "cuModuleLoadDataEx", e);
         fallback = r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE ||
                    r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
     }
@@ -334,7 +248,7 @@ static void launch_name(const dpc_cu_launch *l, char *out, size_t n) { snprintf(
 
 /* True when d's weights are to come by NCCL broadcast: another GPU holds
  * them and NCCL loads. A collective over every GPU of the device list needs
- * them all to exist, so the copy waits for cuda_replicas_ready (or the
+ * them all to exist, so the copy waits for dpc_cub_replicas_ready (or the
  * first launch on d). Without NCCL the reason is kept for `dpc run -v`. */
 static bool defer_to_nccl(cuda_backend *cb, cu_dev *d) {
     bool held = false;
@@ -351,11 +265,8 @@ static bool defer_to_nccl(cuda_backend *cb, cu_dev *d) {
     return true;
 }
 
-/* The tensor dtype of 16-bit storage. */
-static dpc_dtype half_dtype(kprec p) { return p == KP_BF16 ? DPC_BF16 : DPC_F16; }
-
 static dpc_status upload_weights(cuda_backend *cb, cu_dev *d, dpc_err *e) {
-    const kgraph *kg = cb->kg;
+    const dpc_unit *u = cb->u;
     if (cb->weight_bytes == 0)
         return DPC_OK;
     dpc_status s = CK(cuMemAlloc(&d->weights, cb->weight_bytes));
@@ -382,8 +293,8 @@ static dpc_status upload_weights(cuda_backend *cb, cu_dev *d, dpc_err *e) {
         return s;
     }
     cb->winfo.gpus = 1; /* the first GPU: from the host */
-    for (int i = 0; s == DPC_OK && i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
+    for (int i = 0; s == DPC_OK && i < dpc_unit_nbufs(u); i++) {
+        const kbuf *b = dpc_unit_buf(u, i);
         if (b->kind != BUF_PARAM || b->elems <= 0)
             continue;
         const float *p = cb->params ? cb->params[b->index] : NULL;
@@ -397,7 +308,7 @@ static dpc_status upload_weights(cuda_backend *cb, cu_dev *d, dpc_err *e) {
         uint16_t *h = malloc((size_t)b->elems * 2);
         if (!h)
             return dpc_errf(e, DPC_ENOMEM, "out of memory narrowing parameter %s", b->what ? b->what : "?");
-        dpc_f32_narrow(p, h, (size_t)b->elems, half_dtype(cb->prec));
+        dpc_f32_narrow(p, h, (size_t)b->elems, dpc_cub_half_dtype(cb->prec));
         s = CK(cuMemcpyHtoD(d->weights + cb->param_off[i], h, (size_t)b->elems * 2));
         free(h);
     }
@@ -519,10 +430,10 @@ static dpc_status broadcast_weights(cuda_backend *cb, dpc_err *e) {
 
 /* backend.h's replicas_ready: every replica of the device list exists, so
  * the GPUs that wait for weights get them in one collective. */
-static dpc_status cuda_replicas_ready(dpc_backend *be, dpc_err *e) {
+dpc_status dpc_cub_replicas_ready(dpc_backend *be, dpc_err *e) {
     cuda_backend *cb = (cuda_backend *)be;
     dpc_status s;
-    if (is_dead(cb, e, &s))
+    if (dpc_cub_is_dead(cb, e, &s))
         return s;
     pthread_mutex_lock(&cb->lock);
     s = broadcast_weights(cb, e);
@@ -532,27 +443,27 @@ static dpc_status cuda_replicas_ready(dpc_backend *be, dpc_err *e) {
 
 /* ---------------------------------------------------------- backend */
 
-static dpc_status cuda_prepare(dpc_backend *be, const kgraph *kg, dpc_err *e) {
+static dpc_status cuda_prepare(dpc_backend *be, const dpc_unit *u, dpc_err *e) {
     cuda_backend *cb = (cuda_backend *)be;
     if (cb->src)
         return DPC_OK;
     dpc_status s = dpc_cuda_load(e);
     if (s != DPC_OK)
         return s;
-    s = dpc_cuda_program(kg, cb->prec, &cb->src, &cb->plan, e);
+    s = dpc_unit_cuda_program(u, cb->prec, &cb->src, &cb->plan, e);
     if (s != DPC_OK)
         return s;
-    cb->model_name = kg->g->model_name;
+    cb->model_name = dpc_unit_signature(u)->model_name;
     if (cb->stored)
         dpc_sha256_hex(cb->src, strlen(cb->src), cb->src_sha256);
     for (int i = 0; i < cb->plan.nsteps; i++)
         cb->has_gemm |= cb->plan.steps[i].kind == DPC_CU_GEMM;
-    cb->param_off = dpc_calloc((size_t)kg->bufs.len + 1, sizeof(size_t));
+    cb->param_off = dpc_calloc((size_t)dpc_unit_nbufs(u) + 1, sizeof(size_t));
     if (!cb->param_off)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
     size_t off = 0;
-    for (int i = 0; i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
+    for (int i = 0; i < dpc_unit_nbufs(u); i++) {
+        const kbuf *b = dpc_unit_buf(u, i);
         if (b->kind != BUF_PARAM)
             continue;
         cb->param_off[i] = off;
@@ -590,7 +501,7 @@ static dpc_status cuda_replica_new(dpc_backend *be, int ordinal, dpc_replica **o
     cuda_backend *cb = (cuda_backend *)be;
     *out = NULL;
     dpc_status s;
-    if (is_dead(cb, e, &s))
+    if (dpc_cub_is_dead(cb, e, &s))
         return s;
     if (!cb->src)
         return dpc_errf(e, DPC_EINTERNAL, "the CUDA backend was not prepared");
@@ -601,7 +512,7 @@ static dpc_status cuda_replica_new(dpc_backend *be, int ordinal, dpc_replica **o
     if (s != DPC_OK)
         return s;
     dpc_replica *r = dpc_calloc(1, sizeof *r);
-    int nb = cb->kg->bufs.len;
+    int nb = dpc_unit_nbufs(cb->u);
     if (r) {
         r->offset = dpc_calloc((size_t)nb + 1, sizeof(size_t));
         r->ptr = dpc_calloc((size_t)nb + 1, sizeof(CUdeviceptr));
@@ -649,471 +560,6 @@ static void cuda_destroy(dpc_backend *be) {
     dpc_cu_plan_free(&cb->plan);
     pthread_mutex_destroy(&cb->lock);
     free(cb);
-}
-
-/* ---------------------------------------------------------- memory plan */
-
-/* Bytes of buffer b at batch N: on the device (floats as cb->prec), and in
- * the caller's tensors (f32). */
-static size_t dev_bytes(const cuda_backend *cb, const kbuf *b, int64_t N) {
-    return (size_t)(b->sym ? b->elems * N : b->elems) * (size_t)kbuf_esize(b, cb->prec);
-}
-static size_t host_bytes(const kbuf *b, int64_t N) { return (size_t)(b->sym ? b->elems * N : b->elems) * (size_t)b->esize; }
-
-/* Tensor data into the staging area, narrowed to 16 bits when floats are
- * stored so; and back. */
-static void stage_in(const cuda_backend *cb, const kbuf *b, void *dst, const void *src, int64_t N) {
-    if (kbuf_esize(b, cb->prec) == b->esize)
-        memcpy(dst, src, host_bytes(b, N));
-    else
-        dpc_f32_narrow(src, dst, host_bytes(b, N) / 4, half_dtype(cb->prec));
-}
-static void stage_out(const cuda_backend *cb, const kbuf *b, void *dst, const void *src, int64_t N) {
-    if (kbuf_esize(b, cb->prec) == b->esize)
-        memcpy(dst, src, host_bytes(b, N));
-    else
-        dpc_f32_widen(src, dst, host_bytes(b, N) / 4, half_dtype(cb->prec));
-}
-
-static dpc_status plan(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
-    const kgraph *kg = cb->kg;
-    size_t total = 0;
-    dpc_status s = dpc_memplan(kg, N, cb->prec, true, r->offset, &total, e);
-    if (s != DPC_OK)
-        return s;
-    if (r->graph) {
-        dpc_cuda()->cuGraphExecDestroy(r->graph);
-        r->graph = NULL;
-    }
-    r->planned_N = -1;
-    r->graph_failed = false;
-    r->runs_at_N = 0;
-    if (total > r->arena_bytes) {
-        if (r->arena)
-            CK_TRY(cuMemFree(r->arena));
-        r->arena = 0;
-        r->arena_bytes = 0;
-        s = CK(cuMemAlloc(&r->arena, total));
-        if (s != DPC_OK) {
-            dpc_err_prefix(e, "activations of batch %lld (%zu bytes): ", (long long)N, total);
-            return s;
-        }
-        r->arena_bytes = total;
-    }
-    size_t host = HOST_IO;
-    for (int i = 0; i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
-        if (b->kind == BUF_PARAM)
-            r->ptr[i] = r->dev->weights + cb->param_off[i];
-        else
-            r->ptr[i] = r->arena + r->offset[i];
-        if (b->kind == BUF_INPUT || b->kind == BUF_OUTPUT) {
-            r->host_off[i] = host;
-            host += dpc_memplan_bytes(b, N, cb->prec);
-        }
-    }
-    if (host > r->host_bytes) {
-        if (r->host)
-            CK_TRY(cuMemFreeHost(r->host));
-        r->host = NULL;
-        r->host_bytes = 0;
-        s = CK(cuMemAllocHost(&r->host, host));
-        if (s != DPC_OK) {
-            dpc_err_prefix(e, "pinned staging of %zu bytes: ", host);
-            return s;
-        }
-        r->host_bytes = host;
-    }
-    r->planned_N = N;
-    r->stats.arena_bytes = r->arena_bytes;
-    return DPC_OK;
-}
-
-/* ---------------------------------------------------------- one forward */
-
-static dpc_status launch_kernel(cuda_backend *cb, dpc_replica *r, int i, int64_t N, dpc_err *e) {
-    const dpc_cu_launch *l = &cb->plan.steps[i].u.launch;
-    int64_t blocks = dpc_cu_blocks(l, N, r->dev->info.sm_count);
-    if (blocks <= 0)
-        return DPC_OK;
-    if (blocks > 0x7fffffffLL)
-        return dpc_errf(e, DPC_EUSER, "kernel %s%s: %lld blocks are more than one launch can take", l->fn, l->suffix,
-                        (long long)blocks);
-    CUdeviceptr ptrs[DPC_CU_MAX_PARAMS];
-    void *args[DPC_CU_MAX_PARAMS + 1];
-    for (int j = 0; j < l->nbufs; j++) {
-        ptrs[j] = r->ptr[l->bufs[j]];
-        args[j] = &ptrs[j];
-    }
-    dpc_cu_kctx ctx = {.scalars = r->ctl + CTL_SCALARS, .err = r->ctl, .N = N, .g = l->g};
-    args[l->nbufs] = &ctx;
-    if (dpc_fault_kernel_should_fail())
-        return dpc_errf(e, DPC_EDEVICE, "cuLaunchKernel failed: injected fault");
-    dpc_status s = CK(cuLaunchKernel(r->dev->fn[i], (unsigned)blocks, 1, 1, DPC_CU_BLOCK, 1, 1, 0, r->stream, args, NULL));
-    r->stats.kernel_launches++;
-    return s;
-}
-
-dpc_status dpc_cu_gemm_expand(const dpc_cu_gemm *g, int64_t N,
-                              dpc_status (*fn)(void *ctx, const dpc_cu_gemm_call *c), void *ctx) {
-    dpc_cu_gemm_call c = {0};
-    c.M = dpc_cu_dim_eval(g->M, N);
-    c.N = dpc_cu_dim_eval(g->N, N);
-    c.K = dpc_cu_dim_eval(g->K, N);
-    c.lda = dpc_cu_dim_eval(g->lda, N);
-    c.ldb = dpc_cu_dim_eval(g->ldb, N);
-    c.ldc = dpc_cu_dim_eval(g->ldc, N);
-    c.batch = dpc_cu_dim_eval(g->batch, N);
-    c.strideA = dpc_cu_dim_eval(g->strideA, N);
-    c.strideB = dpc_cu_dim_eval(g->strideB, N);
-    c.strideC = dpc_cu_dim_eval(g->strideC, N);
-    if (c.M <= 0 || c.N <= 0 || c.batch <= 0)
-        return DPC_OK;
-    int64_t count[DPC_CU_MAX_LOOPS], total = 1;
-    for (int j = 0; j < g->nloops; j++) {
-        count[j] = dpc_cu_dim_eval(g->loop[j].count, N);
-        total *= count[j];
-    }
-    for (int64_t it = 0; it < total; it++) {
-        int64_t rem = it;
-        c.offA = dpc_cu_dim_eval(g->offA, N);
-        c.offB = dpc_cu_dim_eval(g->offB, N);
-        c.offC = dpc_cu_dim_eval(g->offC, N);
-        for (int j = g->nloops - 1; j >= 0; j--) {
-            int64_t i = rem % count[j];
-            rem /= count[j];
-            c.offA += i * dpc_cu_dim_eval(g->loop[j].sA, N);
-            c.offB += i * dpc_cu_dim_eval(g->loop[j].sB, N);
-            c.offC += i * dpc_cu_dim_eval(g->loop[j].sC, N);
-        }
-        dpc_status s = fn(ctx, &c);
-        if (s != DPC_OK)
-            return s;
-    }
-    return DPC_OK;
-}
-
-typedef struct gemm_ctx {
-    cuda_backend *cb;
-    dpc_replica *r;
-    const dpc_cu_gemm *g;
-    dpc_err *e;
-} gemm_ctx;
-
-static dpc_status gemm_call(void *arg, const dpc_cu_gemm_call *c) {
-    gemm_ctx *x = arg;
-    const dpc_cu_gemm *g = x->g;
-    dpc_replica *r = x->r;
-    if (c->batch > 0x7fffffff)
-        return dpc_errf(x->e, DPC_EUSER, "a batch of %lld GEMMs is more than cuBLASLt takes", (long long)c->batch);
-    dpc_lt_gemm_desc d = {0};
-    d.M = c->M;
-    d.N = c->N;
-    d.K = c->K;
-    d.transB = g->transB;
-    d.lda = c->lda;
-    d.ldb = c->ldb;
-    d.ldc = c->ldc;
-    d.batch = (int32_t)c->batch;
-    d.strideA = c->strideA;
-    d.strideB = c->strideB;
-    d.strideC = c->strideC;
-    d.dtype = x->cb->prec == KP_BF16 ? DPC_LT_BF16 : x->cb->prec == KP_F16 ? DPC_LT_F16 : DPC_LT_F32;
-    d.epilogue = (dpc_lt_epilogue)g->epilogue;
-    d.tf32 = x->cb->tf32;
-    CUdeviceptr bias = g->bias >= 0 ? r->ptr[g->bias] : 0;
-    CUdeviceptr es = (CUdeviceptr)kbuf_esize(x->cb->kg->bufs.items[g->a], x->cb->prec); /* A, B, C alike: floats */
-    r->stats.gemms++;
-    return dpc_lt_gemm(r->lt, &d, (const void *)(uintptr_t)(r->ptr[g->a] + (CUdeviceptr)c->offA * es),
-                       (const void *)(uintptr_t)(r->ptr[g->b] + (CUdeviceptr)c->offB * es), (const void *)(uintptr_t)bias,
-                       (void *)(uintptr_t)(r->ptr[g->c] + (CUdeviceptr)c->offC * es), (void *)r->stream, x->e);
-}
-
-static dpc_status run_gemm(cuda_backend *cb, dpc_replica *r, int i, int64_t N, dpc_err *e) {
-    gemm_ctx x = {cb, r, &cb->plan.steps[i].u.gemm, e};
-    return dpc_cu_gemm_expand(x.g, N, gemm_call, &x);
-}
-
-/* The plan's steps, in order. */
-static dpc_status enqueue_steps(cuda_backend *cb, dpc_replica *r, int64_t N, bool capturing, dpc_err *e) {
-    dpc_status s = DPC_OK;
-    for (int i = 0; s == DPC_OK && i < cb->plan.nsteps; i++) {
-        const dpc_cu_step *st = &cb->plan.steps[i];
-        s = st->kind == DPC_CU_LAUNCH ? launch_kernel(cb, r, i, N, e) : run_gemm(cb, r, i, N, e);
-        if (s == DPC_OK && cb->sync_each && !capturing)
-            s = CK(cuStreamSynchronize(r->stream));
-        if (s != DPC_OK)
-            dpc_err_prefix(e, "kernel %s: ", kname(cb, st->kernel));
-    }
-    return s;
-}
-
-/* Everything one forward puts on the stream, graph-capturable: control
- * block, inputs in, the plan, outputs and error flag out. */
-static dpc_status enqueue(cuda_backend *cb, dpc_replica *r, int64_t N, bool capturing, dpc_err *e) {
-    const kgraph *kg = cb->kg;
-    char *host = r->host;
-    dpc_status s = CK(cuMemsetD8Async(r->ctl, 0, sizeof(dpc_cu_kerr), r->stream));
-    size_t nscalars = (size_t)kg->g->scalars.len; /* at most MAX_SCALARS */
-    if (s == DPC_OK && nscalars)
-        s = CK(cuMemcpyHtoDAsync(r->ctl + CTL_SCALARS, host + CTL_SCALARS, nscalars * sizeof(float), r->stream));
-    for (int i = 0; s == DPC_OK && i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
-        if (b->kind == BUF_INPUT && dev_bytes(cb, b, N))
-            s = CK(cuMemcpyHtoDAsync(r->ptr[i], host + r->host_off[i], dev_bytes(cb, b, N), r->stream));
-    }
-    if (s == DPC_OK)
-        s = enqueue_steps(cb, r, N, capturing, e);
-    for (int i = 0; s == DPC_OK && i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
-        if (b->kind == BUF_OUTPUT && dev_bytes(cb, b, N))
-            s = CK(cuMemcpyDtoHAsync(host + r->host_off[i], r->ptr[i], dev_bytes(cb, b, N), r->stream));
-    }
-    if (s == DPC_OK)
-        s = CK(cuMemcpyDtoHAsync(host, r->ctl, sizeof(dpc_cu_kerr), r->stream));
-    return s;
-}
-
-/* Captures enqueue into a graph. False (with the reason in e) when the
- * driver refuses; the caller then runs step by step. */
-static bool capture(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
-    const dpc_cuda_api *cu = dpc_cuda();
-    if (CK(cuStreamBeginCapture(r->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)) != DPC_OK)
-        return false;
-    long kl = r->stats.kernel_launches, gm = r->stats.gemms;
-    dpc_status s = enqueue(cb, r, N, true, e);
-    CUgraph graph = NULL;
-    CUresult er = cu->cuStreamEndCapture(r->stream, &graph);
-    if (s == DPC_OK)
-        s = cu_check(cb, er, "cuStreamEndCapture", e);
-    if (s == DPC_OK)
-        s = CK(cuGraphInstantiate(&r->graph, graph, 0));
-    if (graph)
-        cu->cuGraphDestroy(graph);
-    if (s != DPC_OK) {
-        r->graph = NULL;
-        r->stats.kernel_launches = kl;
-        r->stats.gemms = gm;
-        return false;
-    }
-    r->stats.graphs_built++;
-    return true;
-}
-
-static dpc_status cuda_launch(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e) {
-    cuda_backend *cb = (cuda_backend *)be;
-    const kgraph *kg = cb->kg;
-    dpc_status s;
-    if (is_dead(cb, e, &s))
-        return s;
-    if (r->pending)
-        return dpc_errf(e, DPC_EINTERNAL, "CUDA replica launched twice without a sync");
-    if (a->fail_at >= 0 && a->fail_at < kg->kernels.len)
-        return dpc_errf(e, DPC_EDEVICE, "injected failure in kernel %s", kname(cb, a->fail_at));
-    r->pending_N = a->N;
-    if (a->N == 0) {
-        r->pending = true;
-        return DPC_OK;
-    }
-    /* replicas made without replicas_ready (or after it failed) */
-    if (atomic_load(&r->dev->weights_pending) && (s = cuda_replicas_ready(be, e)) != DPC_OK)
-        return s;
-    if ((s = CK(cuCtxSetCurrent(r->dev->ctx))) != DPC_OK)
-        return s;
-    if (r->planned_N != a->N && (s = plan(cb, r, a->N, e)) != DPC_OK)
-        return s;
-    /* stage the inputs and scalars in pinned memory */
-    char *host = r->host;
-    memset(host, 0, HOST_IO);
-    for (int i = 0; i < kg->g->scalars.len; i++)
-        ((float *)(host + CTL_SCALARS))[i] = a->scalars ? a->scalars[i] : 0.0f;
-    for (int i = 0; i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
-        if (b->kind != BUF_INPUT)
-            continue;
-        const dpc_tensor *t = &a->inputs[b->index];
-        size_t want = host_bytes(b, a->N);
-        if (t->nbytes != want)
-            return dpc_errf(e, DPC_EINTERNAL, "input %d has %zu bytes, the plan expects %zu", b->index,
-                            (size_t)t->nbytes, want);
-        if (want)
-            stage_in(cb, b, host + r->host_off[i], t->data, a->N);
-    }
-    r->stats.forwards++;
-    if (cb->graphs && r->graph) {
-        s = CK(cuGraphLaunch(r->graph, r->stream));
-        r->stats.graph_launches += s == DPC_OK;
-    } else if (cb->graphs && !r->graph_failed && r->runs_at_N > 0) {
-        dpc_err why;
-        if (capture(cb, r, a->N, &why)) {
-            s = CK(cuGraphLaunch(r->graph, r->stream));
-            r->stats.graph_launches += s == DPC_OK;
-        } else {
-            if (atomic_load(&cb->dead))
-                return dpc_errf(e, DPC_EDEVICE, "%s", why.msg);
-            r->graph_failed = true; /* e.g. a driver that cannot capture: step by step */
-            s = enqueue(cb, r, a->N, false, e);
-        }
-    } else {
-        s = enqueue(cb, r, a->N, false, e);
-    }
-    if (s != DPC_OK) {
-        dpc_cuda()->cuStreamSynchronize(r->stream); /* nothing may still write to the staging */
-        return s;
-    }
-    r->runs_at_N++;
-    r->pending = true;
-    return DPC_OK;
-}
-
-static dpc_status cuda_sync(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e) {
-    cuda_backend *cb = (cuda_backend *)be;
-    const kgraph *kg = cb->kg;
-    if (!r->pending)
-        return dpc_errf(e, DPC_EINTERNAL, "CUDA replica synced without a launch");
-    r->pending = false;
-    if (r->pending_N == 0)
-        return DPC_OK;
-    dpc_status s = CK(cuCtxSetCurrent(r->dev->ctx));
-    if (s == DPC_OK)
-        s = CK(cuStreamSynchronize(r->stream));
-    if (s != DPC_OK)
-        return s;
-    const dpc_cu_kerr *ke = r->host;
-    if (ke->kernel > 0 && ke->kernel <= dpc_kgraph_nkernels(kg)) {
-        dpc_kernel_info k;
-        dpc_kgraph_kernel(kg, ke->kernel - 1, &k);
-        return dpc_errf(e, DPC_EUSER, "%s:%d: index %lld is out of range for embedding %s with %lld rows", k.file,
-                        k.line, ke->index, k.scope, ke->limit);
-    }
-    if (ke->kernel != 0)
-        return dpc_errf(e, DPC_EINTERNAL, "the error flag holds an unknown kernel %d", ke->kernel);
-    for (int i = 0; i < kg->bufs.len; i++) {
-        const kbuf *b = kg->bufs.items[i];
-        if (b->kind != BUF_OUTPUT)
-            continue;
-        dpc_tensor *t = a->outputs[b->index];
-        size_t want = host_bytes(b, r->pending_N);
-        if (!t || t->nbytes != want)
-            return dpc_errf(e, DPC_EINTERNAL, "output %d has %zu bytes, the plan gives %zu", b->index,
-                            t ? (size_t)t->nbytes : 0, want);
-        if (want)
-            stage_out(cb, b, t->data, (char *)r->host + r->host_off[i], r->pending_N);
-    }
-    return DPC_OK;
-}
-
-static dpc_status cuda_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e) {
-    dpc_status s = cuda_launch(be, r, a, e);
-    if (s != DPC_OK)
-        return s;
-    return cuda_sync(be, r, a, e);
-}
-
-/* ---------------------------------------------------------- benchmarks */
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-dpc_status dpc_cuda_bench_steps(dpc_backend *be, dpc_replica *r, int64_t N, bool graph, int warm, int iters,
-                                dpc_cuda_bench *out, dpc_err *e) {
-    cuda_backend *cb = (cuda_backend *)be;
-    const dpc_cuda_api *cu = dpc_cuda();
-    memset(out, 0, sizeof *out);
-    dpc_status s;
-    if (strcmp(be->name, "cuda") != 0)
-        return dpc_errf(e, DPC_EUSAGE, "not a CUDA replica");
-    if (is_dead(cb, e, &s))
-        return s;
-    if (iters < 1 || iters > 100000 || warm < 0 || N < 1)
-        return dpc_errf(e, DPC_EUSAGE, "bad benchmark arguments");
-    if ((s = CK(cuCtxSetCurrent(r->dev->ctx))) != DPC_OK)
-        return s;
-    if (r->planned_N != N && (s = plan(cb, r, N, e)) != DPC_OK)
-        return s;
-    CUgraphExec exec = NULL;
-    if (graph) {
-        if ((s = CK(cuStreamBeginCapture(r->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))) != DPC_OK)
-            return s;
-        s = enqueue_steps(cb, r, N, true, e);
-        CUgraph gr = NULL;
-        CUresult er = cu->cuStreamEndCapture(r->stream, &gr);
-        if (s == DPC_OK)
-            s = cu_check(cb, er, "cuStreamEndCapture", e);
-        if (s == DPC_OK)
-            s = CK(cuGraphInstantiate(&exec, gr, 0));
-        if (gr)
-            cu->cuGraphDestroy(gr);
-        if (s != DPC_OK)
-            return s;
-    }
-    double *ms = dpc_calloc((size_t)iters, sizeof(double));
-    CUevent ev[2] = {NULL, NULL};
-    s = ms ? DPC_OK : dpc_errf(e, DPC_ENOMEM, "out of memory");
-    if (s == DPC_OK)
-        s = CK(cuEventCreate(&ev[0], CU_EVENT_DEFAULT));
-    if (s == DPC_OK)
-        s = CK(cuEventCreate(&ev[1], CU_EVENT_DEFAULT));
-    double host = 0;
-    long kl = r->stats.kernel_launches, gm = r->stats.gemms;
-    for (int it = 0; s == DPC_OK && it < warm + iters; it++) {
-        if ((s = CK(cuEventRecord(ev[0], r->stream))) != DPC_OK)
-            break;
-        double t0 = now_us();
-        s = graph ? CK(cuGraphLaunch(exec, r->stream)) : enqueue_steps(cb, r, N, false, e);
-        double t1 = now_us();
-        if (s == DPC_OK)
-            s = CK(cuEventRecord(ev[1], r->stream));
-        if (s == DPC_OK)
-            s = CK(cuEventSynchronize(ev[1]));
-        float t = 0;
-        if (s == DPC_OK)
-            s = CK(cuEventElapsedTime(&t, ev[0], ev[1]));
-        if (it == warm) {
-            out->kernels_per_forward = (int)(r->stats.kernel_launches - kl);
-            out->gemms_per_forward = (int)(r->stats.gemms - gm);
-        }
-        kl = r->stats.kernel_launches;
-        gm = r->stats.gemms;
-        if (it >= warm) {
-            ms[it - warm] = t;
-            host += t1 - t0;
-        }
-    }
-    if (s == DPC_OK) {
-        qsort(ms, (size_t)iters, sizeof(double), cmp_double);
-        out->ms_median = ms[iters / 2];
-        out->ms_p10 = ms[iters / 10];
-        out->ms_p90 = ms[iters - 1 - iters / 10];
-        out->host_us = host / iters;
-        out->iters = iters;
-        if (graph) { /* a replay launches nothing itself: count the steps */
-            for (int i = 0; i < cb->plan.nsteps; i++)
-                cb->plan.steps[i].kind == DPC_CU_LAUNCH ? out->kernels_per_forward++ : out->gemms_per_forward++;
-        }
-    }
-    for (int i = 0; i < 2; i++)
-        if (ev[i])
-            cu->cuEventDestroy(ev[i]);
-    if (exec)
-        cu->cuGraphExecDestroy(exec);
-    free(ms);
-    return s;
-}
-
-bool dpc_cuda_replica_stats(const dpc_backend *be, const dpc_replica *r, dpc_cuda_stats *out) {
-    if (!be || !r || strcmp(be->name, "cuda") != 0)
-        return false;
-    *out = r->stats;
-    return true;
 }
 
 bool dpc_cuda_weights(const dpc_backend *be, dpc_cuda_weights_info *out) {
@@ -1167,7 +613,7 @@ bool dpc_cuda_kernels(const dpc_backend *be, char *out, size_t n) {
     return loaded > 0;
 }
 
-dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, kprec prec, dpc_backend **out, dpc_err *e) {
+dpc_status dpc_backend_cuda_new(const dpc_unit *u, float *const *params, kprec prec, dpc_backend **out, dpc_err *e) {
     *out = NULL;
     bool tf32, graphs, sync_each, use_stored;
     dpc_status s = dpc_env_flag("DPC_CUDA_TF32", false, &tf32, e);
@@ -1184,10 +630,10 @@ dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, kprec pr
     cuda_backend *cb = dpc_calloc(1, sizeof *cb);
     if (!cb)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
-    cb->be = (dpc_backend){"cuda",           cuda_prepare, cuda_replica_new, cuda_run, cuda_replica_free,
-                           cuda_destroy,     cuda_launch,  cuda_sync};
-    cb->be.replicas_ready = cuda_replicas_ready;
-    cb->kg = kg;
+    cb->be = (dpc_backend){"cuda",           cuda_prepare, cuda_replica_new, dpc_cub_run, cuda_replica_free,
+                           cuda_destroy,     dpc_cub_launch,  dpc_cub_sync};
+    cb->be.replicas_ready = dpc_cub_replicas_ready;
+    cb->u = u;
     cb->params = params;
     cb->prec = prec;
     cb->tf32 = tf32;
@@ -1198,3 +644,4 @@ dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, kprec pr
     *out = &cb->be;
     return DPC_OK;
 }
+

@@ -34,7 +34,7 @@ dpc_status dpc_cu_gemm_expand(const dpc_cu_gemm *g, int64_t N,
  * asynchronous fault is then blamed on its kernel). prec: floats (weights,
  * activations, inputs and outputs on the device) in f32, or in 16 bits with
  * f32 arithmetic and GEMM accumulation; the caller's tensors stay f32. */
-dpc_status dpc_backend_cuda_new(const kgraph *kg, float *const *params, kprec prec, dpc_backend **out, dpc_err *e);
+dpc_status dpc_backend_cuda_new(const dpc_unit *u, float *const *params, kprec prec, dpc_backend **out, dpc_err *e);
 
 /* Kernel images built ahead of time: a .dpa's CUBIN (sm_XX) and PTX
  * (compute_XX), attached to the model by dpc_artifact_instantiate once the

@@ -282,17 +282,19 @@ static dpc_status check_args(const char *src, const char *name, const char *arch
     return DPC_OK;
 }
 
+/* The arguments checked, then the options. */
+static dpc_status begin(opts *o, const char *src, const char *name, const char *arch, const char *const *extra_opts,
+                        int nopts, dpc_err *e) {
+    dpc_status s = check_args(src, name, arch, e);
+    return s == DPC_OK ? build_opts(o, arch, extra_opts, nopts, e) : s;
+}
+
 dpc_status dpc_nvrtc_compile(const char *src, const char *name, const char *arch,
                              const char *const *extra_opts, int nopts, dpc_buf *out_image,
                              dpc_buf *out_log, dpc_err *e) {
-    dpc_status s = check_args(src, name, arch, e);
-    if (s != DPC_OK)
-        return s;
     opts o;
-    s = build_opts(&o, arch, extra_opts, nopts, e);
-    if (s != DPC_OK)
-        return s;
-    return compile_with(&o, src, name, arch, out_image, out_log, e);
+    dpc_status s = begin(&o, src, name, arch, extra_opts, nopts, e);
+    return s == DPC_OK ? compile_with(&o, src, name, arch, out_image, out_log, e) : s;
 }
 
 dpc_status dpc_nvrtc_compile_cached(const char *src, const char *name, const char *arch,
@@ -300,11 +302,8 @@ dpc_status dpc_nvrtc_compile_cached(const char *src, const char *name, const cha
                                     dpc_buf *out_log, bool *hit, dpc_err *e) {
     if (hit)
         *hit = false;
-    dpc_status s = check_args(src, name, arch, e);
-    if (s != DPC_OK)
-        return s;
     opts o;
-    s = build_opts(&o, arch, extra_opts, nopts, e);
+    dpc_status s = begin(&o, src, name, arch, extra_opts, nopts, e);
     if (s != DPC_OK)
         return s;
 

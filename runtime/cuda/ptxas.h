@@ -1,7 +1,9 @@
 /* ptxas.h - assemble generated PTX with the toolkit's ptxas, to prove on a
  * machine without a GPU that the PTX NVRTC produced is valid for a target.
- * ptxas is run directly (posix_spawn, no shell) on a file in a private
- * temporary directory that is removed afterwards. */
+ * ptxas runs under the host compiler's rules (hostcc.h, dpc_ccjob_exec): no
+ * shell, its own process group, killed after $DPC_CC_TIMEOUT seconds (300)
+ * or by dpc_hostcc_abort, on a file in a private temporary directory that
+ * is removed on every path out. */
 #ifndef DPC_PTXAS_H
 #define DPC_PTXAS_H
 

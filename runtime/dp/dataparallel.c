@@ -150,12 +150,6 @@ typedef struct job {
     slot *slots;
 } job;
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static bool is_async(const job *J, int i) { return (J->async_kinds >> J->devs[i].kind) & 1u; }
 
 static void finish_call(slot *s, dpc_status st) {
@@ -169,11 +163,11 @@ static void finish_call(slot *s, dpc_status st) {
 
 static void call_fn(job *J, int i) {
     slot *s = &J->slots[i];
-    double t0 = now_s();
+    double t0 = dpc_now_s();
     s->err.code = DPC_OK;
     s->err.msg[0] = 0;
     dpc_status st = J->fn(J->ctx, i, &J->devs[i], &s->io, &s->err);
-    s->seconds = now_s() - t0;
+    s->seconds = dpc_now_s() - t0;
     s->launched = st == DPC_OK;
     finish_call(s, st);
 }
@@ -186,9 +180,9 @@ static void replica_task(void *arg, int i) {
 
 static void call_sync(job *J, int i) {
     slot *s = &J->slots[i];
-    double t0 = now_s();
+    double t0 = dpc_now_s();
     dpc_status st = J->sync(J->ctx, i, &J->devs[i], &s->io, &s->err);
-    s->seconds += now_s() - t0;
+    s->seconds += dpc_now_s() - t0;
     finish_call(s, st);
 }
 
@@ -413,7 +407,7 @@ dpc_status dpc_dp_forward_ex(dpc_pool *pool, const dpc_device *devs, int ndev, d
                              const dpc_tensor *const *inputs, int ninputs, const double *scalars,
                              int nscalars, int noutputs, dpc_tensor **outputs, const dpc_dp_opts *opts,
                              dpc_dp_report *report, dpc_err *e) {
-    double t_start = now_s();
+    double t_start = dpc_now_s();
     static const dpc_dp_opts no_opts;
     if (!opts)
         opts = &no_opts;
@@ -510,7 +504,7 @@ dpc_status dpc_dp_forward_ex(dpc_pool *pool, const dpc_device *devs, int ndev, d
 
     /* ---- run ---- */
     job J = {devs, fn, opts->sync, ctx, opts->async_kinds, slots};
-    double t_run = now_s();
+    double t_run = dpc_now_s();
     if (st == DPC_OK) {
         for (int i = 0; i < k; i++)
             if (is_async(&J, i))
@@ -541,7 +535,7 @@ dpc_status dpc_dp_forward_ex(dpc_pool *pool, const dpc_device *devs, int ndev, d
             }
         }
     }
-    double t_gather = now_s();
+    double t_gather = dpc_now_s();
     if (report)
         report->run_seconds = t_gather - t_run;
 
@@ -583,7 +577,7 @@ dpc_status dpc_dp_forward_ex(dpc_pool *pool, const dpc_device *devs, int ndev, d
         }
     dpc_free(block);
     if (report) {
-        double t_end = now_s();
+        double t_end = dpc_now_s();
         report->gather_seconds = t_end - t_gather;
         report->total_seconds = t_end - t_start;
     }

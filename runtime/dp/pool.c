@@ -74,11 +74,11 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Spins until *a != old or SPIN_NS pass; true if it changed. */
-static bool spin_until_changed(atomic_uint *a, unsigned old) {
+/* Spins until done(a, old) or SPIN_NS pass; true if done. */
+static inline bool spin_until(bool (*done)(void *a, unsigned old), void *a, unsigned old) {
     uint64_t start = 0;
     for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(a, memory_order_acquire) != old)
+        if (done(a, old))
             return true;
         cpu_relax();
         if ((i & 255) == 0) {
@@ -92,22 +92,14 @@ static bool spin_until_changed(atomic_uint *a, unsigned old) {
     }
 }
 
-static bool spin_until_zero(atomic_int *a) {
-    uint64_t start = 0;
-    for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(a, memory_order_acquire) == 0)
-            return true;
-        cpu_relax();
-        if ((i & 255) == 0) {
-            uint64_t t = now_ns();
-            if (!start)
-                start = t;
-            else if (t - start > SPIN_NS)
-                return false;
-            sched_yield();
-        }
-    }
+static bool changed(void *a, unsigned old) { return atomic_load_explicit((atomic_uint *)a, memory_order_acquire) != old; }
+static bool is_zero(void *a, unsigned old) {
+    (void)old;
+    return atomic_load_explicit((atomic_int *)a, memory_order_acquire) == 0;
 }
+/* Spins until *a != old, or *a == 0, or SPIN_NS pass; true if it happened. */
+static bool spin_until_changed(atomic_uint *a, unsigned old) { return spin_until(changed, a, old); }
+static bool spin_until_zero(atomic_int *a) { return spin_until(is_zero, a, 0); }
 
 static void run_tasks(int first, int step, int ntasks, dpc_pool_fn fn, void *arg) {
     for (int t = first; t < ntasks; t += step)

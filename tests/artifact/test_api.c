@@ -164,7 +164,7 @@ static void setup(void) {
 
 static void test_library(void) {
     CHECK(strcmp(dpc_version(), "") != 0);
-    CHECK(dpc_artifact_format() == 1);
+    CHECK(dpc_artifact_format() == 2);
     CHECK(strcmp(dpc_status_name(DPC_EUSER), "user error") == 0 && strcmp(dpc_status_name(DPC_OK), "ok") == 0);
 }
 
@@ -503,12 +503,14 @@ static void test_bad_artifacts(void) {
     }
     /* a future format and another dpc version: the version message */
     memcpy(copy, img, len);
-    char *fmt = strstr((char *)copy + 8, "\"dpc.format\":\"1\"");
+    char *fmt = strstr((char *)copy + 8, "\"dpc.format\":\"2\"");
     CHECK(fmt != NULL);
     if (fmt) {
         fmt[14] = '7';
         CHECK(refused(copy, len, "(format 7); this dpc"));
         CHECK(strstr(dpc_last_error(), "recompile it with `dpc compile`") != NULL);
+        fmt[14] = '1'; /* an older format: its own message */
+        CHECK(refused(copy, len, "in format 1, older than the format 2 this dpc"));
     }
     memcpy(copy, img, len);
     char *ver = strstr((char *)copy + 8, "\"dpc.version\":\"");
@@ -600,6 +602,63 @@ static void test_batch_mismatch(void) {
     dpc_program_free(p);
 }
 
+/* A model without parameters runs without weights (none bound, none embedded). */
+static void test_no_parameters(void) {
+    FILE *f = fopen(path_of("noparam.dp"), "w");
+    fputs("module NoParam {\n    forward(x: [N, 4]) {\n        return relu(x) * 2\n    }\n}\nmodel = NoParam()\n", f);
+    fclose(f);
+    sh("'%s' compile '%s' -o '%s'", DPC, path_of("noparam.dp"), path_of("noparam.dpa"));
+    dpc_program *p = NULL;
+    CHECK(dpc_program_load(path_of("noparam.dpa"), &p) == DPC_OK);
+    CHECK(p && !dpc_program_has_embedded_weights(p));
+    int64_t s4[2] = {3, 4};
+    dpc_tensor *in[1] = {ramp(DPC_F32, 2, s4, 0)};
+    dpc_tensor *out[1] = {NULL};
+    CHECK(p && dpc_program_run(p, (const dpc_tensor *const *)in, 1, NULL, NULL, 0, out, 1) == DPC_OK);
+    if (out[0]) {
+        const float *x = dpc_tensor_data(in[0]), *y = dpc_tensor_data(out[0]);
+        bool same = true;
+        for (int i = 0; i < 12; i++)
+            same &= y[i] == (x[i] > 0 ? x[i] * 2 : 0.0f);
+        CHECK(same);
+    }
+    if (p && !out[0])
+        fprintf(stderr, "noparam: %s\n", dpc_program_error(p));
+    dpc_tensor_free(in[0]);
+    dpc_tensor_free(out[0]);
+    dpc_program_free(p);
+}
+
+/* A refused kernel cache directory is each program's own warning (kcache.h:
+ * no process-wide state): two programs in one process both hear of it. */
+static void test_kcache_refusal(void) {
+    char *dir = path_of("open_cache");
+    sh("mkdir -p '%s' && chmod 0777 '%s'", dir, dir);
+    const char *old = getenv("DPC_CACHE_DIR");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("DPC_CACHE_DIR", dir, 1);
+    int64_t s10[2] = {3, 10};
+    dpc_tensor *in[1] = {ramp(DPC_F32, 2, s10, 0)};
+    for (int k = 0; k < 2; k++) {
+        dpc_program *p = NULL;
+        dpc_tensor *out[1] = {NULL};
+        CHECK(dpc_program_load(path_of("simple_w.dpa"), &p) == DPC_OK);
+        CHECK(p && dpc_program_run(p, (const dpc_tensor *const *)in, 1, NULL, NULL, 0, out, 1) == DPC_OK);
+        const char *w = p ? dpc_program_warning(p) : "";
+        CHECK(strstr(w, "kernel cache directory") && strstr(w, "compiled kernels are not kept"));
+        if (!strstr(w, "compiled kernels are not kept"))
+            fprintf(stderr, "program %d: warning '%s'\n", k, w);
+        dpc_tensor_free(out[0]);
+        dpc_program_free(p);
+    }
+    dpc_tensor_free(in[0]);
+    if (saved)
+        setenv("DPC_CACHE_DIR", saved, 1);
+    else
+        unsetenv("DPC_CACHE_DIR");
+    free(saved);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: test_api DPC MODELS_DIR WORK_DIR\n");
@@ -616,6 +675,8 @@ int main(int argc, char **argv) {
     test_bad_artifacts();
     test_threads();
     test_batch_mismatch();
+    test_no_parameters();
+    test_kcache_refusal();
     printf("test_api: %d checks, %d failed\n", checks, failures);
     return failures ? 1 : 0;
 }

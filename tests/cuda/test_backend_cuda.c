@@ -50,6 +50,8 @@
 #include "backend_cuda.h"
 #include "cuda_driver.h"
 #include "faults.h"
+#include "frontend.h" /* m->front, the graph IR */
+#include "kernel.h"   /* the kernel graph */
 #include "model.h"
 #include "nccl_lib.h"
 #include "safetensors.h"
@@ -182,7 +184,7 @@ static int launches_per_forward(const dpc_model *m) {
     char *src = NULL;
     dpc_cu_plan plan;
     dpc_err e;
-    if (dpc_cuda_program(&m->kg, KP_F32, &src, &plan, &e) != DPC_OK)
+    if (dpc_unit_cuda_program(m->unit, KP_F32, &src, &plan, &e) != DPC_OK)
         return -1;
     int n = 0;
     for (int i = 0; i < plan.nsteps; i++)
@@ -440,8 +442,8 @@ static void check_broadcast_copy(const dpc_model *m, const struct fake_nccl_stat
     const char *root = (const char *)nc->last_bufs[0];
     for (int i = 1; i < nc->last_nranks && i < 8; i++)
         CHECK(memcmp(root, (const char *)nc->last_bufs[i], nc->last_bytes) == 0, "rank %d differs from the root", i);
-    for (int i = 0; i < m->kg.bufs.len; i++) {
-        const kbuf *b = m->kg.bufs.items[i];
+    for (int i = 0; i < dpc_unit_kgraph(m->unit)->bufs.len; i++) {
+        const kbuf *b = dpc_unit_kgraph(m->unit)->bufs.items[i];
         if (b->kind != BUF_PARAM || b->elems <= 0)
             continue;
         CHECK((size_t)b->elems * 4 <= nc->last_bytes && memcmp(root, m->params[b->index], (size_t)b->elems * 4) == 0,

@@ -14,6 +14,8 @@
  * 16-bit type. */
 #define _GNU_SOURCE
 #include "backend.h"
+#include "frontend.h" /* m->front, the graph IR */
+#include "kernel.h"   /* the kernel graph */
 #include "model.h"
 #include "nvrtc_compile.h"
 #include "ptxas.h"
@@ -34,7 +36,7 @@ static void fn_name(const dpc_cu_launch *l, char *out, size_t n) {
 }
 
 static void check_plan(const char *path, const dpc_model *m, const char *src, const dpc_cu_plan *plan) {
-    const kgraph *kg = &m->kg;
+    const kgraph *kg = dpc_unit_kgraph(m->unit);
     int nk = kg->kernels.len, nb = kg->bufs.len;
     bool *covered = calloc((size_t)nk + 1, 1);
     for (int i = 0; i < plan->nsteps; i++) {
@@ -139,7 +141,7 @@ static void test_model(const char *path) {
         return;
     char *src = NULL;
     dpc_cu_plan plan;
-    s = dpc_cuda_program(&m->kg, prec, &src, &plan, &e);
+    s = dpc_unit_cuda_program(m->unit, prec, &src, &plan, &e);
     CHECK(s == DPC_OK, "%s: dpc_cuda_program: %s", path, e.msg);
     if (s != DPC_OK) {
         dpc_model_free(m);
@@ -149,7 +151,7 @@ static void test_model(const char *path) {
     for (int i = 0; i < plan.nsteps; i++)
         plan.steps[i].kind == DPC_CU_LAUNCH ? launches++ : gemms++;
     printf("%s: %d kernels -> %d CUDA functions, %d launches, %d cuBLASLt GEMMs, %zu bytes of source\n", path,
-           m->kg.kernels.len, plan.nkernels, launches, gemms, strlen(src));
+           dpc_unit_kgraph(m->unit)->kernels.len, plan.nkernels, launches, gemms, strlen(src));
     CHECK(strstr(src, "unsupported") == NULL, "%s: the source has an unsupported op", path);
     if (prec != KP_F32) {
         const char *want = prec == KP_BF16 ? "dpc_bf16 *__restrict__" : "dpc_f16 *__restrict__";
@@ -163,12 +165,12 @@ static void test_model(const char *path) {
     /* what `dpc source --target cuda` prints is the same program */
     dpc_buf same;
     dpc_buf_init(&same);
-    emit_cuda(&m->kg, prec, &same);
+    emit_cuda(dpc_unit_kgraph(m->unit), prec, &same);
     CHECK(same.data && strcmp(same.data, src) == 0, "%s: emit_cuda differs from dpc_cuda_program", path);
     dpc_buf_free(&same);
 
     char unit[300];
-    snprintf(unit, sizeof unit, "%s.cu", m->kg.g->model_name);
+    snprintf(unit, sizeof unit, "%s.cu", dpc_unit_kgraph(m->unit)->g->model_name);
     const char *archs[] = {"compute_80", "compute_90"};
     const char *sms[] = {"sm_80", "sm_90"};
     for (int a = 0; a < 2; a++) {

@@ -23,6 +23,8 @@
 #define _GNU_SOURCE
 #include "backend_cuda.h"
 #include "memplan.h"
+#include "frontend.h" /* m->front, the graph IR */
+#include "kernel.h"   /* the kernel graph */
 #include "model.h"
 #include "safetensors.h"
 #include "../check.h"
@@ -226,7 +228,7 @@ static int emu_forward(emu_model *em, const dpc_model *m, int64_t n, dpc_tensor 
     size_t *off = calloc((size_t)nb + 1, sizeof(size_t)), total = 0;
     char **ptr = calloc((size_t)nb + 1, sizeof(char *));
     dpc_err e;
-    if (dpc_memplan(kg, n, prec, true, off, &total, &e) != DPC_OK) {
+    if (dpc_memplan(m->unit, n, prec, true, off, &total, &e) != DPC_OK) {
         CHECK(false, "memplan: %s", e.msg);
         free(off);
         free(ptr);
@@ -348,10 +350,10 @@ static void test_model(const char *path) {
     if (s == DPC_OK)
         s = dpc_model_set_devices(m, &cpu, 1, &e);
     CHECK(s == DPC_OK, "%s: weights and CPU backend: %s", path, e.msg);
-    emu_model em = {.kg = &m->kg};
+    emu_model em = {.kg = dpc_unit_kgraph(m->unit)};
     char *src = NULL;
     if (s == DPC_OK) {
-        s = dpc_cuda_program(&m->kg, prec, &src, &em.plan, &e);
+        s = dpc_unit_cuda_program(m->unit, prec, &src, &em.plan, &e);
         CHECK(s == DPC_OK, "%s: %s", path, e.msg);
     }
     void *h = s == DPC_OK ? build_module(path, src, &em.plan) : NULL;
@@ -361,7 +363,7 @@ static void test_model(const char *path) {
         dpc_model_free(m);
         return;
     }
-    int nb = m->kg.bufs.len;
+    int nb = dpc_unit_kgraph(m->unit)->bufs.len;
     em.fn = calloc((size_t)em.plan.nsteps + 1, sizeof(emu_fn));
     em.param = calloc((size_t)nb + 1, sizeof(char *));
     for (int i = 0; i < em.plan.nsteps; i++) {
@@ -374,7 +376,7 @@ static void test_model(const char *path) {
         CHECK(em.fn[i] != NULL, "%s: %s missing", path, name);
     }
     for (int i = 0; i < nb; i++) {
-        const kbuf *b = m->kg.bufs.items[i];
+        const kbuf *b = dpc_unit_kgraph(m->unit)->bufs.items[i];
         if (b->kind != BUF_PARAM)
             continue;
         size_t bytes = dpc_memplan_bytes(b, 1, prec);
@@ -428,8 +430,8 @@ static void test_model(const char *path) {
         (void)nin;
         kerr flag;
         int rc = emu_forward(&em, m, 3, in, scalars, got, &flag);
-        bool embed = rc > 0 && rc <= m->kg.kernels.len &&
-                     ((const kernel *)m->kg.kernels.items[rc - 1])->kind == KK_EMBED;
+        bool embed = rc > 0 && rc <= dpc_unit_kgraph(m->unit)->kernels.len &&
+                     ((const kernel *)dpc_unit_kgraph(m->unit)->kernels.items[rc - 1])->kind == KK_EMBED;
         CHECK(embed && flag.index >= flag.limit, "%s: bad index: flag %d index %lld limit %lld", path, rc,
               flag.index, flag.limit);
         for (int i = 0; i < 64; i++) {

@@ -162,6 +162,26 @@ static void test_errors(void) {
     s = dpc_ptxas_check(".version 8.0\n", 13, "sm_90", NULL, &e);
     CHECK(s != DPC_OK && strncmp(e.msg, DPC_PTXAS_NOT_FOUND, strlen(DPC_PTXAS_NOT_FOUND)) == 0,
           "missing ptxas: %s", e.msg);
+    /* A ptxas that hangs runs under the host compiler's rules (hostcc.h):
+     * killed, its process group with it, at DPC_CC_TIMEOUT. */
+    char hang[] = "/tmp/dpc-ptxas-hang-XXXXXX";
+    int fd = mkstemp(hang);
+    const char *script = "#!/bin/sh\nsleep 30\n";
+    bool made = fd >= 0 && write(fd, script, strlen(script)) == (ssize_t)strlen(script) && fchmod(fd, 0700) == 0;
+    if (fd >= 0)
+        close(fd);
+    CHECK(made, "cannot write %s", hang);
+    if (made) {
+        setenv("DPC_PTXAS", hang, 1);
+        setenv("DPC_CC_TIMEOUT", "1", 1);
+        double t0 = dpc_now_s();
+        s = dpc_ptxas_check(".version 8.0\n", 13, "sm_90", NULL, &e);
+        double took = dpc_now_s() - t0;
+        CHECK(s == DPC_EDEVICE && strstr(e.msg, "did not finish within 1 s") && took < 10,
+              "hanging ptxas: %d after %.1f s: %s", (int)s, took, e.msg);
+        unsetenv("DPC_CC_TIMEOUT");
+    }
+    unlink(hang);
     unsetenv("DPC_PTXAS");
 }
 

@@ -32,6 +32,7 @@
 #endif
 #include "backend.h"
 #include "frontend.h"
+#include "kernel.h"
 #include "emit_words.h"
 
 #include <setjmp.h>

@@ -31,6 +31,8 @@
 #include "backend_cuda.h"
 #include "cublaslt.h"
 #include "cuda_driver.h"
+#include "frontend.h" /* m->front, the graph IR */
+#include "kernel.h"   /* the kernel graph */
 #include "model.h"
 #include "nvrtc_compile.h"
 #include "safetensors.h"
@@ -836,7 +838,7 @@ static bool g6(void) {
         char *src = NULL;
         dpc_cu_plan plan;
         t0 = now_s();
-        if (dpc_cuda_program(&m->kg, KP_F32, &src, &plan, &e) != DPC_OK) {
+        if (dpc_unit_cuda_program(m->unit, KP_F32, &src, &plan, &e) != DPC_OK) {
             note("g6 emit: %s", e.msg);
             dpc_model_free(m);
             continue;

@@ -7,6 +7,8 @@
  * dpc_sig_scalar_parse) accepts and refuses what it documents. */
 #include "../check.h"
 #include "dpc_compile.h"
+#include "frontend.h" /* m->front, the graph IR */
+#include "kernel.h"   /* the kernel graph */
 #include "model.h"
 
 #include <stdlib.h>
@@ -69,7 +71,7 @@ static void same_as_model(const char *path) {
     }
     dpc_buf c;
     dpc_buf_init(&c);
-    dpc_kgraph_source(&m->kg, DPC_DIALECT_C, KP_F32, &c);
+    dpc_kgraph_source(dpc_unit_kgraph(m->unit), DPC_DIALECT_C, KP_F32, &c);
     char *a = text_of(u, 3, KP_F32);
     CHECK(a && c.data && strcmp(a, c.data) == 0, "%s: dpc_kgraph_source differs from dpc_unit_source", path);
     free(a);

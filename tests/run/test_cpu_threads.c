@@ -28,8 +28,8 @@ int main(int argc, char **argv) {
         return finish("test_cpu_threads");
 
     dpc_backend *a = NULL, *b = NULL;
-    CHECK(dpc_backend_cpu_new(&m1->kg, NULL, &a, &e) == DPC_OK, "%s", e.msg);
-    CHECK(dpc_backend_cpu_new(&m1->kg, NULL, &b, &e) == DPC_OK, "%s", e.msg);
+    CHECK(dpc_backend_cpu_new(m1->unit, NULL, &a, &e) == DPC_OK, "%s", e.msg);
+    CHECK(dpc_backend_cpu_new(m1->unit, NULL, &b, &e) == DPC_OK, "%s", e.msg);
     if (a && b) {
         CHECK(dpc_cpu_gemm_threads(a) == 1 && dpc_cpu_gemm_threads(b) == 1, "new backends: %d and %d threads",
               dpc_cpu_gemm_threads(a), dpc_cpu_gemm_threads(b));

@@ -87,7 +87,7 @@ static void check_model(const char *path) {
     dpc_buf_free(&diags);
     if (s != DPC_OK)
         return;
-    char *c = dpc_cpu_source(&m->kg);
+    char *c = dpc_cpu_source(m->unit);
     CHECK(c && strstr(c, DPC_KABI_C_TEXT) != NULL, "%s: the C source lacks the ABI text of kabi.h", path);
     CHECK(c && count(c, "typedef struct dpc_kctx") == 1, "%s: the C source defines dpc_kctx %d times", path,
           c ? count(c, "typedef struct dpc_kctx") : 0);
@@ -96,7 +96,7 @@ static void check_model(const char *path) {
     for (size_t i = 0; i < sizeof precs / sizeof *precs; i++) {
         char *cu = NULL;
         dpc_cu_plan plan;
-        s = dpc_cuda_program(&m->kg, precs[i], &cu, &plan, &e);
+        s = dpc_unit_cuda_program(m->unit, precs[i], &cu, &plan, &e);
         CHECK(s == DPC_OK, "%s: no CUDA program (%s): %s", path, kprec_name(precs[i]), e.msg);
         if (s == DPC_OK) {
             CHECK(strstr(cu, DPC_KABI_CUDA_TEXT) != NULL, "%s (%s): the CUDA source lacks the ABI text of kabi.h",

@@ -75,12 +75,13 @@ static void io_liveness(const kgraph *kg, int *first, int *last) {
 
 static bool placed(const kbuf *b) { return b->kind != BUF_PARAM; }
 
-static void check_plan(const char *path, const kgraph *kg, int64_t N, kprec prec) {
+static void check_plan(const char *path, const dpc_unit *u, int64_t N, kprec prec) {
+    const kgraph *kg = dpc_unit_kgraph(u);
     int nb = kg->bufs.len;
     int *first = calloc((size_t)nb + 1, sizeof(int)), *last = calloc((size_t)nb + 1, sizeof(int));
     size_t *off = calloc((size_t)nb + 1, sizeof(size_t)), total = 0;
     dpc_err e = {0};
-    CHECK(first && last && off && dpc_memplan(kg, N, prec, true, off, &total, &e) == DPC_OK, "%s: %s", path, e.msg);
+    CHECK(first && last && off && dpc_memplan(u, N, prec, true, off, &total, &e) == DPC_OK, "%s: %s", path, e.msg);
     true_liveness(kg, first, last);
     for (int i = 0; i < nb; i++) {
         const kbuf *a = kg->bufs.items[i];
@@ -134,9 +135,14 @@ static void check_model(const char *path) {
           "%s: fusion changed the graph's outputs", path);
     CHECK(!strcmp(before, after), "%s: fusion changed the IR text:\n%s\n--- after ---\n%s", path, before, after);
     CHECK(kg.out_bufs.len == nout, "%s: %d output buffers for %d outputs", path, kg.out_bufs.len, nout);
-    for (int64_t N = 1; N <= 7; N += 6)
+    /* the memory plan reads a unit (dpc_compile.h): the same model compiled through the API */
+    dpc_unit *u = NULL;
+    s = dpc_compile_file(path, DPC_STAGE_FUSED, &u, NULL, &e);
+    CHECK(s == DPC_OK, "%s: %s", path, e.msg);
+    for (int64_t N = 1; s == DPC_OK && N <= 7; N += 6)
         for (int p = KP_F32; p <= KP_BF16; p++)
-            check_plan(path, &kg, N, (kprec)p);
+            check_plan(path, u, N, (kprec)p);
+    dpc_unit_free(u);
     dpc_buf c;
     dpc_buf_init(&c);
     emit_c(&kg, &c);
