@@ -204,6 +204,38 @@ static dpc_status read_sections(dpc_artifact *a, dpc_err *e) {
     return DPC_OK;
 }
 
+/* dpc.format fmt is this dpc's, and (unless any_version) dpc.version too. */
+static dpc_status check_format(dpc_artifact *a, const char *fmt, bool any_version, dpc_err *e) {
+    const char *ver = meta_get(a->st, "dpc.version");
+    char qv[80], qf[40];
+    dpc_quote(ver ? ver : "unknown", ver ? strlen(ver) : 7, qv, sizeof qv);
+    dpc_quote(fmt, strlen(fmt), qf, sizeof qf);
+    bool fmt_ok = fmt[0] >= '1' && fmt[0] <= '9' && strlen(fmt) < 9 && strspn(fmt, "0123456789") == strlen(fmt);
+    a->format = fmt_ok ? atoi(fmt) : -1;
+    if (a->format > 0 && a->format < DPC_ARTIFACT_FORMAT) {
+        return dpc_errf(e, DPC_EUSER,
+                        "%s: artifact written by dpc %s in format %s, older than the format %d this dpc %s reads "
+                        "(format 2 requires dpc.cuda.sha256 with CUDA images); compile the model's .dp file again "
+                        "with `dpc compile`",
+                        a->name, qv, qf, DPC_ARTIFACT_FORMAT, DPC_VERSION);
+    }
+    if (a->format != DPC_ARTIFACT_FORMAT) {
+        return dpc_errf(e, DPC_EUSER,
+                        "%s: artifact written by dpc %s (format %s); this dpc %s reads format %d; recompile it with "
+                        "`dpc compile`",
+                        a->name, qv, qf, DPC_VERSION, DPC_ARTIFACT_FORMAT);
+    }
+    if (!any_version && (!ver || strcmp(ver, DPC_VERSION) != 0)) {
+        return dpc_errf(e, DPC_EUSER,
+                        "%s: artifact written by dpc %s (format %s); this dpc %s (format %d) loads only artifacts it "
+                        "wrote itself; recompile it with `dpc compile` (`dpc compile %s -o NEW.dpa` rebuilds it "
+                        "from the sources it carries)",
+                        a->name, qv, qf, DPC_VERSION, DPC_ARTIFACT_FORMAT, a->name);
+    }
+    a->version = ver ? ver : "unknown";
+    return DPC_OK;
+}
+
 dpc_status dpc_dpa_parse_any(const void *buf, size_t len, const char *name, bool any_version, dpc_artifact **out,
                             dpc_err *e) {
     *out = NULL;
@@ -246,36 +278,8 @@ dpc_status dpc_dpa_parse_any(const void *buf, size_t len, const char *name, bool
                            a->name);
         goto fail;
     }
-    const char *ver = meta_get(a->st, "dpc.version");
-    char qv[80], qf[40];
-    dpc_quote(ver ? ver : "unknown", ver ? strlen(ver) : 7, qv, sizeof qv);
-    dpc_quote(fmt, strlen(fmt), qf, sizeof qf);
-    bool fmt_ok = fmt[0] >= '1' && fmt[0] <= '9' && strlen(fmt) < 9 && strspn(fmt, "0123456789") == strlen(fmt);
-    a->format = fmt_ok ? atoi(fmt) : -1;
-    if (a->format > 0 && a->format < DPC_ARTIFACT_FORMAT) {
-        s = dpc_errf(e, DPC_EUSER,
-                     "%s: artifact written by dpc %s in format %s, older than the format %d this dpc %s reads "
-                     "(format 2 requires dpc.cuda.sha256 with CUDA images); compile the model's .dp file again "
-                     "with `dpc compile`",
-                     a->name, qv, qf, DPC_ARTIFACT_FORMAT, DPC_VERSION);
+    if ((s = check_format(a, fmt, any_version, e)) != DPC_OK)
         goto fail;
-    }
-    if (a->format != DPC_ARTIFACT_FORMAT) {
-        s = dpc_errf(e, DPC_EUSER,
-                     "%s: artifact written by dpc %s (format %s); this dpc %s reads format %d; recompile it with "
-                     "`dpc compile`",
-                     a->name, qv, qf, DPC_VERSION, DPC_ARTIFACT_FORMAT);
-        goto fail;
-    }
-    if (!any_version && (!ver || strcmp(ver, DPC_VERSION) != 0)) {
-        s = dpc_errf(e, DPC_EUSER,
-                     "%s: artifact written by dpc %s (format %s); this dpc %s (format %d) loads only artifacts it "
-                     "wrote itself; recompile it with `dpc compile` (`dpc compile %s -o NEW.dpa` rebuilds it "
-                     "from the sources it carries)",
-                     a->name, qv, qf, DPC_VERSION, DPC_ARTIFACT_FORMAT, a->name);
-        goto fail;
-    }
-    a->version = ver ? ver : "unknown";
     /* checksum over the raw bytes */
     size_t count;
     const char *at = dpc_dpa_find_bytes((const char *)p, a->data_offset, CHECKSUM_PATTERN, &count);
