@@ -16,8 +16,10 @@ static void linear_init(dpc_ctx *c, inst *in, const loc *arg_at) {
 static void linear_params(dpc_ctx *c, model *m, inst *in) {
     int64_t w[2] = {inst_int(in, 1), inst_int(in, 0)};
     builtin_add_param(c, m, in, "weight", 2, w, INIT_KAIMING, (double)w[1]);
+    /* MultiheadAttention's out_proj (nn_attention.c) has its bias zeroed */
+    bool mha = strcmp(in->type_name, "NonDynamicallyQuantizableLinear") == 0;
     if (inst_bool(in, 2))
-        builtin_add_param(c, m, in, "bias", 1, w, INIT_BIAS, (double)w[1]);
+        builtin_add_param(c, m, in, "bias", 1, w, mha ? INIT_ZEROS : INIT_BIAS, (double)w[1]);
 }
 
 static void linear_repr(const inst *in, dpc_buf *out) {

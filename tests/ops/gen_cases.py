@@ -1543,7 +1543,37 @@ def gen_matmul8(R):
     c.ret("%s(%s)" % (m, c.inp([R.randint(2, 5), nx])), "[N, S, nx]")
     c.ret("%s(%s)" % (m, c.inp([2, R.randint(2, 5), nx])), "[N, A, S, nx]")
     c.ret("%s(%s)" % (m2, c.inp([R.randint(2, 4), nf])), "keywords: weight [nf, nx]")
-    return [c]
+    cases = [c]
+
+    h = R.choice([1, 2, 4])
+    E = h * R.randint(2, 4)
+    L, S = R.randint(2, 6), R.randint(2, 7)
+    c = Case("matmul", "group8_mha", "MultiheadAttention against torch.nn.MultiheadAttention: self-attention "
+                                     "with batch_first=true and need_weights=false (ViT's call), cross-attention "
+                                     "with batch_first=false ([L, N, E]) and the head-averaged weights, "
+                                     "bias=false with per-head weights, keywords")
+    c.extra = """module SelfBlock(dim: int, heads: int) {
+    ln = LayerNorm(dim)
+    self_attention = MultiheadAttention(dim, heads, dropout=0.0, batch_first=true)
+    forward(x: [N, %d, dim]) {
+        h = ln(x)
+        h, _ = self_attention(query=h, key=h, value=h, need_weights=false)
+        return h + x
+    }
+}""" % L
+    c.members += ["blk = SelfBlock(%d, %d)" % (E, h), "cross = MultiheadAttention(%d, %d)" % (E, h),
+                  "nob = MultiheadAttention(%d, %d, bias=false, batch_first=true)" % (E, h)]
+    x = c.inp([L, E])
+    y = c.inp([S, E])
+    c.body.append("o, w = cross(permute(%s, 1, 0, 2), permute(%s, 1, 0, 2), permute(%s, 1, 0, 2))" % (x, y, y))
+    c.body.append("p, pw = nob(%s, %s, %s * 2, average_attn_weights=false)" % (x, y, y))
+    c.ret("blk(%s)" % x, "self-attention block, batch_first=true")
+    c.ret("permute(o, 1, 0, 2)", "cross-attention, batch_first=false")
+    c.ret("w", "head-averaged weights [N, L, S]")
+    c.ret("p", "bias=false")
+    c.ret("pw", "per-head weights [N, h, L, S]")
+    cases.append(c)
+    return cases
 
 
 GROUP8 = {"activation": gen_activation8, "norm": gen_norm8, "pool": gen_pool8, "matmul": gen_matmul8}

@@ -747,6 +747,16 @@ def _no_return_indices_adaptive(output_size, return_indices=False):
     return nn.AdaptiveMaxPool2d(output_size)
 
 
+def _mha(embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+         kdim=None, vdim=None, batch_first=False):
+    if add_bias_kv or add_zero_attn:
+        raise ValueError("add_bias_kv and add_zero_attn are not supported")
+    if kdim not in (None, embed_dim) or vdim not in (None, embed_dim):
+        raise ValueError("kdim/vdim different from embed_dim are not supported")
+    return nn.MultiheadAttention(embed_dim, num_heads, dropout=dropout, bias=bias,
+                                 batch_first=batch_first)
+
+
 # name -> (factory, [(arg name, default or REQUIRED), ...]).  The lists are
 # torch's own positional order, so positional arguments bind as in Python.
 BUILTIN_MODULES = {
@@ -797,6 +807,9 @@ BUILTIN_MODULES = {
     "StochasticDepth": (_stochastic_depth, [("p", REQUIRED), ("mode", REQUIRED)]),
     "Permute": (_permute, [("dims", REQUIRED)]),
     "Conv1D": (_hf_conv1d, [("nf", REQUIRED), ("nx", REQUIRED)]),
+    "MultiheadAttention": (_mha, [("embed_dim", REQUIRED), ("num_heads", REQUIRED), ("dropout", 0.0),
+                                  ("bias", True), ("add_bias_kv", False), ("add_zero_attn", False),
+                                  ("kdim", None), ("vdim", None), ("batch_first", False)]),
     # Identity, Sequential and ModuleList take free-form arguments; see _build_builtin.
     "Identity": (nn.Identity, None),
     "Sequential": (nn.Sequential, None),
@@ -1672,6 +1685,17 @@ class _Interpreter:
         kwargs = {k: self.eval(v) for k, v, _ in e.kwargs}
         if isinstance(callee, DpModule):
             return callee(*args, **kwargs)
+        if isinstance(callee, nn.MultiheadAttention):
+            # forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+            # average_attn_weights=True) -> (attn_output, weights or None)
+            # (under grad, so torch 1.13 takes the general path: its fused fast path, the same math,
+            # fails for bias=False)
+            try:
+                with torch.enable_grad():
+                    r = callee(*args, **kwargs)
+                return tuple(t.detach() if isinstance(t, torch.Tensor) else t for t in r)
+            except Exception as ex:
+                raise DpError(e.pos, f"{label}: {_first_line(ex)}") from None
         # builtin torch.nn module: exactly one tensor input, no keywords
         if kwargs or len(args) != 1:
             raise DpError(e.pos, f"'{label}' ({type(callee).__name__}) takes one tensor argument")
