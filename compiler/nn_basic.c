@@ -1,6 +1,8 @@
 /* nn_basic.c - the modules of one op or none: Linear, Embedding, the
- * activations (ReLU, GELU, SiLU, Sigmoid, Tanh, Softmax, LogSoftmax),
- * Dropout, Dropout2d, Flatten, Identity. One row each (irbuild.h's
+ * activations (ReLU, GELU, SiLU, Sigmoid, Tanh, Softmax, LogSoftmax,
+ * ReLU6, Hardtanh, Hardswish, Hardsigmoid, LeakyReLU, Mish), Dropout,
+ * Dropout2d, Flatten, Identity, torchvision's StochasticDepth and Permute,
+ * HuggingFace's Conv1D. One row each (irbuild.h's
  * `builtin`), after its functions. */
 #include "irbuild.h"
 
@@ -228,8 +230,10 @@ static ir_node *num_node(builder *b, double v, loc at) {
 /* hardtanh(x) = min_val + relu(x - min_val) - relu(x - max_val) */
 ir_node *nn_hardtanh_of(builder *b, ir_node *x, double lo, double hi, loc at, const char *scope) {
     ir_node *l = num_node(b, lo, at), *h = num_node(b, hi, at);
-    ir_node *a = l ? unary(b, OP_RELU, elementwise(b, OP_SUB, x, l, at, scope), at, scope) : NULL;
-    ir_node *c = a && h ? unary(b, OP_RELU, elementwise(b, OP_SUB, x, h, at, scope), at, scope) : NULL;
+    ir_node *dl = l ? elementwise(b, OP_SUB, x, l, at, scope) : NULL;
+    ir_node *a = dl ? unary(b, OP_RELU, dl, at, scope) : NULL;
+    ir_node *dh = a && h ? elementwise(b, OP_SUB, x, h, at, scope) : NULL;
+    ir_node *c = dh ? unary(b, OP_RELU, dh, at, scope) : NULL;
     ir_node *s = c ? elementwise(b, OP_SUB, a, c, at, scope) : NULL;
     return s ? elementwise(b, OP_ADD, s, l, at, scope) : NULL;
 }
@@ -238,7 +242,8 @@ ir_node *nn_hardtanh_of(builder *b, ir_node *x, double lo, double hi, loc at, co
 ir_node *nn_leaky_relu_of(builder *b, ir_node *x, double slope, loc at, const char *scope) {
     ir_node *s = num_node(b, slope, at);
     ir_node *p = unary(b, OP_RELU, x, at, scope);
-    ir_node *n = p && s ? unary(b, OP_RELU, unary(b, OP_NEG, x, at, scope), at, scope) : NULL;
+    ir_node *nx = p && s ? unary(b, OP_NEG, x, at, scope) : NULL;
+    ir_node *n = nx ? unary(b, OP_RELU, nx, at, scope) : NULL;
     ir_node *sn = n ? elementwise(b, OP_MUL, n, s, at, scope) : NULL;
     return sn ? elementwise(b, OP_SUB, p, sn, at, scope) : NULL;
 }
