@@ -257,7 +257,11 @@ struct val {
     X(EMBEDDING, embedding) X(DROPOUT, dropout) X(DROPOUT2D, dropout2d) X(RELU, relu) X(GELU, gelu)         \
     X(SILU, silu) X(SIGMOID, sigmoid) X(TANH, tanh) X(SOFTMAX, softmax) X(LOGSOFTMAX, logsoftmax)           \
     X(FLATTEN, flatten) X(IDENTITY, identity) X(SEQUENTIAL, sequential) X(MODULELIST, modulelist)         \
-    X(DATAPARALLEL, dataparallel)
+    X(DATAPARALLEL, dataparallel)                                                                           \
+    X(RELU6, relu6) X(HARDTANH, hardtanh) X(HARDSWISH, hardswish) X(HARDSIGMOID, hardsigmoid)               \
+    X(LEAKYRELU, leakyrelu) X(MISH, mish) X(BATCHNORM1D, batchnorm1d) X(GROUPNORM, groupnorm)               \
+    X(ADAPTIVEMAXPOOL2D, adaptivemaxpool2d) X(STOCHASTICDEPTH, stochasticdepth) X(PERMUTE, permute)         \
+    X(HFCONV1D, hfconv1d) X(MULTIHEADATTENTION, multiheadattention)
 
 typedef enum builtin_kind {
     BI_NONE = 0, /* a user module */

@@ -118,6 +118,7 @@ enum {
     INIT_ZEROS,
     INIT_NORMAL,      /* N(0, 1): Embedding */
     INIT_COUNTER,     /* num_batches_tracked: int64 0 */
+    INIT_NORMAL_STD,  /* N(0, std^2), std in fan_in: HF Conv1D's normal_(std=0.02) */
 };
 
 /* A state_dict entry: every parameter and buffer of the module tree, in

@@ -124,6 +124,18 @@ void emit_pool_window(dpc_buf *o, const ir_node *n, const ir_node *x, const char
         max_window(o, n, ind, it, H, W);
         return;
     }
+    if (n->op == OP_ADAPTIVE_MAXPOOL2D) { /* the adaptive window's max; NaN wins */
+        adaptive_window(o, ind, it, H, W, Ho, Wo);
+        dpc_buf_printf(o,
+                       "%sfloat m = -INFINITY;\n"
+                       "%sfor (%s ih = h0; ih < h1; ih++)\n"
+                       "%s    for (%s iw = w0; iw < w1; iw++) {\n"
+                       "%s        const float v = src[ih * %lldLL + iw];\n"
+                       "%s        if (v > m || v != v) m = v;\n"
+                       "%s    }\n",
+                       ind, ind, it, ind, it, ind, W, ind, ind);
+        return;
+    }
     if (n->op == OP_ADAPTIVE_AVGPOOL2D)
         adaptive_window(o, ind, it, H, W, Ho, Wo);
     else
@@ -141,7 +153,7 @@ bool emit_pool_uses_padded(const ir_node *n) {
 }
 
 const char *emit_pool_value(char *b, size_t n, const ir_node *p) {
-    if (p->op == OP_MAXPOOL2D)
+    if (p->op == OP_MAXPOOL2D || p->op == OP_ADAPTIVE_MAXPOOL2D)
         snprintf(b, n, "m");
     else if (p->op == OP_AVGPOOL2D && p->attr.pool.divisor) /* divisor_override */
         snprintf(b, n, "s / %lld.0f", (long long)p->attr.pool.divisor);

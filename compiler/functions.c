@@ -387,6 +387,81 @@ static ir_node *fn_dropout(fcall *c) {
     return c->s[0].t; /* identity in eval mode */
 }
 
+/* --- models.md group 8: F.relu6, hardswish, hardsigmoid, mish (op table
+ * rows with inplace=), leaky_relu, hardtanh (chains, nn_basic.c),
+ * group_norm (nn_norm.c). inplace changes nothing in eval. */
+
+static bool num_arg(fcall *c, int i, const char *what, double *out) {
+    if (!c->g[i])
+        return true;
+    if (!num_of(&c->s[i], out) || c->s[i].v.kind == V_BOOL) {
+        error_at(c->b->c, c->sat[i], "%s(): %s must be a number, got %s", c->fn, what, sv_kind_name(&c->s[i]));
+        return false;
+    }
+    return true;
+}
+
+static bool inplace_arg(fcall *c, int i) {
+    if (c->g[i] && (c->s[i].k != SV_NUM || c->s[i].v.kind != V_BOOL)) {
+        error_at(c->b->c, c->sat[i], "%s(): inplace must be a bool", c->fn);
+        return false;
+    }
+    return true;
+}
+
+static ir_node *fn_act8(fcall *c) {
+    ir_node *x;
+    if (!want_tensor(c->b, &c->s[0], c->at, c->fn, &x) || !inplace_arg(c, 1))
+        return NULL;
+    ir_op op = strcmp(c->fn, "relu6") == 0       ? OP_RELU6
+               : strcmp(c->fn, "hardswish") == 0 ? OP_HARDSWISH
+               : strcmp(c->fn, "hardsigmoid") == 0 ? OP_HARDSIGMOID
+                                                   : OP_MISH;
+    return unary(c->b, op, x, c->at, NULL);
+}
+
+static ir_node *fn_leaky_relu(fcall *c) {
+    ir_node *x;
+    double slope = 0.01;
+    if (!want_tensor(c->b, &c->s[0], c->at, c->fn, &x) || !num_arg(c, 1, "negative_slope", &slope) ||
+        !inplace_arg(c, 2))
+        return NULL;
+    return nn_leaky_relu_of(c->b, x, slope, c->at, NULL);
+}
+
+static ir_node *fn_hardtanh(fcall *c) {
+    ir_node *x;
+    double lo = -1.0, hi = 1.0;
+    if (!want_tensor(c->b, &c->s[0], c->at, c->fn, &x) || !num_arg(c, 1, "min_val", &lo) ||
+        !num_arg(c, 2, "max_val", &hi) || !inplace_arg(c, 3))
+        return NULL;
+    if (!(hi > lo)) {
+        error_at(c->b->c, c->at, "hardtanh(): max_val must be greater than min_val");
+        return NULL;
+    }
+    return nn_hardtanh_of(c->b, x, lo, hi, c->at, NULL);
+}
+
+static ir_node *fn_group_norm(fcall *c) {
+    builder *b = c->b;
+    ir_node *x, *w = NULL, *bias = NULL;
+    int64_t g;
+    double eps = 1e-5;
+    if (!want_tensor(b, &c->s[0], c->at, c->fn, &x) || !want_int(b, &c->s[1], c->sat[1], "num_groups", &g) ||
+        !num_arg(c, 4, "eps", &eps))
+        return NULL;
+    if (c->g[2] && c->s[2].k != SV_NONE && !want_tensor(b, &c->s[2], c->sat[2], "weight", &w))
+        return NULL;
+    if (c->g[3] && c->s[3].k != SV_NONE && !want_tensor(b, &c->s[3], c->sat[3], "bias", &bias))
+        return NULL;
+    return nn_group_norm_of(b, x, g, w, bias, eps, c->at, NULL, "group_norm");
+}
+
+static const char *const P_ACT8[] = {"input", "inplace"};
+static const char *const P_LEAKY[] = {"input", "negative_slope", "inplace"};
+static const char *const P_HARDTANH[] = {"input", "min_val", "max_val", "inplace"};
+static const char *const P_GN[] = {"input", "num_groups", "weight", "bias", "eps"};
+
 static const char *const P_X[] = {"input"};
 static const char *const P_GELU[] = {"input", "approximate"};
 static const char *const P_SOFTMAX[] = {"input", "dim"};
@@ -415,6 +490,14 @@ static const fndef FUNCTIONS[] = {
     {"amax", P_RED, 3, 1, fn_reduce},
     {"layer_norm", P_LN, 5, 2, fn_layer_norm},
     {"dropout", P_DROP, 4, 1, fn_dropout},
+    /* models.md group 8 */
+    {"relu6", P_ACT8, 2, 1, fn_act8},
+    {"hardswish", P_ACT8, 2, 1, fn_act8},
+    {"hardsigmoid", P_ACT8, 2, 1, fn_act8},
+    {"mish", P_ACT8, 2, 1, fn_act8},
+    {"leaky_relu", P_LEAKY, 3, 1, fn_leaky_relu},
+    {"hardtanh", P_HARDTANH, 4, 1, fn_hardtanh},
+    {"group_norm", P_GN, 5, 2, fn_group_norm},
 };
 #define NFUNCTIONS ((int)(sizeof FUNCTIONS / sizeof *FUNCTIONS))
 

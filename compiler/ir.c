@@ -82,7 +82,7 @@ static void print_conv(const conv_attr *a, dpc_buf *out) {
 
 static void print_pool(const ir_node *n, dpc_buf *out) {
     const pool_attr *a = &n->attr.pool;
-    if (n->op == OP_ADAPTIVE_AVGPOOL2D)
+    if (n->op == OP_ADAPTIVE_AVGPOOL2D || n->op == OP_ADAPTIVE_MAXPOOL2D)
         return;
     dpc_buf_printf(out, " kernel=(%lld, %lld) stride=(%lld, %lld) padding=(%lld, %lld)", (long long)a->k[0],
                    (long long)a->k[1], (long long)a->s[0], (long long)a->s[1], (long long)a->p[0], (long long)a->p[1]);

@@ -58,6 +58,10 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(SQRT, "sqrt", OC_UNARY, 1, "sqrtf($x)", "sqrtf($x)", "sqrt")                                         \
     X(ABS, "abs", OC_UNARY, 1, "fabsf($x)", "fabsf($x)", "abs")                                            \
     X(SIN, "sin", OC_UNARY, 1, "sinf($x)", "sinf($x)", "sin")                                              \
+    X(RELU6, "relu6", OC_UNARY, 1, IR_EXPR_RELU6, IR_EXPR_RELU6, NOFN)      /* F.relu6 (inplace=) */      \
+    X(HARDSWISH, "hardswish", OC_UNARY, 1, IR_EXPR_HARDSWISH, IR_EXPR_HARDSWISH, NOFN)                     \
+    X(HARDSIGMOID, "hardsigmoid", OC_UNARY, 1, IR_EXPR_HARDSIGMOID, IR_EXPR_HARDSIGMOID, NOFN)             \
+    X(MISH, "mish", OC_UNARY, 1, IR_EXPR_MISH, IR_EXPR_MISH, NOFN)                                         \
     X(ADD, "add", OC_BINARY, 2, "$x + $y", "$x + $y", NOFN)                                                \
     X(SUB, "sub", OC_BINARY, 2, "$x - $y", "$x - $y", NOFN)                                                \
     X(MUL, "mul", OC_BINARY, 2, "$x * $y", "$x * $y", NOFN)                                                \
@@ -68,6 +72,7 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(MAXPOOL2D, "max_pool2d", OC_POOL, 1, NOEXPR, NOEXPR, NOFN)                                           \
     X(AVGPOOL2D, "avg_pool2d", OC_POOL, 1, NOEXPR, NOEXPR, NOFN)                                           \
     X(ADAPTIVE_AVGPOOL2D, "adaptive_avg_pool2d", OC_POOL, 1, NOEXPR, NOEXPR, NOFN)                         \
+    X(ADAPTIVE_MAXPOOL2D, "adaptive_max_pool2d", OC_POOL, 1, NOEXPR, NOEXPR, NOFN)                         \
     X(BATCHNORM, "batch_norm", OC_CHANNEL, 3, NOEXPR, NOEXPR, NOFN) /* x, mean, var, w?, b? */             \
     X(LAYERNORM, "layer_norm", OC_ROW, 1, NOEXPR, NOEXPR, NOFN)    /* x, w?, b? */                         \
     X(EMBEDDING, "embedding", OC_EMBED, 2, NOEXPR, NOEXPR, NOFN)   /* ids, W */                            \
@@ -82,6 +87,13 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
 
 /* The longer expressions of the table. */
 #define IR_EXPR_GELU "0.5f * $x * (1.0f + erff($x * 0.70710678118654752f))"
+/* relu6, hardswish and hardsigmoid are clamps, as PyTorch computes them
+ * (x * min(max(x + 3, 0), 6) / 6); mish is x * tanh(softplus(x)), with
+ * softplus = x above 20 as F.softplus's threshold. */
+#define IR_EXPR_RELU6 "fminf(fmaxf($x, 0.0f), 6.0f)"
+#define IR_EXPR_HARDSWISH "$x * fminf(fmaxf($x + 3.0f, 0.0f), 6.0f) / 6.0f"
+#define IR_EXPR_HARDSIGMOID "fminf(fmaxf($x + 3.0f, 0.0f), 6.0f) / 6.0f"
+#define IR_EXPR_MISH "$x * tanhf($x > 20.0f ? $x : log1pf(expf($x)))"
 #define IR_EXPR_GELU_TANH "0.5f * $x * (1.0f + tanhf(0.79788456080286536f * ($x + 0.044715f * $x * $x * $x)))"
 
 /* What an op is, for every pass that treats ops alike. */

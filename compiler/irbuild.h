@@ -180,6 +180,12 @@ typedef struct builtin {
 DPC_MODULES(X)
 #undef X
 
+/* The lowerings shared by a module and its function (nn_basic.c, nn_norm.c). */
+ir_node *nn_hardtanh_of(builder *b, ir_node *x, double lo, double hi, loc at, const char *scope);
+ir_node *nn_leaky_relu_of(builder *b, ir_node *x, double slope, loc at, const char *scope);
+ir_node *nn_group_norm_of(builder *b, ir_node *x, int64_t groups, ir_node *w, ir_node *bias, double eps, loc at,
+                          const char *scope, const char *whom);
+
 const builtin *builtin_row(builtin_kind k);
 void builtin_add_param(dpc_ctx *c, model *m, inst *in, const char *leaf, int rank, const int64_t *shape, int init,
                        double fan_in);

@@ -1,5 +1,5 @@
 /* nn_conv.c - the convolution and pooling modules: Conv1d, Conv2d,
- * MaxPool2d, AvgPool2d, AdaptiveAvgPool2d. One row each (irbuild.h's
+ * MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d. One row each (irbuild.h's
  * `builtin`), after its functions: signature, __init__ checks, state_dict,
  * extra_repr and lowering. */
 #include "irbuild.h"
@@ -311,7 +311,8 @@ static void adaptiveavgpool2d_repr(const inst *in, dpc_buf *out) { repr_kv(out, 
 static ir_node *adaptiveavgpool2d_lower(builder *b, inst *m, ir_node *x, loc at) {
     if (!want_4d(b, m, x, at, -1))
         return NULL;
-    ir_node *n = mk_op(b, OP_ADAPTIVE_AVGPOOL2D, at, m->path, x, NULL, NULL);
+    ir_node *n = mk_op(b, m->bi == BI_ADAPTIVEMAXPOOL2D ? OP_ADAPTIVE_MAXPOOL2D : OP_ADAPTIVE_AVGPOOL2D, at, m->path,
+                       x, NULL, NULL);
     if (!n)
         return NULL;
     n->sh = x->sh;
@@ -327,4 +328,16 @@ static ir_node *adaptiveavgpool2d_lower(builder *b, inst *m, ir_node *x, loc at)
 const builtin nn_adaptiveavgpool2d = {
     "AdaptiveAvgPool2d", 1, {{"output_size", 'o', NULL}},
     .init = adaptiveavgpool2d_init, .repr = adaptiveavgpool2d_repr, .lower = adaptiveavgpool2d_lower,
+};
+
+/* --- AdaptiveMaxPool2d: AdaptiveAvgPool2d's windows, their max */
+
+static void adaptivemaxpool2d_init(dpc_ctx *c, inst *in, const loc *arg_at) {
+    adaptiveavgpool2d_init(c, in, arg_at);
+    NEED(!inst_bool(in, 1), 1, "return_indices=True is not supported");
+}
+
+const builtin nn_adaptivemaxpool2d = {
+    "AdaptiveMaxPool2d", 2, {{"output_size", 'o', NULL}, {"return_indices", 'b', "False"}},
+    .init = adaptivemaxpool2d_init, .repr = adaptiveavgpool2d_repr, .lower = adaptiveavgpool2d_lower,
 };

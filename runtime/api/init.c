@@ -70,9 +70,11 @@ static dpc_status init_tensors(const dpc_model *m, uint64_t seed, dpc_st_tensor 
             case INIT_BIAS: f[k] = (float)((2.0 * uniform01(&r) - 1.0) * bound); break;
             case INIT_ONES: f[k] = 1.0f; break;
             case INIT_ZEROS: f[k] = 0.0f; break;
-            case INIT_NORMAL: {
+            case INIT_NORMAL:
+            case INIT_NORMAL_STD: {
                 double u1 = uniform01(&r), u2 = uniform01(&r);
-                f[k] = (float)(sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(6.283185307179586 * u2));
+                double sd = p->init == INIT_NORMAL_STD ? p->fan_in : 1.0;
+                f[k] = (float)(sd * sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(6.283185307179586 * u2));
                 break;
             }
             }

@@ -1426,11 +1426,165 @@ def gen_large():
     return out
 
 
+# ---------------------------------------------------------------------------
+# models.md group 8: the builtin modules and functions added for the zoo,
+# each family's cases drawn from their own seed so the older cases stay
+# as they were
+# ---------------------------------------------------------------------------
+
+def gen_activation8(R):
+    cases = []
+    a, d = R.randint(2, 4), R.randint(3, 7)
+    lo = round(R.uniform(-3, -0.5), 3)
+    hi = round(R.uniform(0.5, 3), 3)
+    slope = round(R.uniform(0.05, 0.5), 3)
+    c = Case("activation", "group8_modules", "ReLU6, Hardtanh (default, floats, ints), Hardswish, "
+                                             "Hardsigmoid, LeakyReLU (default, slope), Mish, StochasticDepth, "
+                                             "Permute modules, inplace=true on fresh values, on inputs scaled "
+                                             "to reach every clamp and Mish's softplus threshold")
+    c.members += ["relu6 = ReLU6()", "relu6_ip = ReLU6(inplace=true)", "ht = Hardtanh()",
+                  "ht_f = Hardtanh(%r, %r)" % (lo, hi), "ht_i = Hardtanh(min_val=-2, max_val=3, inplace=true)",
+                  "hsw = Hardswish()", "hsw_ip = Hardswish(true)", "hsig = Hardsigmoid()",
+                  "lrelu = LeakyReLU()", "lrelu_s = LeakyReLU(negative_slope=%r)" % slope,
+                  "lrelu_ip = LeakyReLU(%r, true)" % slope, "mish = Mish()", "mish_ip = Mish(inplace=true)",
+                  "sd = StochasticDepth(0.2, \"row\")", "sd_b = StochasticDepth(p=1.0, mode=\"batch\")",
+                  "perm = Permute([0, 2, 1])", "perm4 = Permute((0, 3, 1, 2))"]
+    x = c.inp([a, d])
+    x4 = c.inp([R.randint(2, 3), R.randint(2, 4), R.randint(2, 5)])
+    c.body.append("big = %s * 6" % x)
+    for m in ("relu6", "ht", "ht_f", "hsw", "hsig", "lrelu", "lrelu_s", "mish"):
+        c.ret("%s(big)" % m, m)
+    c.ret("mish(%s * 30)" % x, "Mish past the softplus threshold (20)")
+    for m in ("relu6_ip", "ht_i", "hsw_ip", "lrelu_ip", "mish_ip"):
+        c.ret("%s(%s * 6)" % (m, x), m + " on a fresh value")
+    c.ret("sd(%s) + sd_b(%s)" % (x, x), "StochasticDepth is the identity in eval")
+    c.ret("perm(big)", "Permute([0, 2, 1])")
+    c.ret("perm4(%s)" % x4, "Permute((0, 3, 1, 2))")
+    cases.append(c)
+
+    c = Case("activation", "group8_functions", "relu6, hardswish, hardsigmoid, mish (inplace keyword), "
+                                               "leaky_relu (default, positional and keyword slope), hardtanh "
+                                               "(default, positional, keywords) functions")
+    x = c.inp([a, d])
+    c.body.append("big = %s * 6" % x)
+    for e in ("relu6(big)", "relu6(%s * 6, inplace=true)" % x, "hardswish(big)", "hardsigmoid(big)",
+              "mish(big)", "mish(%s * 30)" % x, "leaky_relu(big)", "leaky_relu(big, %r)" % slope,
+              "leaky_relu(big, negative_slope=1.5)", "hardtanh(big)", "hardtanh(big, %r, %r)" % (lo, hi),
+              "hardtanh(big, max_val=2.5, min_val=-0.5)", "hardswish(-big) + hardsigmoid(big * 0.5)"):
+        c.ret(e)
+    cases.append(c)
+    return cases
+
+
+def gen_norm8(R):
+    cases = []
+    C = 2 * R.randint(1, 3)
+    H, W, L = R.randint(2, 5), R.randint(2, 5), R.randint(3, 7)
+    c = Case("norm", "group8_groupnorm", "GroupNorm on [N, C, H, W], [N, C, L] and [N, C] (1, C/2 and C "
+                                         "groups; more than one value per group, as PyTorch requires at batch 1), affine=false, eps; the group_norm function with and "
+                                         "without eps")
+    c.members += ["gn = GroupNorm(2, %d)" % C, "gn1 = GroupNorm(1, %d, eps=1e-3)" % C,
+                  "gnc = GroupNorm(%d, %d, affine=false)" % (C, C), "gn3 = GroupNorm(%d, %d)" % (C // 2, C),
+                  "gn2 = GroupNorm(num_groups=%d, num_channels=%d, eps=0.1)" % (C // 2, C)]
+    x4 = c.inp([C, H, W])
+    x3 = c.inp([C, L])
+    x2 = c.inp([C])
+    for m, x in (("gn", x4), ("gn1", x4), ("gnc", x4), ("gn3", x3), ("gn2", x2), ("gn", x3)):
+        c.ret("%s(%s)" % (m, x), m)
+    c.ret("group_norm(%s, 2)" % x4, "group_norm function")
+    c.ret("group_norm(%s * 3 + 1, %d, eps=1e-2)" % (x3, C), "group_norm function, eps")
+    cases.append(c)
+
+    c = Case("norm", "group8_batchnorm1d", "BatchNorm1d (running statistics) on [N, C] and [N, C, L]: "
+                                           "defaults, eps, affine=false")
+    C = R.randint(2, 5)
+    c.members += ["bn = BatchNorm1d(%d)" % C, "bn_e = BatchNorm1d(%d, eps=1e-3, momentum=0.01)" % C,
+                  "bn_a = BatchNorm1d(%d, affine=false)" % C]
+    x2 = c.inp([C])
+    x3 = c.inp([C, R.randint(2, 6)])
+    for m in ("bn", "bn_e", "bn_a"):
+        c.ret("%s(%s)" % (m, x2), m + " on [N, C]")
+        c.ret("%s(%s)" % (m, x3), m + " on [N, C, L]")
+    cases.append(c)
+
+    c = Case("norm", "group8_batchnorm1d_batchstats", "BatchNorm1d(track_running_stats=false): the "
+                                                      "batch's statistics in eval, on [N, C, L] (on [N, C] "
+                                                      "PyTorch rejects batch 1)")
+    c.single_device = "batch statistics mix samples"
+    c.members += ["bn = BatchNorm1d(%d, track_running_stats=false)" % C]
+    x3 = c.inp([C, R.randint(2, 6)])
+    c.ret("bn(%s)" % x3)
+    cases.append(c)
+    return cases
+
+
+def gen_pool8(R):
+    c = Case("pool", "group8_adaptive_max", "AdaptiveMaxPool2d: int, pair, None entries, output sizes "
+                                            "that do not divide the input (overlapping windows), larger than "
+                                            "the input, 1")
+    Cc, H, W = R.randint(1, 3), R.randint(5, 9), R.randint(5, 9)
+    x = c.inp([Cc, H, W])
+    for o in (1, R.randint(2, 4), (R.randint(2, 4), R.randint(2, 5)), (None, 3), (2, None), (H + 2, W),
+              (H, W)):
+        m = c.member(call("AdaptiveMaxPool2d", [o]), "amp")
+        c.ret("%s(%s)" % (m, x), "output_size=%r" % (o,))
+    m = c.member("AdaptiveMaxPool2d(output_size=3, return_indices=false)", "amp")
+    c.ret("%s(-%s)" % (m, x), "keywords, negative input")
+    return [c]
+
+
+def gen_matmul8(R):
+    c = Case("matmul", "group8_hfconv1d", "HuggingFace Conv1D(nf, nx): weight [nx, nf], x @ W + b over the "
+                                          "last dim, on [N, nx], [N, S, nx] and [N, A, S, nx]")
+    nf, nx = R.randint(2, 9), R.randint(2, 9)
+    m = c.member("Conv1D(%d, %d)" % (nf, nx), "conv")
+    m2 = c.member("Conv1D(nx=%d, nf=%d)" % (nf, nx), "conv")
+    c.ret("%s(%s)" % (m, c.inp([nx])), "[N, nx]")
+    c.ret("%s(%s)" % (m, c.inp([R.randint(2, 5), nx])), "[N, S, nx]")
+    c.ret("%s(%s)" % (m, c.inp([2, R.randint(2, 5), nx])), "[N, A, S, nx]")
+    c.ret("%s(%s)" % (m2, c.inp([R.randint(2, 4), nf])), "keywords: weight [nf, nx]")
+    cases = [c]
+
+    h = R.choice([1, 2, 4])
+    E = h * R.randint(2, 4)
+    L, S = R.randint(2, 6), R.randint(2, 7)
+    c = Case("matmul", "group8_mha", "MultiheadAttention against torch.nn.MultiheadAttention: self-attention "
+                                     "with batch_first=true and need_weights=false (ViT's call), cross-attention "
+                                     "with batch_first=false ([L, N, E]) and the head-averaged weights, "
+                                     "bias=false with per-head weights, keywords")
+    c.extra = """module SelfBlock(dim: int, heads: int) {
+    ln = LayerNorm(dim)
+    self_attention = MultiheadAttention(dim, heads, dropout=0.0, batch_first=true)
+    forward(x: [N, %d, dim]) {
+        h = ln(x)
+        h, _ = self_attention(query=h, key=h, value=h, need_weights=false)
+        return h + x
+    }
+}""" % L
+    c.members += ["blk = SelfBlock(%d, %d)" % (E, h), "cross = MultiheadAttention(%d, %d)" % (E, h),
+                  "nob = MultiheadAttention(%d, %d, bias=false, batch_first=true)" % (E, h)]
+    x = c.inp([L, E])
+    y = c.inp([S, E])
+    c.body.append("o, w = cross(permute(%s, 1, 0, 2), permute(%s, 1, 0, 2), permute(%s, 1, 0, 2))" % (x, y, y))
+    c.body.append("p, pw = nob(%s, %s, %s * 2, average_attn_weights=false)" % (x, y, y))
+    c.ret("blk(%s)" % x, "self-attention block, batch_first=true")
+    c.ret("permute(o, 1, 0, 2)", "cross-attention, batch_first=false")
+    c.ret("w", "head-averaged weights [N, L, S]")
+    c.ret("p", "bias=false")
+    c.ret("pw", "per-head weights [N, h, L, S]")
+    cases.append(c)
+    return cases
+
+
+GROUP8 = {"activation": gen_activation8, "norm": gen_norm8, "pool": gen_pool8, "matmul": gen_matmul8}
+
+
 def _with_large(fam, fn):
     def gen(R):
         cases = fn(R)
         big = gen_large().get(fam)
-        return cases + ([big] if big else [])
+        g8 = GROUP8[fam](random.Random(zlib.crc32((fam + "/group8").encode()))) if fam in GROUP8 else []
+        return cases + ([big] if big else []) + g8
     return gen
 
 

@@ -722,6 +722,41 @@ def _no_return_indices(kw):
     return kw
 
 
+# models.md group 8: torchvision's StochasticDepth and Permute, HF's Conv1D
+# (tests/ref/hf_models.py, checked against transformers 4.30.2), imported
+# when a model uses them.
+def _stochastic_depth(p, mode):
+    import torchvision.ops
+    return torchvision.ops.StochasticDepth(p, mode)
+
+
+def _permute(dims):
+    import torchvision.ops.misc
+    return torchvision.ops.misc.Permute(list(dims))
+
+
+def _hf_conv1d(nf, nx):
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import hf_models
+    return hf_models.Conv1D(nf, nx)
+
+
+def _no_return_indices_adaptive(output_size, return_indices=False):
+    if return_indices:
+        raise ValueError("return_indices=True is not supported (forward would return a tuple)")
+    return nn.AdaptiveMaxPool2d(output_size)
+
+
+def _mha(embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+         kdim=None, vdim=None, batch_first=False):
+    if add_bias_kv or add_zero_attn:
+        raise ValueError("add_bias_kv and add_zero_attn are not supported")
+    if kdim not in (None, embed_dim) or vdim not in (None, embed_dim):
+        raise ValueError("kdim/vdim different from embed_dim are not supported")
+    return nn.MultiheadAttention(embed_dim, num_heads, dropout=dropout, bias=bias,
+                                 batch_first=batch_first)
+
+
 # name -> (factory, [(arg name, default or REQUIRED), ...]).  The lists are
 # torch's own positional order, so positional arguments bind as in Python.
 BUILTIN_MODULES = {
@@ -757,6 +792,24 @@ BUILTIN_MODULES = {
     "Tanh": (nn.Tanh, []),
     "Softmax": (nn.Softmax, [("dim", None)]),
     "Flatten": (nn.Flatten, [("start_dim", 1), ("end_dim", -1)]),
+    # models.md group 8
+    "ReLU6": (nn.ReLU6, [("inplace", False)]),
+    "Hardtanh": (nn.Hardtanh, [("min_val", -1.0), ("max_val", 1.0), ("inplace", False)]),
+    "Hardswish": (nn.Hardswish, [("inplace", False)]),
+    "Hardsigmoid": (nn.Hardsigmoid, [("inplace", False)]),
+    "LeakyReLU": (nn.LeakyReLU, [("negative_slope", 0.01), ("inplace", False)]),
+    "Mish": (nn.Mish, [("inplace", False)]),
+    "BatchNorm1d": (nn.BatchNorm1d, [("num_features", REQUIRED), ("eps", 1e-5), ("momentum", 0.1),
+                                     ("affine", True), ("track_running_stats", True)]),
+    "GroupNorm": (nn.GroupNorm, [("num_groups", REQUIRED), ("num_channels", REQUIRED), ("eps", 1e-5),
+                                 ("affine", True)]),
+    "AdaptiveMaxPool2d": (_no_return_indices_adaptive, [("output_size", REQUIRED), ("return_indices", False)]),
+    "StochasticDepth": (_stochastic_depth, [("p", REQUIRED), ("mode", REQUIRED)]),
+    "Permute": (_permute, [("dims", REQUIRED)]),
+    "Conv1D": (_hf_conv1d, [("nf", REQUIRED), ("nx", REQUIRED)]),
+    "MultiheadAttention": (_mha, [("embed_dim", REQUIRED), ("num_heads", REQUIRED), ("dropout", 0.0),
+                                  ("bias", True), ("add_bias_kv", False), ("add_zero_attn", False),
+                                  ("kdim", None), ("vdim", None), ("batch_first", False)]),
     # Identity, Sequential and ModuleList take free-form arguments; see _build_builtin.
     "Identity": (nn.Identity, None),
     "Sequential": (nn.Sequential, None),
@@ -892,6 +945,20 @@ BUILTIN_FUNCTIONS = {
                     ("bias", None), ("eps", 1e-5)], _layer_norm, ("input",)),
     "dropout": ([("input", REQUIRED), ("p", 0.5)],
                 lambda a, p: F.dropout(a["input"], a["p"], training=False), ("input",)),
+    # models.md group 8 (inplace is dropped: in-place ops would overwrite a value the model reads again)
+    "relu6": ([("input", REQUIRED), ("inplace", False)], lambda a, p: F.relu6(a["input"]), ("input",)),
+    "hardswish": ([("input", REQUIRED), ("inplace", False)], lambda a, p: F.hardswish(a["input"]), ("input",)),
+    "hardsigmoid": ([("input", REQUIRED), ("inplace", False)],
+                    lambda a, p: F.hardsigmoid(a["input"]), ("input",)),
+    "mish": ([("input", REQUIRED), ("inplace", False)], lambda a, p: F.mish(a["input"]), ("input",)),
+    "leaky_relu": ([("input", REQUIRED), ("negative_slope", 0.01), ("inplace", False)],
+                   lambda a, p: F.leaky_relu(a["input"], a["negative_slope"]), ("input",)),
+    "hardtanh": ([("input", REQUIRED), ("min_val", -1.0), ("max_val", 1.0), ("inplace", False)],
+                 lambda a, p: F.hardtanh(a["input"], a["min_val"], a["max_val"]), ("input",)),
+    "group_norm": ([("input", REQUIRED), ("num_groups", REQUIRED), ("weight", None), ("bias", None),
+                    ("eps", 1e-5)],
+                   lambda a, p: F.group_norm(a["input"], a["num_groups"], a["weight"], a["bias"], a["eps"]),
+                   ("input",)),
 }
 
 
@@ -1618,6 +1685,17 @@ class _Interpreter:
         kwargs = {k: self.eval(v) for k, v, _ in e.kwargs}
         if isinstance(callee, DpModule):
             return callee(*args, **kwargs)
+        if isinstance(callee, nn.MultiheadAttention):
+            # forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+            # average_attn_weights=True) -> (attn_output, weights or None)
+            # (under grad, so torch 1.13 takes the general path: its fused fast path, the same math,
+            # fails for bias=False)
+            try:
+                with torch.enable_grad():
+                    r = callee(*args, **kwargs)
+                return tuple(t.detach() if isinstance(t, torch.Tensor) else t for t in r)
+            except Exception as ex:
+                raise DpError(e.pos, f"{label}: {_first_line(ex)}") from None
         # builtin torch.nn module: exactly one tensor input, no keywords
         if kwargs or len(args) != 1:
             raise DpError(e.pos, f"'{label}' ({type(callee).__name__}) takes one tensor argument")
@@ -1691,6 +1769,12 @@ def _precheck_builtin(label: str, m: nn.Module, x: torch.Tensor, pos: Pos):
     elif isinstance(m, nn.BatchNorm2d):
         if x.dim() != 4 or x.shape[1] != m.num_features:
             fail(f"[N, {m.num_features}, H, W]")
+    elif isinstance(m, nn.BatchNorm1d):
+        if x.dim() not in (2, 3) or x.shape[1] != m.num_features:
+            fail(f"[N, {m.num_features}, L]")
+    elif isinstance(m, nn.GroupNorm):
+        if x.dim() < 2 or x.shape[1] != m.num_channels:
+            fail(f"[N, {m.num_channels}, ...]")
     elif isinstance(m, nn.LayerNorm):
         ns = list(m.normalized_shape)
         if x.dim() < len(ns) or list(x.shape[x.dim() - len(ns):]) != ns:
@@ -1698,7 +1782,7 @@ def _precheck_builtin(label: str, m: nn.Module, x: torch.Tensor, pos: Pos):
     elif isinstance(m, nn.Embedding):
         if x.is_floating_point():
             raise DpError(pos, f"{label} expects integer indices, got {str(x.dtype).replace('torch.', '')}")
-    elif isinstance(m, (nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d)):
+    elif isinstance(m, (nn.MaxPool2d, nn.AvgPool2d, nn.AdaptiveAvgPool2d, nn.AdaptiveMaxPool2d)):
         if x.dim() not in (3, 4):
             fail("[N, C, H, W]")
 

@@ -14,7 +14,7 @@
 * `--random-stats` gives every BatchNorm a non-trivial running_mean
   (N(0, 0.5)) and running_var (U(0.5, 2.0)), so eval-mode BN is really
   tested.  `--random-affine` replaces the ones/zeros weight and bias of
-  BatchNorm and LayerNorm with 1 + N(0, 0.2) and N(0, 0.2).  Both draw from
+  BatchNorm, LayerNorm and GroupNorm with 1 + N(0, 0.2) and N(0, 0.2).  Both draw from
   a generator seeded with S after construction, so the default-init values
   are unchanged by either flag.
 """
@@ -42,10 +42,10 @@ def init_state(path: str, seed: int = 0, random_stats: bool = False,
     gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for m in inner.modules():
-            if random_stats and isinstance(m, nn.BatchNorm2d) and m.running_mean is not None:
+            if random_stats and isinstance(m, (nn.BatchNorm2d, nn.BatchNorm1d)) and m.running_mean is not None:
                 m.running_mean.copy_(torch.randn(m.running_mean.shape, generator=gen) * 0.5)
                 m.running_var.copy_(torch.rand(m.running_var.shape, generator=gen) * 1.5 + 0.5)
-            if random_affine and isinstance(m, (nn.BatchNorm2d, nn.LayerNorm)):
+            if random_affine and isinstance(m, (nn.BatchNorm2d, nn.LayerNorm, nn.BatchNorm1d, nn.GroupNorm)):
                 if getattr(m, "weight", None) is not None:
                     m.weight.copy_(1 + 0.2 * torch.randn(m.weight.shape, generator=gen))
                 if getattr(m, "bias", None) is not None:

@@ -1,0 +1,246 @@
+/* nn_attention.c - MultiheadAttention (torch.nn, eval): one row (irbuild.h's
+ * `builtin`) after its functions. The packed in_proj_weight [3E, E] and
+ * in_proj_bias [3E] are the state_dict's; out_proj is a child Linear
+ * printed as NonDynamicallyQuantizableLinear. Forward lowers to existing
+ * ops: q, k and v projections through linear with the rows E*j..E*(j+1)
+ * of the packed weight (selected by a matmul with a one-hot vector: the
+ * op table has no slice), heads by reshape/permute, softmax(q k^T /
+ * sqrt(d)) v by matmul and softmax, then out_proj. */
+#include "irbuild.h"
+
+#include <math.h>
+#include <string.h>
+
+enum { A_E, A_H, A_DROP, A_BIAS, A_BKV, A_ZATTN, A_KDIM, A_VDIM, A_BF };
+
+static void mha_init(dpc_ctx *c, inst *in, const loc *arg_at) {
+    int64_t e = inst_int(in, A_E), h = inst_int(in, A_H);
+    NEED(e > 0, A_E, "embed_dim must be positive, got %lld", (long long)e);
+    NEED(h > 0, A_H, "num_heads must be positive, got %lld", (long long)h);
+    NEED(h <= 0 || e % h == 0, A_H, "embed_dim must be divisible by num_heads");
+    double p = inst_float(in, A_DROP);
+    NEED(p >= 0 && p <= 1, A_DROP, "dropout probability has to be between 0 and 1");
+    NEED(!inst_bool(in, A_BKV), A_BKV, "add_bias_kv=True is not supported");
+    NEED(!inst_bool(in, A_ZATTN), A_ZATTN, "add_zero_attn=True is not supported");
+    for (int i = A_KDIM; i <= A_VDIM; i++)
+        NEED(in->args[i].kind == V_NONE || in->args[i].i == e, i,
+             "%s different from embed_dim is not supported (separate q/k/v projection weights)",
+             i == A_KDIM ? "kdim" : "vdim");
+    /* out_proj: a Linear(E, E, bias) of class NonDynamicallyQuantizableLinear */
+    inst *lin = arena_alloc(&c->arena, sizeof *lin);
+    lin->bi = BI_LINEAR;
+    lin->type_name = "NonDynamicallyQuantizableLinear";
+    lin->at = in->at;
+    lin->nargs = 3;
+    lin->args = arena_alloc(&c->arena, sizeof(val) * 3);
+    lin->args[0] = (val){.kind = V_INT, .i = e};
+    lin->args[1] = (val){.kind = V_INT, .i = e};
+    lin->args[2] = (val){.kind = V_BOOL, .i = inst_bool(in, A_BIAS)};
+    inst_child *ch = arena_alloc(&c->arena, sizeof *ch);
+    ch->name = "out_proj";
+    ch->mod = lin;
+    vec_push(&c->arena, &in->children, ch);
+}
+
+/* in_proj_weight: xavier_uniform_, U(+-sqrt(6 / (E + 3E))), which is
+ * INIT_KAIMING's U(+-1/sqrt(f)) with f = 2E/3; in_proj_bias zeros. (out_proj's
+ * bias is zeroed too: Linear's params see the class name.) */
+static void mha_params(dpc_ctx *c, model *m, inst *in) {
+    int64_t e = inst_int(in, A_E), w[2] = {3 * e, e};
+    builtin_add_param(c, m, in, "in_proj_weight", 2, w, INIT_KAIMING, 2.0 * (double)e / 3.0);
+    if (inst_bool(in, A_BIAS))
+        builtin_add_param(c, m, in, "in_proj_bias", 1, w, INIT_ZEROS, 0);
+}
+
+typedef struct mha_fwd {
+    builder *b;
+    inst *m;
+    loc at;
+    int64_t e, h;
+} mha_fwd;
+
+/* The one-hot [3] vector e_j, from a rank-0 zero computed from w. */
+static ir_node *one_hot(mha_fwd *f, ir_node *zero1, int j) {
+    builder *b = f->b;
+    sv one = {.k = SV_NUM, .v = {.kind = V_FLOAT, .f = 1.0}};
+    ir_node *c1 = as_tensor(b, &one, f->at, "a constant");
+    ir_node *o1 = c1 ? elementwise(b, OP_ADD, zero1, c1, f->at, f->m->path) : NULL;
+    if (!o1)
+        return NULL;
+    sv items[3];
+    for (int i = 0; i < 3; i++)
+        items[i] = (sv){.k = SV_TENSOR, .t = i == j ? o1 : zero1};
+    sv list = {.k = SV_LIST, .n = 3, .items = items};
+    return cat(b, &list, 0, f->at);
+}
+
+static ir_node *linear_node(mha_fwd *f, ir_node *x, ir_node *w, ir_node *bias) {
+    ir_node *n = mk_op(f->b, OP_LINEAR, f->at, f->m->path, x, w, bias);
+    if (!n)
+        return NULL;
+    n->sh = x->sh;
+    n->sh.d[n->sh.rank - 1] = w->sh.d[0];
+    return n;
+}
+
+static ir_node *heads(mha_fwd *f, ir_node *x, const int *perm) {
+    int64_t d = f->e / f->h;
+    shape s = {4, {x->sh.d[0], x->sh.d[1], {f->h, false}, {d, false}}};
+    ir_node *r = reshape_to(f->b, x, &s, f->at, f->m->path);
+    return r ? permute(f->b, r, perm, f->at) : NULL;
+}
+
+static bool mha_tensor(builder *b, inst *m, const sv *v, loc at, const char *what, bool bf, ir_node **out) {
+    if (v->k != SV_TENSOR || v->t->dt != IR_F32) {
+        error_at(b->c, at, "%s: %s must be a float tensor, got %s", who(m), what, sv_kind_name(v));
+        return false;
+    }
+    ir_node *x = v->t;
+    int64_t e = inst_int(m, A_E);
+    if (x->sh.rank != 3 || x->sh.d[2].sym || x->sh.d[2].k != e) {
+        error_at(b->c, at, "%s: %s must be %s with E = %lld, got %s", who(m), what,
+                 bf ? "[N, L, E] (batch_first=True)" : "[L, N, E]", (long long)e, shp(b, &x->sh));
+        return false;
+    }
+    static const int swap[3] = {1, 0, 2};
+    *out = bf ? x : permute(b, x, swap, at);
+    return *out != NULL;
+}
+
+static bool mha_call(builder *b, inst *m, const fargs *a, loc at, sv *out) {
+    static const char *const names[] = {"query", "key", "value", "key_padding_mask", "need_weights", "attn_mask",
+                                        "average_attn_weights"};
+    enum { NP = 7 };
+    sv s[NP];
+    bool given[NP] = {0};
+    loc sat[NP];
+    int pos = 0;
+    for (int i = 0; i < a->n; i++) {
+        int slot = -1;
+        if (!a->names[i])
+            slot = pos < NP ? pos++ : -2;
+        else
+            for (int k = 0; k < NP; k++)
+                if (strcmp(names[k], a->names[i]) == 0)
+                    slot = k;
+        if (slot == -2) {
+            error_at(b->c, a->at[i], "%s: forward takes at most %d arguments, got %d", who(m), NP, a->n);
+            return false;
+        }
+        if (slot < 0) {
+            const char *near = nearest_name(a->names[i], names, NP);
+            error_at(b->c, a->kw_at[i], "%s (MultiheadAttention) has no forward argument '%s'%s%s%s", who(m),
+                     a->names[i], near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
+            return false;
+        }
+        if (given[slot]) {
+            error_at(b->c, a->kw_at[i], "%s: forward got argument '%s' twice", who(m), names[slot]);
+            return false;
+        }
+        s[slot] = a->v[i], given[slot] = true, sat[slot] = a->at[i];
+    }
+    for (int k = 0; k < 3; k++)
+        if (!given[k]) {
+            error_at(b->c, at, "%s: forward missing required argument '%s'", who(m), names[k]);
+            return false;
+        }
+    for (int k = 3; k <= 5; k += 2)
+        if (given[k] && s[k].k != SV_NONE) {
+            error_at(b->c, sat[k], "%s: %s is not supported yet (only None)", who(m), names[k]);
+            return false;
+        }
+    bool need = true, avg = true;
+    for (int k = 4; k <= 6; k += 2)
+        if (given[k]) {
+            if (s[k].k != SV_NUM || s[k].v.kind != V_BOOL) {
+                error_at(b->c, sat[k], "%s: %s must be a bool", who(m), names[k]);
+                return false;
+            }
+            *(k == 4 ? &need : &avg) = s[k].v.i != 0;
+        }
+    bool bf = inst_bool(m, A_BF);
+    ir_node *q, *k, *v;
+    if (!mha_tensor(b, m, &s[0], sat[0], "query", bf, &q) || !mha_tensor(b, m, &s[1], sat[1], "key", bf, &k) ||
+        !mha_tensor(b, m, &s[2], sat[2], "value", bf, &v))
+        return false;
+    if (!shape_eq(&k->sh, &v->sh) || k->sh.d[0].k != q->sh.d[0].k || k->sh.d[0].sym != q->sh.d[0].sym) {
+        error_at(b->c, at, "%s: key %s and value %s must have the same shape, and the batch of query %s", who(m),
+                 shp(b, &s[1].t->sh), shp(b, &s[2].t->sh), shp(b, &s[0].t->sh));
+        return false;
+    }
+    int first = b->g->nodes.len;
+    mha_fwd f = {b, m, at, inst_int(m, A_E), inst_int(m, A_H)};
+    int64_t e = f.e, d = e / f.h;
+    /* the packed projection's rows j*E..(j+1)*E: W viewed [3, E, E] ->
+     * [E, E, 3] @ e_j, the bias [3, E] -> [E, 3] @ e_j */
+    ir_node *w = param_node(b, m, "in_proj_weight", at), *bias = param_node(b, m, "in_proj_bias", at);
+    if (!w)
+        return false;
+    shape w3 = {3, {{3, false}, {e, false}, {e, false}}}, b2 = {2, {{3, false}, {e, false}}}, one = {1, {{1, false}}};
+    static const int wperm[3] = {1, 2, 0}, bperm[2] = {1, 0};
+    static const int64_t all[2] = {0, 1};
+    sv zv = {.k = SV_NUM, .v = {.kind = V_FLOAT, .f = 0.0}};
+    ir_node *c0 = as_tensor(b, &zv, at, "a constant");
+    ir_node *wt = permute(b, reshape_to(b, w, &w3, at, m->path), wperm, at);
+    ir_node *z = c0 && wt ? elementwise(b, OP_MUL, w, c0, at, m->path) : NULL;
+    z = z ? reduce(b, OP_MEAN, z, all, 2, false, at) : NULL;
+    ir_node *z1 = z ? reshape_to(b, z, &one, at, m->path) : NULL;
+    ir_node *bt = bias && z1 ? permute(b, reshape_to(b, bias, &b2, at, m->path), bperm, at) : NULL;
+    ir_node *proj[3], *xs[3] = {q, k, v};
+    for (int j = 0; j < 3; j++) {
+        ir_node *ej = z1 ? one_hot(&f, z1, j) : NULL;
+        ir_node *wj = ej ? matmul(b, wt, ej, at) : NULL;
+        ir_node *bj = bt && ej ? matmul(b, bt, ej, at) : NULL;
+        proj[j] = wj && (bj || !bias) ? linear_node(&f, xs[j], wj, bj) : NULL;
+        if (!proj[j])
+            return false;
+    }
+    static const int pq[4] = {0, 2, 1, 3}, pk[4] = {0, 2, 3, 1};
+    ir_node *qh = heads(&f, proj[0], pq), *kh = heads(&f, proj[1], pk), *vh = heads(&f, proj[2], pq);
+    ir_node *sc = qh && kh ? matmul(b, qh, kh, at) : NULL; /* [N, h, L, S] */
+    sv scale = {.k = SV_NUM, .v = {.kind = V_FLOAT, .f = 1.0 / sqrt((double)d)}};
+    ir_node *cs = sc ? as_tensor(b, &scale, at, "a constant") : NULL;
+    sc = cs ? elementwise(b, OP_MUL, sc, cs, at, m->path) : NULL;
+    ir_node *att = sc ? softmax(b, OP_SOFTMAX, sc, -1, at, m->path) : NULL;
+    ir_node *o = att && vh ? matmul(b, att, vh, at) : NULL; /* [N, h, L, d] */
+    o = o ? permute(b, o, pq, at) : NULL;
+    if (!o)
+        return false;
+    shape os = {3, {o->sh.d[0], o->sh.d[1], {e, false}}};
+    o = reshape_to(b, o, &os, at, m->path);
+    inst *op = ((inst_child *)m->children.items[0])->mod;
+    ir_node *ow = param_node(b, op, "weight", at), *ob = param_node(b, op, "bias", at);
+    ir_node *y = o && ow ? mk_op(b, OP_LINEAR, at, op->path, o, ow, ob) : NULL;
+    if (!y)
+        return false;
+    y->sh = o->sh;
+    static const int swap[3] = {1, 0, 2};
+    if (!bf && !(y = permute(b, y, swap, at)))
+        return false;
+    ir_node *wts = NULL;
+    if (need) {
+        static const int64_t hd = 1;
+        wts = avg ? reduce(b, OP_MEAN, att, &hd, 1, false, at) : att;
+        if (!wts)
+            return false;
+    }
+    for (int i = first; i < b->g->nodes.len; i++) { /* reduce(), matmul() and permute() leave it unset */
+        ir_node *n = b->g->nodes.items[i];
+        if (!n->scope)
+            n->scope = m->path;
+    }
+    out->k = SV_TUPLE;
+    out->n = 2;
+    out->items = arena_alloc(&b->c->arena, sizeof(sv) * 2);
+    out->items[0] = (sv){.k = SV_TENSOR, .t = y};
+    out->items[1] = wts ? (sv){.k = SV_TENSOR, .t = wts} : (sv){.k = SV_NONE};
+    return check_size(b, y, at, who(m));
+}
+
+const builtin nn_multiheadattention = {
+    "MultiheadAttention", 9,
+    {{"embed_dim", 'i', NULL}, {"num_heads", 'i', NULL}, {"dropout", 'f', "0.0"}, {"bias", 'b', "True"},
+     {"add_bias_kv", 'b', "False"}, {"add_zero_attn", 'b', "False"}, {"kdim", 'n', "None"}, {"vdim", 'n', "None"},
+     {"batch_first", 'b', "False"}},
+    .init = mha_init, .params = mha_params, .call = mha_call,
+};
