@@ -740,7 +740,7 @@ static int mpi_complete(const opts *o, cli_mpi *x, int rc, dpc_tensor **out) {
 static int needed_weights(const dpc_model *m) {
     int n = 0;
     for (int i = 0; i < m->sig->nparams; i++)
-        n += !m->sig->params[i].ignored;
+        n += !m->sig->params[i].ignored && !m->sig->params[i].nonpersistent;
     return n;
 }
 

@@ -300,6 +300,8 @@ static DPC_NOINLINE void unknown_name(builder *b, frame *f, const char *name, lo
         cands[n++] = ((binding *)f->locals.items[i])->name;
     for (int i = 0; i < f->self->children.len && n < 230; i++)
         cands[n++] = ((inst_child *)f->self->children.items[i])->name;
+    for (int i = 0; i < f->self->tensors.len && n < 235; i++)
+        cands[n++] = ((tmember *)f->self->tensors.items[i])->name;
     for (int i = 0; i < f->self->np && n < 240; i++)
         cands[n++] = f->self->pnames[i];
     if (callee)
@@ -322,6 +324,23 @@ static DPC_NOINLINE bool resolve_name(builder *b, frame *f, const node *n, sv *o
     if (m) {
         out->k = m->bi == BI_MODULELIST ? SV_LIST : SV_MODULE;
         out->mod = m;
+        return true;
+    }
+    for (int i = 0; i < f->self->tensors.len; i++) {
+        const tmember *t = f->self->tensors.items[i];
+        if (strcmp(t->name, n->str) != 0)
+            continue;
+        if (t->ct->dtype != CTD_F32) {
+            error_at(b->c, n->at,
+                     "forward reads %s buffer '%s': integer and bool buffers are not supported in forward yet",
+                     t->ct->dtype == CTD_I64 ? "int64" : "bool", t->name);
+            return false;
+        }
+        ir_node *p = param_node(b, f->self, t->name, n->at);
+        if (!p)
+            return false;
+        out->k = SV_TENSOR;
+        out->t = p;
         return true;
     }
     for (int i = f->self->np - 1; i >= 0; i--)

@@ -113,6 +113,10 @@ dpc_status dpc_weights_match(const dpc_signature *sig, const dpc_safetensors *st
     item_list missing = {.sep = ", "}, wrong = {.sep = "; "}, unexpected = {.sep = ", "};
     for (int i = 0; i < sig->nparams; i++) {
         const dpc_sig_param *p = &sig->params[i];
+        if (p->nonpersistent) { /* not in the state_dict: its value is the model's own */
+            picks[i] = NULL;
+            continue;
+        }
         const dpc_st_tensor *t = picks[i] = find_param(st, p);
         if (t)
             used[t - st->t] = true;
@@ -140,9 +144,32 @@ dpc_status dpc_weights_match(const dpc_signature *sig, const dpc_safetensors *st
 
 /* ---------------------------------------------------------- binding */
 
-/* f32 copies of the picked tensors, each replacing the parameter's old one. */
+/* A non-persistent buffer's value (a constant of the model, never in the
+ * weights), as f32. */
+static dpc_status constant_f32(const dpc_sig_param *p, float **out, dpc_err *e) {
+    size_t count = 1;
+    for (int k = 0; k < p->rank; k++)
+        count *= (size_t)p->shape[k];
+    float *f = dpc_calloc(count + 1, sizeof(float));
+    if (!f)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    for (size_t k = 0; k < count; k++)
+        f[k] = (float)(p->value.kind == DPC_SIG_DATA ? p->value.data[k] : p->value.a);
+    *out = f;
+    return DPC_OK;
+}
+
+/* f32 copies of the picked tensors, each replacing the parameter's old one;
+ * the non-persistent buffers forward reads, from their constant values. */
 static dpc_status keep_f32(dpc_model *m, const dpc_st_tensor **picks, dpc_err *e) {
     for (int i = 0; i < m->sig->nparams; i++) {
+        const dpc_sig_param *sp = &m->sig->params[i];
+        if (sp->nonpersistent && !sp->ignored && !m->params[i]) {
+            dpc_status s = constant_f32(sp, &m->params[i], e);
+            if (s != DPC_OK)
+                return s;
+            continue;
+        }
         const dpc_st_tensor *t = picks[i];
         if (!t || m->sig->params[i].ignored)
             continue;
