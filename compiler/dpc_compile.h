@@ -162,6 +162,9 @@ typedef struct dpc_signature {
 } dpc_signature;
 
 const dpc_signature *dpc_unit_signature(const dpc_unit *u);
+/* Whether input t has no batch dim (`table: [10, 4]`): it is passed whole
+ * to every replica, not split. */
+static inline bool dpc_sig_input_whole(const dpc_sig_tensor *t) { return t->rank == 0 || !t->dim[0].batch; }
 
 /* The one rule for forward's scalar keyword arguments (the CLI's --kw and
  * dpc_program_run): out[i] receives scalar i, its default unless given.

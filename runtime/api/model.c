@@ -372,7 +372,8 @@ static dpc_status check_inputs(const dpc_model *m, const dpc_tensor *const *in, 
             return dpc_errf(e, DPC_EUSER, "input '%s' must be %s, got %s", p->name, dpc_dtype_name(want),
                             dpc_dtype_name(t->dtype));
         bool ok = t->rank == p->rank;
-        for (int k = 1; ok && k < t->rank; k++)
+        /* dim 0 is the batch, any size; an input without it has every dim fixed */
+        for (int k = dpc_sig_input_whole(p) ? 0 : 1; ok && k < t->rank; k++)
             ok = t->shape[k] == p->dim[k].k;
         if (!ok) {
             char got[256];
@@ -436,9 +437,12 @@ dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninp
     for (int i = 0; i < g->nscalars; i++)
         rc.scalars[i] = (float)scalars[i];
     const char *names[DPC_MAX_IO];
-    for (int i = 0; i < g->ninputs; i++)
+    bool whole[DPC_MAX_IO];
+    for (int i = 0; i < g->ninputs; i++) {
         names[i] = g->inputs[i].name;
-    dpc_dp_opts opts = {.input_names = names, .out_shape = out_shape};
+        whole[i] = dpc_sig_input_whole(&g->inputs[i]);
+    }
+    dpc_dp_opts opts = {.input_names = names, .out_shape = out_shape, .whole = whole};
     if (m->be->launch && m->be->sync) {
         opts.async_kinds = 1u << DPC_DEV_CUDA;
         opts.sync = replica_sync;

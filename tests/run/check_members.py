@@ -12,6 +12,8 @@ register_buffer with and without persistent=False), and dpc must agree:
     (normal_(std=0.02), rand * 2 - 1);
   - `dpc run` with those weights equals the PyTorch module loaded with them
     (strict), in float64, at batch 3 and over --devices cpu,cpu.
+And members/shared_table.dp: inputs without the batch dim are passed whole
+to every replica (over 1, 2 and 3 CPU replicas), and checked in full.
 """
 import json
 import os
@@ -69,6 +71,38 @@ def run(*args):
     return subprocess.run(list(args), capture_output=True, text=True)
 
 
+def shared_table(dpc):
+    """members/shared_table.dp: inputs without the batch dim go whole to
+    every replica (x is split, table and bias are not)."""
+    model = os.path.join(HERE, "members", "shared_table.dp")
+    with tempfile.TemporaryDirectory() as tmp:
+        w = os.path.join(tmp, "w.safetensors")
+        need(run(dpc, "init", model, "-o", w).returncode == 0, "shared table: init")
+        got = st.load(w)
+        r = np.random.default_rng(1)
+        x = r.standard_normal((5, 4)).astype(np.float32)
+        t = r.standard_normal((4, 3)).astype(np.float32)
+        b = r.standard_normal(3).astype(np.float32)
+        paths = []
+        for name, v in (("x", x), ("t", t), ("b", b)):
+            paths.append(os.path.join(tmp, name + ".npy"))
+            np.save(paths[-1], v)
+        fw, fb = got["fc.weight"].astype(np.float64), got["fc.bias"].astype(np.float64)
+        want = (x.astype(np.float64) @ fw.T + fb) @ t.astype(np.float64) + b
+        args = [a for p in paths for a in ("--input", p)]
+        for devs in ("cpu", "cpu,cpu", "cpu,cpu,cpu"):
+            out = os.path.join(tmp, "y.npy")
+            p = run(dpc, "run", model, "--weights", w, *args, "--devices", devs, "-o", out)
+            ok = p.returncode == 0 and np.allclose(np.load(out), want, rtol=1e-5, atol=1e-5)
+            need(ok, f"shared table over {devs}: {p.stderr.strip()}")
+        bad = os.path.join(tmp, "t2.npy")
+        np.save(bad, np.zeros((5, 3), np.float32))
+        p = run(dpc, "run", model, "--weights", w, "--input", paths[0], "--input", bad, "--input", paths[2],
+                "-o", os.path.join(tmp, "y.npy"))
+        need(p.returncode != 0 and "input 'table' must have shape [4, 3], got [5, 3]" in p.stderr,
+             "shared table: a table of the wrong shape is refused: " + p.stderr.strip())
+
+
 def main():
     dpc = sys.argv[1]
     ref = Members().eval()
@@ -114,6 +148,7 @@ def main():
                 y = np.load(out).astype(np.float64)
                 err = np.linalg.norm(y - want) / np.linalg.norm(want)
                 need(err < 1e-5, f"run on {devs} equals PyTorch (rel err {err:.2e})")
+    shared_table(dpc)
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1
