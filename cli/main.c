@@ -633,9 +633,13 @@ static dpc_status run_forward(const opts *o, cli_mpi *x, dpc_model *m, dpc_tenso
     const char *names[MAX_IO];
     dpc_tensor views[MAX_IO];
     const dpc_tensor *vp[MAX_IO];
-    for (int i = 0; i < o->ninputs; i++)
+    bool whole[MAX_IO];
+    for (int i = 0; i < o->ninputs; i++) {
         names[i] = m->sig->inputs[i].name, vp[i] = &views[i];
-    dpc_status s = dpc_mpi_take_share(&x->mpi, (const dpc_tensor *const *)in, o->ninputs, names, views, &x->share, e);
+        whole[i] = dpc_sig_input_whole(&m->sig->inputs[i]);
+    }
+    dpc_status s =
+        dpc_mpi_take_share(&x->mpi, (const dpc_tensor *const *)in, o->ninputs, names, whole, views, &x->share, e);
     if (s != DPC_OK || !x->share.works)
         return s;
     double t0 = now_s();
@@ -740,7 +744,7 @@ static int mpi_complete(const opts *o, cli_mpi *x, int rc, dpc_tensor **out) {
 static int needed_weights(const dpc_model *m) {
     int n = 0;
     for (int i = 0; i < m->sig->nparams; i++)
-        n += !m->sig->params[i].ignored;
+        n += !m->sig->params[i].ignored && !m->sig->params[i].nonpersistent;
     return n;
 }
 

@@ -73,13 +73,13 @@ static bool row_bytes(const dpc_tensor *t, size_t *rb) {
 }
 
 dpc_status dpc_mpi_take_share(const dpc_mpi *m, const dpc_tensor *const *in, int n, const char *const *names,
-                              dpc_tensor *views, dpc_mpi_share *sh, dpc_err *e) {
+                              const bool *whole, dpc_tensor *views, dpc_mpi_share *sh, dpc_err *e) {
     *sh = (dpc_mpi_share){.scattered = m->size > 1, .batch = -1, .k = 1, .works = m->rank == 0, .rows = -1};
     for (int j = 0; j < n; j++)
         views[j] = *in[j];
     /* the batch of all tensor inputs, checked as within a process (item 5
      * of the contract) on one rank too */
-    dpc_status s = dpc_dp_batch(in, n, names, m->size, "ranks", &sh->batch, e);
+    dpc_status s = dpc_dp_batch_ex(in, n, names, whole, m->size, "ranks", &sh->batch, e);
     if (s != DPC_OK)
         return s;
     sh->rows = sh->batch;
@@ -96,6 +96,8 @@ dpc_status dpc_mpi_take_share(const dpc_mpi *m, const dpc_tensor *const *in, int
     dpc_free(sizes);
     for (int j = 0; j < n; j++) {
         size_t rb;
+        if (whole && whole[j])
+            continue; /* every rank gets it whole */
         if (!row_bytes(in[j], &rb)) {
             char la[220];
             input_label(names, j, la, sizeof la);

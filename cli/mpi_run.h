@@ -66,9 +66,10 @@ typedef struct dpc_mpi_share {
  * otherwise, as within a process), cuts it with dpc_chunk_sizes over
  * m->size ranks, and sets views[j] to this rank's rows of in[j] (sharing
  * its data). With one rank, or no tensor input, views are the inputs whole
- * and rank 0 alone works. names may be NULL. */
+ * and rank 0 alone works. names may be NULL; whole[j] (whole may be NULL)
+ * marks an input without the batch dim, which every rank gets whole. */
 dpc_status dpc_mpi_take_share(const dpc_mpi *m, const dpc_tensor *const *in, int n, const char *const *names,
-                              dpc_tensor *views, dpc_mpi_share *sh, dpc_err *e);
+                              const bool *whole, dpc_tensor *views, dpc_mpi_share *sh, dpc_err *e);
 
 /* Collective: every rank says how it fared so far (rc 0 = fine, else its
  * exit status) and what it would have printed (text, len bytes). All ranks

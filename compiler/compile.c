@@ -88,6 +88,13 @@ static void sig_build(dpc_unit *u) {
                                 .init = e->init, .fan_in = e->fan_in, .zero_row = -1};
         if (e->init == INIT_NORMAL && e->owner && e->owner->args && e->owner->args[2].kind == V_INT)
             p[i].zero_row = e->owner->args[2].i;
+        if (e->ct) {
+            static const dpc_sig_value_kind kinds[] = {
+                [CT_FILL] = DPC_SIG_FILL, [CT_DATA] = DPC_SIG_DATA, [CT_NORMAL] = DPC_SIG_NORMAL,
+                [CT_UNIFORM] = DPC_SIG_UNIFORM};
+            p[i].value = (dpc_sig_value){kinds[e->ct->kind], e->ct->a, e->ct->b, e->ct->data};
+        }
+        p[i].nonpersistent = e->nonpersistent;
         memcpy(p[i].shape, e->shape, sizeof p[i].shape);
     }
     u->sig.params = p;

@@ -295,7 +295,36 @@ struct inst {
     val *pvals;
     int np;
     const char *extra_repr;  /* user modules: `extra_repr = "..."`, formatted, or NULL */
+    vec tensors;             /* user modules: tmember*, Parameter and buffer members in registration order */
 };
+
+/* A tensor member's value at construction (`Parameter(zeros(1, 1, d))`,
+ * `Buffer(arange(n).expand((1, -1)))`): its dtype and shape, and how it is
+ * filled: a constant (CT_FILL: every element a; CT_DATA: data, row-major)
+ * or a random draw (CT_NORMAL: N(a, b^2); CT_UNIFORM: U(a, b)), which
+ * `dpc init` draws with its seed. ctensor.c evaluates the creation
+ * expressions. */
+typedef enum ctensor_kind { CT_FILL, CT_DATA, CT_NORMAL, CT_UNIFORM } ctensor_kind;
+typedef enum ctensor_dtype { CTD_F32, CTD_I64, CTD_BOOL } ctensor_dtype;
+typedef struct ctensor {
+    ctensor_kind kind;
+    ctensor_dtype dtype;
+    int rank;
+    int64_t shape[8];
+    double a, b;
+    double *data; /* CT_DATA: numel values */
+} ctensor;
+
+/* A Parameter or buffer member of a user module (`class_token =
+ * Parameter(...)`, `bias = Buffer(..., persistent=False)`), in
+ * registration order. */
+typedef struct tmember {
+    const char *name;
+    bool is_param;
+    bool persistent; /* buffers: in the state_dict (parameters always are) */
+    ctensor *ct;
+    loc at;
+} tmember;
 
 typedef struct param_entry {
     const char *key;     /* state_dict key, "fc1.weight" */
@@ -306,6 +335,8 @@ typedef struct param_entry {
     int init;            /* how `dpc init` fills it, see init.c */
     double fan_in;
     inst *owner;
+    const ctensor *ct;   /* a Parameter/Buffer member's value (INIT_TENSOR), else NULL */
+    bool nonpersistent;  /* a buffer with persistent=False: not in the state_dict, its value is ct's */
 } param_entry;
 
 typedef struct model {
@@ -321,6 +352,21 @@ bool sema_instantiate(dpc_ctx *c, model *m);
  * parameters (dims, reshape sizes, defaults). */
 bool sema_eval(dpc_ctx *c, model *m, const inst *self, const node *n, val *out);
 bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out);
+/* ctensor.c: evaluates a creation expression in the scope of self's
+ * constructor (zeros(...), empty(...).normal_(std=0.02), ones(d, 1, 1) * s,
+ * arange(n), tril(ones(n, n, dtype=bool)).view(...)); false after a
+ * diagnostic. */
+bool ctensor_eval(dpc_ctx *c, model *m, const inst *self, const node *n, ctensor *out);
+int64_t ctensor_numel(const ctensor *t);
+/* Whether value is a tensor member: `Parameter(...)`, `Buffer(...,
+ * persistent=...)`, or with name NULL a body item `register_buffer("name",
+ * ..., persistent=...)` / `register_parameter("name", Parameter(...))`.
+ * When it is, adds it to in (or reports why not) and returns true. */
+bool ctensor_member(dpc_ctx *c, model *m, inst *in, const char *name, const node *value, loc at);
+/* The state_dict entries of in's tensor members: its Parameters, then its
+ * persistent buffers (PyTorch's _save_to_state_dict order), then the
+ * non-persistent buffers, which are not in the state_dict. */
+void ctensor_add_params(dpc_ctx *c, model *m, inst *in);
 /* Python's truth value of a constructor value (None, 0 and "" are false). */
 bool sema_truthy(const val *v);
 /* The one interpreter of a chain of binary operators, for sema.c's

@@ -119,7 +119,19 @@ enum {
     INIT_NORMAL,      /* N(0, 1): Embedding */
     INIT_COUNTER,     /* num_batches_tracked: int64 0 */
     INIT_NORMAL_STD,  /* N(0, std^2), std in fan_in: HF Conv1D's normal_(std=0.02) */
+    INIT_TENSOR,      /* a Parameter/Buffer member: as its creation expression says (dpc_sig_param.value) */
 };
+
+/* The value of a Parameter/Buffer member (INIT_TENSOR): every element
+ * `a` (DPC_SIG_FILL), data (DPC_SIG_DATA, numel values, row-major), or
+ * drawn by `dpc init` from N(a, b^2) (DPC_SIG_NORMAL) or U(a, b)
+ * (DPC_SIG_UNIFORM). */
+typedef enum dpc_sig_value_kind { DPC_SIG_FILL, DPC_SIG_DATA, DPC_SIG_NORMAL, DPC_SIG_UNIFORM } dpc_sig_value_kind;
+typedef struct dpc_sig_value {
+    dpc_sig_value_kind kind;
+    double a, b;
+    const double *data;
+} dpc_sig_value;
 
 /* A state_dict entry: every parameter and buffer of the module tree, in
  * model order (the index of the model's parameter table). */
@@ -132,6 +144,11 @@ typedef struct dpc_sig_param {
     int init;                  /* INIT_*: how `dpc init` fills it */
     double fan_in;             /* for INIT_KAIMING and INIT_BIAS */
     int64_t zero_row;          /* INIT_NORMAL: the row left zero (Embedding's padding_idx), -1 none */
+    dpc_sig_value value;       /* INIT_TENSOR */
+    /* a buffer registered with persistent=False: not in the state_dict (not
+     * loaded, not written by `dpc init`, not listed); the runtime fills it
+     * from value, a constant, when the weights are bound */
+    bool nonpersistent;
 } dpc_sig_param;
 
 typedef struct dpc_signature {
@@ -146,6 +163,9 @@ typedef struct dpc_signature {
 } dpc_signature;
 
 const dpc_signature *dpc_unit_signature(const dpc_unit *u);
+/* Whether input t has no batch dim (`table: [10, 4]`): it is passed whole
+ * to every replica, not split. */
+static inline bool dpc_sig_input_whole(const dpc_sig_tensor *t) { return t->rank == 0 || !t->dim[0].batch; }
 
 /* The one rule for forward's scalar keyword arguments (the CLI's --kw and
  * dpc_program_run): out[i] receives scalar i, its default unless given.

@@ -164,6 +164,14 @@ static DPC_NOINLINE bool check_param_shape(builder *b, inst *m, const param *p, 
     return true;
 }
 
+/* Whether name is a constructor value of m (a parameter or body constant). */
+static bool sema_eval_has(const inst *m, const char *name) {
+    for (int k = 0; k < m->np; k++)
+        if (strcmp(m->pnames[k], name) == 0)
+            return true;
+    return false;
+}
+
 /* Binds a call's arguments to a user module's forward parameters, in f. */
 static DPC_NOINLINE bool bind_forward(builder *b, inst *m, frame *f, const fargs *a, loc at) {
     const module_def *d = m->def;
@@ -300,6 +308,8 @@ static DPC_NOINLINE void unknown_name(builder *b, frame *f, const char *name, lo
         cands[n++] = ((binding *)f->locals.items[i])->name;
     for (int i = 0; i < f->self->children.len && n < 230; i++)
         cands[n++] = ((inst_child *)f->self->children.items[i])->name;
+    for (int i = 0; i < f->self->tensors.len && n < 235; i++)
+        cands[n++] = ((tmember *)f->self->tensors.items[i])->name;
     for (int i = 0; i < f->self->np && n < 240; i++)
         cands[n++] = f->self->pnames[i];
     if (callee)
@@ -322,6 +332,23 @@ static DPC_NOINLINE bool resolve_name(builder *b, frame *f, const node *n, sv *o
     if (m) {
         out->k = m->bi == BI_MODULELIST ? SV_LIST : SV_MODULE;
         out->mod = m;
+        return true;
+    }
+    for (int i = 0; i < f->self->tensors.len; i++) {
+        const tmember *t = f->self->tensors.items[i];
+        if (strcmp(t->name, n->str) != 0)
+            continue;
+        if (t->ct->dtype != CTD_F32) {
+            error_at(b->c, n->at,
+                     "forward reads %s buffer '%s': integer and bool buffers are not supported in forward yet",
+                     t->ct->dtype == CTD_I64 ? "int64" : "bool", t->name);
+            return false;
+        }
+        ir_node *p = param_node(b, f->self, t->name, n->at);
+        if (!p)
+            return false;
+        out->k = SV_TENSOR;
+        out->t = p;
         return true;
     }
     for (int i = f->self->np - 1; i >= 0; i--)
@@ -836,16 +863,18 @@ static DPC_NOINLINE bool root_inputs(builder *b, frame *f) {
         if (first->kind == ND_NAME)
             for (int k = 0; k < root->np; k++)
                 is_ctor |= strcmp(root->pnames[k], first->str) == 0;
-        if (first->kind != ND_NAME || is_ctor) {
-            error_at(b->c, first->at, "the first dim of input '%s' must be the batch name (like N)", p->name);
-            continue;
-        }
-        if (!b->batch)
+        /* the first tensor input names the batch; a later one whose first
+         * dim is not the batch name has no batch dim (a shared table or
+         * mask): it goes whole to every replica */
+        bool batched = true;
+        if (!b->batch) {
+            if (first->kind != ND_NAME || is_ctor) {
+                error_at(b->c, first->at, "the first dim of input '%s' must be the batch name (like N)", p->name);
+                continue;
+            }
             b->batch = first->str;
-        else if (strcmp(b->batch, first->str) != 0) {
-            error_at(b->c, first->at, "inputs must share one batch name: '%s' here, '%s' before", first->str, b->batch);
-            continue;
-        }
+        } else
+            batched = first->kind == ND_NAME && strcmp(b->batch, first->str) == 0;
         ir_node *n = mk(b, OP_INPUT, p->at, "");
         if (!n)
             return false;
@@ -853,12 +882,21 @@ static DPC_NOINLINE bool root_inputs(builder *b, frame *f) {
         n->dt = parse_dtype(b, p);
         n->input_index = b->g->inputs.len;
         n->sh.rank = p->dims.len;
-        n->sh.d[0] = (dim){1, true};
-        for (int k = 1; k < p->dims.len; k++) {
+        if (batched)
+            n->sh.d[0] = (dim){1, true};
+        for (int k = batched ? 1 : 0; k < p->dims.len; k++) {
             const node *dn = p->dims.items[k];
             val dv;
             if (dn->kind == ND_NAME && strcmp(dn->str, b->batch) == 0) {
                 error_at(b->c, dn->at, "only the first dim can be the batch dim");
+                continue;
+            }
+            if (dn->kind == ND_NAME && !sema_eval_has(root, dn->str)) {
+                error_at(b->c, dn->at,
+                         "dim '%s' of input '%s' is neither the batch name '%s' nor a constructor value: the "
+                         "entry's other dims are fixed when it is compiled (run-time dims other than the batch "
+                         "are not supported yet)",
+                         dn->str, p->name, b->batch);
                 continue;
             }
             if (!sema_eval(b->c, b->m, root, dn, &dv))

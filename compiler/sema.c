@@ -548,6 +548,9 @@ static bool defined_here(const inst *in, int nparams, const char *name) {
     for (int i = nparams; i < in->np; i++)
         if (strcmp(in->pnames[i], name) == 0)
             return true;
+    for (int i = 0; i < in->tensors.len; i++)
+        if (strcmp(((tmember *)in->tensors.items[i])->name, name) == 0)
+            return true;
     return false;
 }
 
@@ -558,6 +561,11 @@ static void body_assign(sema *s, inst *in, env *e, const member *mb, int nparams
         error_at(c, mb->at, "member '%s' is defined twice in module '%s'", mb->name, d->name);
         return;
     }
+    /* `layer_scale = Parameter(ones(dim, 1, 1) * layer_scale)`: a tensor
+     * member may take a constructor parameter's name, as self.layer_scale
+     * does in PyTorch; forward reads the member */
+    if (ctensor_member(c, s->m, in, mb->name, mb->value, mb->at))
+        return;
     int param = -1;
     for (int j = 0; j < nparams; j++)
         if (strcmp(in->pnames[j], mb->name) == 0)
@@ -599,6 +607,8 @@ static void body_items(sema *s, inst *in, env *e, const vec *items, int nparams,
             if (eval(s, e, mb->value, &cond))
                 body_items(s, in, e, sema_truthy(&cond) ? &mb->then_items : &mb->else_items, nparams, entries);
         } else if (mb->kind == MB_ENTRY) {
+            if (ctensor_member(c, s->m, in, NULL, mb->value, mb->at))
+                continue; /* register_buffer("name", ...) */
             if (!in->def->base) {
                 error_at(c, mb->at,
                          "a bare module in a module body is an entry of a Sequential subclass "
@@ -989,6 +999,7 @@ static bool eval_node(sema *s, const env *e, const node *n, val *out) {
 static void assign_paths(sema *s, inst *in, const char *path) {
     in->path = path;
     builtin_params(s->c, s->m, in);
+    ctensor_add_params(s->c, s->m, in);
     for (int i = 0; i < in->children.len; i++) {
         inst_child *ch = in->children.items[i];
         const char *p = path[0] ? arena_printf(&s->c->arena, "%s.%s", path, ch->name) : ch->name;

@@ -1,7 +1,8 @@
 /* init.c - `dpc init`: PyTorch's default parameter initialisation (Linear
  * and Conv2d: kaiming_uniform_(a=sqrt(5)), so U(-1/sqrt(fan_in),
  * 1/sqrt(fan_in)) for weight and bias; BatchNorm and LayerNorm: ones and
- * zeros; Embedding: N(0, 1) with the padding row zeroed), seeded and
+ * zeros; Embedding: N(0, 1) with the padding row zeroed; Parameter and
+ * buffer members as their creation expression says), seeded and
  * reproducible. The random stream is dpc's own (xoshiro256**), not
  * PyTorch's MT19937: the distributions match, the values do not. */
 #include "model.h"
@@ -31,6 +32,27 @@ static uint64_t next(rng *r) {
 
 static double uniform01(rng *r) { return (double)(next(r) >> 11) * 0x1.0p-53; }
 
+static double normal01(rng *r) {
+    double u1 = uniform01(r), u2 = uniform01(r);
+    return sqrt(-2.0 * log(u1 > 0 ? u1 : 1e-300)) * cos(6.283185307179586 * u2);
+}
+
+/* A Parameter/Buffer member, as its creation expression says: a constant
+ * (f32 or i64), or drawn from N(a, b^2) or U(a, b). */
+static void fill_tensor(const dpc_sig_param *p, rng *r, void *data, size_t count) {
+    const dpc_sig_value *v = &p->value;
+    for (size_t k = 0; k < count; k++) {
+        double x = v->kind == DPC_SIG_DATA     ? v->data[k]
+                   : v->kind == DPC_SIG_NORMAL  ? v->a + v->b * normal01(r)
+                   : v->kind == DPC_SIG_UNIFORM ? v->a + (v->b - v->a) * uniform01(r)
+                                                : v->a;
+        if (p->is_int)
+            ((int64_t *)data)[k] = (int64_t)x;
+        else
+            ((float *)data)[k] = (float)x;
+    }
+}
+
 /* The initial value of every parameter, as tensors named by their
  * state_dict keys (*ts, *n; free with free_tensors). */
 static dpc_status init_tensors(const dpc_model *m, uint64_t seed, dpc_st_tensor **out, int *nout, dpc_err *e) {
@@ -48,6 +70,8 @@ static dpc_status init_tensors(const dpc_model *m, uint64_t seed, dpc_st_tensor 
     int n = 0;
     for (int i = 0; i < sig->nparams && s == DPC_OK; i++) {
         const dpc_sig_param *p = &sig->params[i];
+        if (p->nonpersistent)
+            continue; /* not in the state_dict */
         dpc_st_tensor *t = &ts[n++];
         t->name = (char *)p->key;
         t->rank = p->rank;
@@ -63,6 +87,10 @@ static dpc_status init_tensors(const dpc_model *m, uint64_t seed, dpc_st_tensor 
             break;
         }
         float *f = t->data;
+        if (p->init == INIT_TENSOR) {
+            fill_tensor(p, &r, t->data, count);
+            continue;
+        }
         double bound = p->fan_in > 0 ? 1.0 / sqrt(p->fan_in) : 0.0;
         for (size_t k = 0; k < count && !p->is_int; k++) {
             switch (p->init) {

@@ -113,6 +113,10 @@ dpc_status dpc_weights_match(const dpc_signature *sig, const dpc_safetensors *st
     item_list missing = {.sep = ", "}, wrong = {.sep = "; "}, unexpected = {.sep = ", "};
     for (int i = 0; i < sig->nparams; i++) {
         const dpc_sig_param *p = &sig->params[i];
+        if (p->nonpersistent) { /* not in the state_dict: its value is the model's own */
+            picks[i] = NULL;
+            continue;
+        }
         const dpc_st_tensor *t = picks[i] = find_param(st, p);
         if (t)
             used[t - st->t] = true;
@@ -140,9 +144,32 @@ dpc_status dpc_weights_match(const dpc_signature *sig, const dpc_safetensors *st
 
 /* ---------------------------------------------------------- binding */
 
-/* f32 copies of the picked tensors, each replacing the parameter's old one. */
+/* A non-persistent buffer's value (a constant of the model, never in the
+ * weights), as f32. */
+static dpc_status constant_f32(const dpc_sig_param *p, float **out, dpc_err *e) {
+    size_t count = 1;
+    for (int k = 0; k < p->rank; k++)
+        count *= (size_t)p->shape[k];
+    float *f = dpc_calloc(count + 1, sizeof(float));
+    if (!f)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    for (size_t k = 0; k < count; k++)
+        f[k] = (float)(p->value.kind == DPC_SIG_DATA ? p->value.data[k] : p->value.a);
+    *out = f;
+    return DPC_OK;
+}
+
+/* f32 copies of the picked tensors, each replacing the parameter's old one;
+ * the non-persistent buffers forward reads, from their constant values. */
 static dpc_status keep_f32(dpc_model *m, const dpc_st_tensor **picks, dpc_err *e) {
     for (int i = 0; i < m->sig->nparams; i++) {
+        const dpc_sig_param *sp = &m->sig->params[i];
+        if (sp->nonpersistent && !sp->ignored && !m->params[i]) {
+            dpc_status s = constant_f32(sp, &m->params[i], e);
+            if (s != DPC_OK)
+                return s;
+            continue;
+        }
         const dpc_st_tensor *t = picks[i];
         if (!t || m->sig->params[i].ignored)
             continue;
@@ -345,7 +372,8 @@ static dpc_status check_inputs(const dpc_model *m, const dpc_tensor *const *in, 
             return dpc_errf(e, DPC_EUSER, "input '%s' must be %s, got %s", p->name, dpc_dtype_name(want),
                             dpc_dtype_name(t->dtype));
         bool ok = t->rank == p->rank;
-        for (int k = 1; ok && k < t->rank; k++)
+        /* dim 0 is the batch, any size; an input without it has every dim fixed */
+        for (int k = dpc_sig_input_whole(p) ? 0 : 1; ok && k < t->rank; k++)
             ok = t->shape[k] == p->dim[k].k;
         if (!ok) {
             char got[256];
@@ -409,9 +437,12 @@ dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninp
     for (int i = 0; i < g->nscalars; i++)
         rc.scalars[i] = (float)scalars[i];
     const char *names[DPC_MAX_IO];
-    for (int i = 0; i < g->ninputs; i++)
+    bool whole[DPC_MAX_IO];
+    for (int i = 0; i < g->ninputs; i++) {
         names[i] = g->inputs[i].name;
-    dpc_dp_opts opts = {.input_names = names, .out_shape = out_shape};
+        whole[i] = dpc_sig_input_whole(&g->inputs[i]);
+    }
+    dpc_dp_opts opts = {.input_names = names, .out_shape = out_shape, .whole = whole};
     if (m->be->launch && m->be->sync) {
         opts.async_kinds = 1u << DPC_DEV_CUDA;
         opts.sync = replica_sync;

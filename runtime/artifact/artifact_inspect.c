@@ -66,7 +66,10 @@ void dpc_artifact_describe(const dpc_artifact *a, const dpc_model *m, dpc_buf *o
     int64_t elems, bytes;
     dpc_dpa_parameter_totals(g, &elems, &bytes);
     human_bytes((double)bytes, hb, sizeof hb);
-    dpc_buf_printf(out, "parameters:    %d tensors, %lld values, %lld bytes (%s)\n", g->nparams, (long long)elems,
+    int count = 0; /* the state_dict's: non-persistent buffers are not in it */
+    for (int i = 0; i < g->nparams; i++)
+        count += !g->params[i].nonpersistent;
+    dpc_buf_printf(out, "parameters:    %d tensors, %lld values, %lld bytes (%s)\n", count, (long long)elems,
                    (long long)bytes, hb);
     if (dpc_artifact_has_weights(a)) {
         size_t wb = 0;

@@ -211,6 +211,8 @@ void dpc_dpa_parameter_totals(const dpc_signature *sig, int64_t *elems, int64_t 
     *elems = *bytes = 0;
     for (int i = 0; i < sig->nparams; i++) {
         const dpc_sig_param *p = &sig->params[i];
+        if (p->nonpersistent)
+            continue; /* not in the state_dict */
         int64_t n = 1;
         for (int k = 0; k < p->rank; k++)
             n *= p->shape[k];
@@ -276,11 +278,16 @@ static void gen_summary(const dpc_model *m, const char *archs, const dpc_safeten
     json_io(g, batch, b);
     int64_t elems, bytes;
     dpc_dpa_parameter_totals(g, &elems, &bytes);
-    dpc_buf_printf(b, ",\"parameters\":{\"count\":%d,\"elements\":%lld,\"bytes\":%lld,\"entries\":[", g->nparams,
+    int count = 0;
+    for (int i = 0; i < g->nparams; i++)
+        count += !g->params[i].nonpersistent;
+    dpc_buf_printf(b, ",\"parameters\":{\"count\":%d,\"elements\":%lld,\"bytes\":%lld,\"entries\":[", count,
                    (long long)elems, (long long)bytes);
-    for (int i = 0; i < g->nparams; i++) {
+    for (int i = 0, shown = 0; i < g->nparams; i++) {
         const dpc_sig_param *p = &g->params[i];
-        dpc_buf_puts(b, i ? ",{\"key\":" : "{\"key\":");
+        if (p->nonpersistent)
+            continue;
+        dpc_buf_puts(b, shown++ ? ",{\"key\":" : "{\"key\":");
         json_str(b, p->key);
         dpc_buf_puts(b, ",\"shape\":[");
         for (int k = 0; k < p->rank; k++)

@@ -209,11 +209,18 @@ static void input_label(const char *const *names, int j, bool first, char *out, 
 
 dpc_status dpc_dp_batch(const dpc_tensor *const *in, int n, const char *const *names, int nsplit,
                         const char *over, int64_t *batch, dpc_err *e) {
+    return dpc_dp_batch_ex(in, n, names, NULL, nsplit, over, batch, e);
+}
+
+dpc_status dpc_dp_batch_ex(const dpc_tensor *const *in, int n, const char *const *names, const bool *whole,
+                           int nsplit, const char *over, int64_t *batch, dpc_err *e) {
     char la[220], lb[220];
     int first = -1;
     *batch = -1;
     for (int j = 0; j < n; j++) {
         const dpc_tensor *t = in[j];
+        if (whole && whole[j])
+            continue; /* passed whole to every replica: no batch to agree on */
         input_label(names, j, true, la, sizeof la);
         if (t->rank == 0) {
             if (nsplit > 1)
@@ -438,7 +445,7 @@ dpc_status dpc_dp_forward_ex(dpc_pool *pool, const dpc_device *devs, int ndev, d
     /* ---- scatter plan ---- */
     const bool scatter = ndev > 1;
     int64_t batch;
-    dpc_status bst = dpc_dp_batch(inputs, ninputs, opts->input_names, ndev, "devices", &batch, e);
+    dpc_status bst = dpc_dp_batch_ex(inputs, ninputs, opts->input_names, opts->whole, ndev, "devices", &batch, e);
     if (bst != DPC_OK)
         return bst;
     int64_t sizes[DPC_MAX_DEVICES], offs[DPC_MAX_DEVICES];
@@ -488,7 +495,7 @@ dpc_status dpc_dp_forward_ex(dpc_pool *pool, const dpc_device *devs, int ndev, d
             const dpc_tensor *t = inputs[j];
             dpc_tensor *v = &io->inputs[j];
             *v = *t;
-            if (scatter) {
+            if (scatter && !(opts->whole && opts->whole[j])) {
                 size_t rb = 0;
                 row_bytes(t->dtype, t->rank, t->shape, &rb); /* checked above */
                 v->shape[0] = sizes[i];

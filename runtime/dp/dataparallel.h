@@ -107,6 +107,12 @@ int dpc_chunk_sizes(int64_t batch, int n, int64_t *sizes, int64_t *offsets);
  * their sizes. */
 dpc_status dpc_dp_batch(const dpc_tensor *const *inputs, int ninputs, const char *const *names, int nsplit,
                         const char *over, int64_t *batch, dpc_err *e);
+/* The same, with whole[j] true for an input without the batch dim (a
+ * shared table or mask, `table: [10, 4]`): it is passed whole to every
+ * replica, so it is neither split nor counted in the batch (whole may be
+ * NULL: every input has the batch dim). */
+dpc_status dpc_dp_batch_ex(const dpc_tensor *const *inputs, int ninputs, const char *const *names,
+                           const bool *whole, int nsplit, const char *over, int64_t *batch, dpc_err *e);
 
 /* GEMM threads for each of nreplicas replicas sharing ncores cores:
  * max(1, ncores / nreplicas) (ncores <= 0 means dpc_cpu_count()). See the
@@ -193,6 +199,10 @@ typedef struct dpc_dp_opts {
      * and never for one whose fn failed. */
     unsigned async_kinds;
     dpc_replica_sync_fn sync;
+    /* whole[j]: input j has no batch dim and goes whole to every replica,
+     * unsplit (unlike PyTorch's DataParallel, which would scatter it);
+     * NULL: every input is split */
+    const bool *whole;
 } dpc_dp_opts;
 
 /* The data-parallel forward described at the top of this file. pool may be
