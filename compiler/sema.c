@@ -558,13 +558,14 @@ static void body_assign(sema *s, inst *in, env *e, const member *mb, int nparams
         error_at(c, mb->at, "member '%s' is defined twice in module '%s'", mb->name, d->name);
         return;
     }
-    int param = -1;
+    int pi = -1;
     for (int j = 0; j < nparams; j++)
         if (strcmp(in->pnames[j], mb->name) == 0)
-            param = j;
-    /* `downsample = downsample` keeps a parameter as a member, as
-     * `self.downsample = downsample` does; any other value would hide it */
-    if (param >= 0 && !(mb->value->kind == ND_NAME && strcmp(mb->value->str, mb->name) == 0)) {
+            pi = j;
+    /* a Module parameter may name the member it becomes, as in
+     * `self.downsample = downsample` or `self.activation = activation()`;
+     * a scalar parameter may not: forward would see the member instead */
+    if (pi >= 0 && ((const param *)in->def->params.items[pi])->kind != PT_MODULE) {
         error_at(c, mb->at, "member '%s' has the name of a constructor parameter of module '%s'", mb->name, d->name);
         return;
     }
@@ -579,7 +580,7 @@ static void body_assign(sema *s, inst *in, env *e, const member *mb, int nparams
         add_member(s, in, mb->name, &v, mb->value->at);
         return;
     }
-    if (param >= 0)
+    if (pi >= 0)
         return; /* a scalar or None parameter: already visible */
     /* a constant: visible to the members after it and to forward */
     in->pnames[in->np] = mb->name;
