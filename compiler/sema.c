@@ -703,6 +703,95 @@ static const val *lookup_env(const env *e, const char *name) {
     return NULL;
 }
 
+/* Python's builtins on constructor values: max, min, abs, int, float, round, len. */
+static bool is_scalar_fn(const char *name) {
+    static const char *const fns[] = {"max", "min", "abs", "int", "float", "round", "len"};
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
+        if (strcmp(fns[i], name) == 0)
+            return true;
+    return false;
+}
+
+static DPC_NOINLINE bool eval_scalar_fn(sema *s, const env *e, const node *n, val *out) {
+    const char *fn = n->lhs->str;
+    int k = n->args.len;
+    val *a = arena_alloc(&s->c->arena, sizeof(val) * (size_t)(k ? k : 1));
+    for (int i = 0; i < k; i++) {
+        const arg *ag = n->args.items[i];
+        if (ag->name) {
+            error_at(s->c, ag->at, "%s() takes no keyword arguments", fn);
+            return false;
+        }
+        if (!eval(s, e, ag->value, &a[i]))
+            return false;
+    }
+    bool minmax = strcmp(fn, "max") == 0 || strcmp(fn, "min") == 0;
+    if (minmax && k == 1 && (a[0].kind == V_TUPLE || a[0].kind == V_LIST)) {
+        k = a[0].n;
+        a = a[0].items;
+    }
+    if (minmax ? k < 1 : k != 1) {
+        error_at(s->c, n->at, "%s() takes %s", fn, minmax ? "one or more numbers" : "one argument");
+        return false;
+    }
+    if (strcmp(fn, "len") == 0) {
+        if (a[0].kind != V_TUPLE && a[0].kind != V_LIST && a[0].kind != V_DICT && a[0].kind != V_STR) {
+            error_at(s->c, n->at, "len() of %s", val_kind_name(a[0].kind));
+            return false;
+        }
+        *out = (val){.kind = V_INT, .i = a[0].kind == V_STR ? (int64_t)strlen(a[0].s) : a[0].n};
+        return true;
+    }
+    double x[64];
+    bool all_int = true;
+    if (k > 64) {
+        error_at(s->c, n->at, "%s() of more than 64 values", fn);
+        return false;
+    }
+    for (int i = 0; i < k; i++) {
+        if (!num(&a[i], &x[i])) {
+            error_at(s->c, n->at, "%s() takes numbers, got %s", fn, val_kind_name(a[i].kind));
+            return false;
+        }
+        all_int &= a[i].kind != V_FLOAT;
+    }
+    if (minmax) {
+        int best = 0;
+        for (int i = 1; i < k; i++)
+            if (fn[1] == 'a' ? x[i] > x[best] : x[i] < x[best])
+                best = i;
+        *out = a[best];
+        return true;
+    }
+    if (strcmp(fn, "abs") == 0) {
+        *out = a[0];
+        if (out->kind == V_FLOAT)
+            out->f = fabs(out->f);
+        else if (out->i == INT64_MIN) {
+            error_at(s->c, n->at, "integer overflow");
+            return false;
+        } else
+            out->i = out->i < 0 ? -out->i : out->i;
+        return true;
+    }
+    if (strcmp(fn, "float") == 0) {
+        *out = (val){.kind = V_FLOAT, .f = x[0]};
+        return true;
+    }
+    /* int() truncates toward zero; round() rounds half to even, as Python */
+    double r = strcmp(fn, "int") == 0 ? trunc(x[0]) : nearbyint(x[0]);
+    if (all_int) {
+        *out = (val){.kind = V_INT, .i = a[0].i};
+        return true;
+    }
+    if (!(r > -9.2e18 && r < 9.2e18)) {
+        error_at(s->c, n->at, "%s() of %g does not fit an int", fn, x[0]);
+        return false;
+    }
+    *out = (val){.kind = V_INT, .i = (int64_t)r};
+    return true;
+}
+
 /* partial(Module, args...): a class with arguments bound, as functools.partial. */
 static DPC_NOINLINE bool eval_partial(sema *s, const env *e, const node *n, val *out) {
     bound_arg *args = NULL;
@@ -775,6 +864,8 @@ static DPC_NOINLINE bool eval_call(sema *s, const env *e, const node *n, val *ou
     }
     if (strcmp(name, "partial") == 0)
         return eval_partial(s, e, n, out);
+    if (!lookup_env(e, name) && is_scalar_fn(name))
+        return eval_scalar_fn(s, e, n, out);
     const val *cls = lookup_env(e, name);
     if (cls && cls->kind != V_CLASS) {
         error_at(s->c, n->lhs->at, "'%s' is %s, not a module class", name, val_kind_name(cls->kind));
