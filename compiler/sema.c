@@ -211,6 +211,14 @@ bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out
     int k = compare(c, op, a, b, at, out);
     if (k >= 0)
         return k == 1;
+    if (op == '+' && a->kind == b->kind && (a->kind == V_LIST || a->kind == V_TUPLE)) {
+        /* [a] + [b], (1, 2) + (3,): concatenation */
+        *out = (val){.kind = a->kind, .n = a->n + b->n};
+        out->items = arena_alloc(&c->arena, sizeof(val) * (size_t)(out->n ? out->n : 1));
+        memcpy(out->items, a->items, sizeof(val) * (size_t)a->n);
+        memcpy(out->items + a->n, b->items, sizeof(val) * (size_t)b->n);
+        return true;
+    }
     if (a->kind == V_INT && b->kind == V_INT) {
         out->kind = V_INT;
         return int_binop(&s, op, a->i, b->i, at, &out->i);
@@ -341,18 +349,37 @@ static inst *new_inst(sema *s, builtin_kind bi, const char *type, loc at) {
 }
 
 static DPC_NOINLINE bool eval_args(sema *s, const env *e, const node *call, bound_arg **out, int *n) {
-    int k = call->args.len;
+    int k = call->args.len, cap = k, m = 0;
     bound_arg *b = arena_alloc(&s->c->arena, sizeof *b * (size_t)(k ? k : 1));
     bool ok = true;
     for (int i = 0; i < k; i++) {
         const arg *a = call->args.items[i];
-        b[i].name = a->name;
-        b[i].at = a->value->at;
-        b[i].name_at = a->at;
-        ok &= eval(s, e, a->value, &b[i].v);
+        val v;
+        if (!eval(s, e, a->value, &v)) {
+            ok = false;
+            continue;
+        }
+        if (a->name != dp_splat) {
+            b[m++] = (bound_arg){a->name, v, a->value->at, a->at};
+            continue;
+        }
+        /* *xs: the items, as positional arguments */
+        if (v.kind != V_LIST && v.kind != V_TUPLE) {
+            error_at(s->c, a->at, "'*' spreads a list or tuple, got %s", val_kind_name(v.kind));
+            ok = false;
+            continue;
+        }
+        if (m + v.n + (k - i) > cap) {
+            cap = m + v.n + (k - i);
+            bound_arg *nb = arena_alloc(&s->c->arena, sizeof *nb * (size_t)cap);
+            memcpy(nb, b, sizeof *nb * (size_t)m);
+            b = nb;
+        }
+        for (int j = 0; j < v.n; j++)
+            b[m++] = (bound_arg){NULL, v.items[j], a->value->at, a->at};
     }
     *out = b;
-    *n = k;
+    *n = m;
     return ok;
 }
 
