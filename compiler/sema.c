@@ -589,13 +589,10 @@ static void body_assign(sema *s, inst *in, env *e, const member *mb, int nparams
     for (int j = 0; j < nparams; j++)
         if (strcmp(in->pnames[j], mb->name) == 0)
             pi = j;
-    /* a Module parameter may name the member it becomes, as in
-     * `self.downsample = downsample` or `self.activation = activation()`;
-     * a scalar parameter may not: forward would see the member instead */
-    if (pi >= 0 && ((const param *)in->def->params.items[pi])->kind != PT_MODULE) {
-        error_at(c, mb->at, "member '%s' has the name of a constructor parameter of module '%s'", mb->name, d->name);
-        return;
-    }
+    /* a member may have a parameter's name, as in `self.downsample =
+     * downsample` or `self.dropout = nn.Dropout(dropout)`: members and
+     * parameters are two namespaces (self.x and x); forward sees the
+     * member, the constructor expressions the parameter */
     val v;
     if (!eval(s, e, mb->value, &v))
         return;
@@ -607,8 +604,8 @@ static void body_assign(sema *s, inst *in, env *e, const member *mb, int nparams
         add_member(s, in, mb->name, &v, mb->value->at);
         return;
     }
-    if (pi >= 0)
-        return; /* a scalar or None parameter: already visible */
+    if (pi >= 0 && mb->value->kind == ND_NAME && strcmp(mb->value->str, mb->name) == 0)
+        return; /* `stride = stride`: the parameter is already visible */
     /* a constant: visible to the members after it and to forward */
     in->pnames[in->np] = mb->name;
     in->pvals[in->np] = v;
