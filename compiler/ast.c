@@ -8,6 +8,7 @@ loc ps_loc(parser_state *ps, int line, int col) {
 }
 
 const char dp_bad_string[] = "";
+const char dp_splat[] = "*";
 
 static int max_i(int a, int b) { return a > b ? a : b; }
 

@@ -139,6 +139,9 @@ enum {
 };
 
 typedef struct node node;
+/* The name of a `*xs` argument (compared by address): a list or tuple
+ * spread into positional arguments, as Python's f(*xs). */
+extern const char dp_splat[];
 typedef struct arg {
     const char *name; /* keyword, or NULL for positional */
     node *value;

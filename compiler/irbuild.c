@@ -428,6 +428,48 @@ static DPC_NOINLINE bool call_named(builder *b, frame *f, const node *n, const f
     return false;
 }
 
+/* f(*xs): the items of a tuple or list as positional arguments. */
+static DPC_NOINLINE bool spread_args(builder *b, const node *n, fargs *a) {
+    int extra = 0;
+    for (int i = 0; i < a->n; i++)
+        if (a->names[i] == dp_splat) {
+            if (a->v[i].k != SV_TUPLE && a->v[i].k != SV_LIST) {
+                error_at(b->c, a->kw_at[i], "'*' spreads a tuple or list, got %s", sv_kind_name(&a->v[i]));
+                return false;
+            }
+            extra += a->v[i].n - 1;
+        }
+    if (extra == 0 && a->n == n->args.len) {
+        bool any = false;
+        for (int i = 0; i < a->n; i++)
+            any |= a->names[i] == dp_splat;
+        if (!any)
+            return true;
+    }
+    int m = a->n + extra;
+    fargs o = {0, arena_alloc(&b->c->arena, sizeof(sv) * (size_t)(m + 1)),
+               arena_alloc(&b->c->arena, sizeof(char *) * (size_t)(m + 1)),
+               arena_alloc(&b->c->arena, sizeof(loc) * (size_t)(m + 1)),
+               arena_alloc(&b->c->arena, sizeof(loc) * (size_t)(m + 1))};
+    for (int i = 0; i < a->n; i++) {
+        if (a->names[i] != dp_splat) {
+            o.v[o.n] = a->v[i];
+            o.names[o.n] = a->names[i];
+            o.at[o.n] = a->at[i];
+            o.kw_at[o.n++] = a->kw_at[i];
+            continue;
+        }
+        for (int j = 0; j < a->v[i].n; j++) {
+            o.v[o.n] = a->v[i].items[j];
+            o.names[o.n] = NULL;
+            o.at[o.n] = a->at[i];
+            o.kw_at[o.n++] = a->at[i];
+        }
+    }
+    *a = o;
+    return true;
+}
+
 static DPC_NOINLINE bool eval_call(builder *b, frame *f, const node *n, sv *out) {
     int na = n->args.len;
     fargs a = {na, arena_alloc(&b->c->arena, sizeof(sv) * (size_t)(na + 1)),
@@ -442,6 +484,8 @@ static DPC_NOINLINE bool eval_call(builder *b, frame *f, const node *n, sv *out)
         if (!eval(b, f, ag->value, &a.v[i]))
             return false;
     }
+    if (!spread_args(b, n, &a))
+        return false;
     if (n->lhs->kind == ND_NAME)
         return call_named(b, f, n, &a, out);
     sv *c = arena_alloc(&b->c->arena, sizeof *c);

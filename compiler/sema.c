@@ -211,6 +211,14 @@ bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out
     int k = compare(c, op, a, b, at, out);
     if (k >= 0)
         return k == 1;
+    if (op == '+' && a->kind == b->kind && (a->kind == V_LIST || a->kind == V_TUPLE)) {
+        /* [a] + [b], (1, 2) + (3,): concatenation */
+        *out = (val){.kind = a->kind, .n = a->n + b->n};
+        out->items = arena_alloc(&c->arena, sizeof(val) * (size_t)(out->n ? out->n : 1));
+        memcpy(out->items, a->items, sizeof(val) * (size_t)a->n);
+        memcpy(out->items + a->n, b->items, sizeof(val) * (size_t)b->n);
+        return true;
+    }
     if (a->kind == V_INT && b->kind == V_INT) {
         out->kind = V_INT;
         return int_binop(&s, op, a->i, b->i, at, &out->i);
@@ -341,18 +349,37 @@ static inst *new_inst(sema *s, builtin_kind bi, const char *type, loc at) {
 }
 
 static DPC_NOINLINE bool eval_args(sema *s, const env *e, const node *call, bound_arg **out, int *n) {
-    int k = call->args.len;
+    int k = call->args.len, cap = k, m = 0;
     bound_arg *b = arena_alloc(&s->c->arena, sizeof *b * (size_t)(k ? k : 1));
     bool ok = true;
     for (int i = 0; i < k; i++) {
         const arg *a = call->args.items[i];
-        b[i].name = a->name;
-        b[i].at = a->value->at;
-        b[i].name_at = a->at;
-        ok &= eval(s, e, a->value, &b[i].v);
+        val v;
+        if (!eval(s, e, a->value, &v)) {
+            ok = false;
+            continue;
+        }
+        if (a->name != dp_splat) {
+            b[m++] = (bound_arg){a->name, v, a->value->at, a->at};
+            continue;
+        }
+        /* *xs: the items, as positional arguments */
+        if (v.kind != V_LIST && v.kind != V_TUPLE) {
+            error_at(s->c, a->at, "'*' spreads a list or tuple, got %s", val_kind_name(v.kind));
+            ok = false;
+            continue;
+        }
+        if (m + v.n + (k - i) > cap) {
+            cap = m + v.n + (k - i);
+            bound_arg *nb = arena_alloc(&s->c->arena, sizeof *nb * (size_t)cap);
+            memcpy(nb, b, sizeof *nb * (size_t)m);
+            b = nb;
+        }
+        for (int j = 0; j < v.n; j++)
+            b[m++] = (bound_arg){NULL, v.items[j], a->value->at, a->at};
     }
     *out = b;
-    *n = k;
+    *n = m;
     return ok;
 }
 
@@ -566,16 +593,14 @@ static void body_assign(sema *s, inst *in, env *e, const member *mb, int nparams
      * does in PyTorch; forward reads the member */
     if (ctensor_member(c, s->m, in, mb->name, mb->value, mb->at))
         return;
-    int param = -1;
+    int pi = -1;
     for (int j = 0; j < nparams; j++)
         if (strcmp(in->pnames[j], mb->name) == 0)
-            param = j;
-    /* `downsample = downsample` keeps a parameter as a member, as
-     * `self.downsample = downsample` does; any other value would hide it */
-    if (param >= 0 && !(mb->value->kind == ND_NAME && strcmp(mb->value->str, mb->name) == 0)) {
-        error_at(c, mb->at, "member '%s' has the name of a constructor parameter of module '%s'", mb->name, d->name);
-        return;
-    }
+            pi = j;
+    /* a member may have a parameter's name, as in `self.downsample =
+     * downsample` or `self.dropout = nn.Dropout(dropout)`: members and
+     * parameters are two namespaces (self.x and x); forward sees the
+     * member, the constructor expressions the parameter */
     val v;
     if (!eval(s, e, mb->value, &v))
         return;
@@ -587,8 +612,8 @@ static void body_assign(sema *s, inst *in, env *e, const member *mb, int nparams
         add_member(s, in, mb->name, &v, mb->value->at);
         return;
     }
-    if (param >= 0)
-        return; /* a scalar or None parameter: already visible */
+    if (pi >= 0 && mb->value->kind == ND_NAME && strcmp(mb->value->str, mb->name) == 0)
+        return; /* `stride = stride`: the parameter is already visible */
     /* a constant: visible to the members after it and to forward */
     in->pnames[in->np] = mb->name;
     in->pvals[in->np] = v;
@@ -712,6 +737,95 @@ static const val *lookup_env(const env *e, const char *name) {
     return NULL;
 }
 
+/* Python's builtins on constructor values: max, min, abs, int, float, round, len. */
+static bool is_scalar_fn(const char *name) {
+    static const char *const fns[] = {"max", "min", "abs", "int", "float", "round", "len"};
+    for (size_t i = 0; i < sizeof fns / sizeof fns[0]; i++)
+        if (strcmp(fns[i], name) == 0)
+            return true;
+    return false;
+}
+
+static DPC_NOINLINE bool eval_scalar_fn(sema *s, const env *e, const node *n, val *out) {
+    const char *fn = n->lhs->str;
+    int k = n->args.len;
+    val *a = arena_alloc(&s->c->arena, sizeof(val) * (size_t)(k ? k : 1));
+    for (int i = 0; i < k; i++) {
+        const arg *ag = n->args.items[i];
+        if (ag->name) {
+            error_at(s->c, ag->at, "%s() takes no keyword arguments", fn);
+            return false;
+        }
+        if (!eval(s, e, ag->value, &a[i]))
+            return false;
+    }
+    bool minmax = strcmp(fn, "max") == 0 || strcmp(fn, "min") == 0;
+    if (minmax && k == 1 && (a[0].kind == V_TUPLE || a[0].kind == V_LIST)) {
+        k = a[0].n;
+        a = a[0].items;
+    }
+    if (minmax ? k < 1 : k != 1) {
+        error_at(s->c, n->at, "%s() takes %s", fn, minmax ? "one or more numbers" : "one argument");
+        return false;
+    }
+    if (strcmp(fn, "len") == 0) {
+        if (a[0].kind != V_TUPLE && a[0].kind != V_LIST && a[0].kind != V_DICT && a[0].kind != V_STR) {
+            error_at(s->c, n->at, "len() of %s", val_kind_name(a[0].kind));
+            return false;
+        }
+        *out = (val){.kind = V_INT, .i = a[0].kind == V_STR ? (int64_t)strlen(a[0].s) : a[0].n};
+        return true;
+    }
+    double x[64];
+    bool all_int = true;
+    if (k > 64) {
+        error_at(s->c, n->at, "%s() of more than 64 values", fn);
+        return false;
+    }
+    for (int i = 0; i < k; i++) {
+        if (!num(&a[i], &x[i])) {
+            error_at(s->c, n->at, "%s() takes numbers, got %s", fn, val_kind_name(a[i].kind));
+            return false;
+        }
+        all_int &= a[i].kind != V_FLOAT;
+    }
+    if (minmax) {
+        int best = 0;
+        for (int i = 1; i < k; i++)
+            if (fn[1] == 'a' ? x[i] > x[best] : x[i] < x[best])
+                best = i;
+        *out = a[best];
+        return true;
+    }
+    if (strcmp(fn, "abs") == 0) {
+        *out = a[0];
+        if (out->kind == V_FLOAT)
+            out->f = fabs(out->f);
+        else if (out->i == INT64_MIN) {
+            error_at(s->c, n->at, "integer overflow");
+            return false;
+        } else
+            out->i = out->i < 0 ? -out->i : out->i;
+        return true;
+    }
+    if (strcmp(fn, "float") == 0) {
+        *out = (val){.kind = V_FLOAT, .f = x[0]};
+        return true;
+    }
+    /* int() truncates toward zero; round() rounds half to even, as Python */
+    double r = strcmp(fn, "int") == 0 ? trunc(x[0]) : nearbyint(x[0]);
+    if (all_int) {
+        *out = (val){.kind = V_INT, .i = a[0].i};
+        return true;
+    }
+    if (!(r > -9.2e18 && r < 9.2e18)) {
+        error_at(s->c, n->at, "%s() of %g does not fit an int", fn, x[0]);
+        return false;
+    }
+    *out = (val){.kind = V_INT, .i = (int64_t)r};
+    return true;
+}
+
 /* partial(Module, args...): a class with arguments bound, as functools.partial. */
 static DPC_NOINLINE bool eval_partial(sema *s, const env *e, const node *n, val *out) {
     bound_arg *args = NULL;
@@ -784,6 +898,8 @@ static DPC_NOINLINE bool eval_call(sema *s, const env *e, const node *n, val *ou
     }
     if (strcmp(name, "partial") == 0)
         return eval_partial(s, e, n, out);
+    if (!lookup_env(e, name) && is_scalar_fn(name))
+        return eval_scalar_fn(s, e, n, out);
     const val *cls = lookup_env(e, name);
     if (cls && cls->kind != V_CLASS) {
         error_at(s->c, n->lhs->at, "'%s' is %s, not a module class", name, val_kind_name(cls->kind));

@@ -423,6 +423,7 @@ arglist
 arg
     : expr { $$ = ast_arg(ps, NULL, $1, $1->at); }
     | IDENT '=' expr { $$ = ast_arg(ps, $1, $3, L(@1)); }
+    | '*' expr { $$ = ast_arg(ps, dp_splat, $2, L(@1)); }
     ;
 
 %%
