@@ -285,7 +285,9 @@ static DPC_NOINLINE bool call_user(builder *b, inst *m, const fargs *a, loc at, 
 bool call_module(builder *b, inst *mod, const fargs *a, loc call_at, sv *out) {
     if (!enter(b, call_at))
         return false;
-    bool ok = mod->bi == BI_NONE ? call_user(b, mod, a, call_at, out) : call_builtin(b, mod, a, call_at, out);
+    /* a builtin's subclass (module LayerNorm2d extends LayerNorm) runs its own forward */
+    bool user = mod->bi == BI_NONE || (mod->def && mod->def->has_forward);
+    bool ok = user ? call_user(b, mod, a, call_at, out) : call_builtin(b, mod, a, call_at, out);
     b->nest--;
     return ok;
 }
@@ -320,6 +322,55 @@ static DPC_NOINLINE void unknown_name(builder *b, frame *f, const char *name, lo
         error_at(b->c, at, "%s '%s'; did you mean '%s'?", what, name, near);
     else
         error_at(b->c, at, "%s '%s'", what, name);
+}
+
+static void sv_of_val(const val *v, sv *out, dpc_arena *a) {
+    memset(out, 0, sizeof *out);
+    if (v->kind == V_NONE)
+        out->k = SV_NONE;
+    else if (v->kind == V_TUPLE || v->kind == V_LIST) {
+        out->k = v->kind == V_TUPLE ? SV_TUPLE : SV_LIST;
+        out->n = v->n;
+        out->items = arena_alloc(a, sizeof(sv) * (size_t)(v->n + 1));
+        for (int i = 0; i < v->n; i++)
+            sv_of_val(&v->items[i], &out->items[i], a);
+    } else {
+        out->k = SV_NUM;
+        out->v = *v;
+    }
+}
+
+/* In the forward of a builtin's subclass: the builtin's constructor
+ * arguments (eps, normalized_shape) and its parameters (weight, bias; None
+ * when it has none) by name, as self.eps and self.weight in PyTorch. */
+static bool inherited_name(builder *b, inst *self, const node *n, sv *out) {
+    const char *key = self->path[0] ? arena_printf(&b->c->arena, "%s.%s", self->path, n->str) : n->str;
+    bool known = strcmp(n->str, "weight") == 0 || strcmp(n->str, "bias") == 0;
+    for (int i = 0; i < b->m->params.len; i++)
+        if (strcmp(((param_entry *)b->m->params.items[i])->key, key) == 0) {
+            out->k = SV_TENSOR;
+            out->t = param_node(b, self, n->str, n->at);
+            return out->t != NULL;
+        }
+    if (known) {
+        out->k = SV_NONE; /* bias=False: self.bias is None */
+        return true;
+    }
+    const builtin *row = builtin_row(self->bi);
+    for (int i = 0; row && i < row->nargs && i < self->nargs; i++)
+        if (strcmp(row->args[i].name, n->str) == 0) {
+            const val *v = &self->args[i];
+            /* LayerNorm keeps normalized_shape as a tuple, as PyTorch does */
+            if (self->bi == BI_LAYERNORM && strcmp(n->str, "normalized_shape") == 0 && v->kind == V_INT) {
+                val *one = arena_alloc(&b->c->arena, sizeof *one);
+                *one = *v;
+                val t = {.kind = V_TUPLE, .n = 1, .items = one};
+                sv_of_val(&t, out, &b->c->arena);
+            } else
+                sv_of_val(v, out, &b->c->arena);
+            return true;
+        }
+    return false;
 }
 
 static DPC_NOINLINE bool resolve_name(builder *b, frame *f, const node *n, sv *out) {
@@ -365,6 +416,8 @@ static DPC_NOINLINE bool resolve_name(builder *b, frame *f, const node *n, sv *o
             }
             return true;
         }
+    if (f->self->bi != BI_NONE && inherited_name(b, f->self, n, out))
+        return true;
     if (b->batch && strcmp(n->str, b->batch) == 0) {
         /* the batch size, for reshape(y, N, seq, dim) */
         out->k = SV_BATCH;

@@ -659,10 +659,8 @@ static void body_items(sema *s, inst *in, env *e, const vec *items, int nparams,
  * branches of `if` taken as the constructor values say. */
 static void module_body(sema *s, inst *in, env *e, const vec *items) {
     const module_def *d = in->def;
-    if (d->base && strcmp(d->base, "Sequential") != 0) {
-        error_at(s->c, d->base_at, "a module can extend only Sequential, not '%s'", d->base);
-        return;
-    }
+    if (d->base && strcmp(d->base, "Sequential") != 0)
+        return; /* a builtin's subclass: instantiate_subclass */
     if (d->base && d->has_forward) {
         error_at(s->c, d->forward_at,
                  "module '%s' extends Sequential, which runs its entries in order: it has no forward", d->name);
@@ -880,6 +878,40 @@ static bound_arg *with_bound(sema *s, const val *cls, bound_arg *args, int *narg
     return all;
 }
 
+/* `module LayerNorm2d extends LayerNorm { forward(...) {...} }`: the builtin
+ * itself (its constructor, parameters and print) under the subclass's name,
+ * with the subclass's forward, which reads the builtin's arguments and
+ * parameters by name (eps, normalized_shape, weight, bias). */
+static DPC_NOINLINE bool instantiate_subclass(sema *s, const module_def *d, const bound_arg *args, int nargs,
+                                              const node *n, val *out) {
+    builtin_kind bi = builtin_lookup(d->base);
+    if (!bi || bi == BI_MODULELIST || bi == BI_DATAPARALLEL) {
+        error_at(s->c, d->base_at, "a module can extend Sequential or a builtin module such as LayerNorm, not '%s'",
+                 d->base);
+        return false;
+    }
+    if (d->params.len || d->members.len) {
+        const loc at = d->params.len ? ((param *)d->params.items[0])->at : ((member *)d->members.items[0])->at;
+        error_at(s->c, at, "module '%s' extends %s: it takes %s's constructor and has no parameters or members of its own",
+                 d->name, d->base, d->base);
+        return false;
+    }
+    if (!d->has_forward) {
+        error_at(s->c, d->at, "module '%s' extends %s but has no forward (without one it is just %s)", d->name, d->base,
+                 d->base);
+        return false;
+    }
+    inst *in = new_inst(s, bi, d->name, n->lhs->at);
+    if (!in)
+        return false;
+    in->def = d;
+    if (!builtin_bind_values(s->c, in, args, nargs, n->lhs->at))
+        return false;
+    out->kind = V_MODULE;
+    out->mod = in;
+    return true;
+}
+
 static DPC_NOINLINE bool eval_call(sema *s, const env *e, const node *n, val *out) {
     if (s->consts_only) {
         error_at(s->c, n->at, "a constant integer expression is needed here, not a call");
@@ -920,6 +952,8 @@ static DPC_NOINLINE bool eval_call(sema *s, const env *e, const node *n, val *ou
     if (cls && cls->n)
         args = with_bound(s, cls, args, &nargs, n->lhs->at);
     inst *in;
+    if (!bi && d->base && strcmp(d->base, "Sequential") != 0)
+        return instantiate_subclass(s, d, args, nargs, n, out);
     if (bi) {
         in = new_inst(s, bi, builtin_name(bi), n->lhs->at);
         if (!in || !builtin_bind_values(s->c, in, args, nargs, n->lhs->at))
