@@ -215,6 +215,20 @@ bool emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir
     if (def->cls == OC_TERNARY)
         operand(kg, k, &z, nd(kg, n->in[2]), os, pre);
     bool ok = true;
+    if (def->cls == OC_TERNARY) {
+        /* where: every operand read unconditionally, into locals first. GCC
+         * 12.2 at -O3 -march=native (AVX-512) miscompiles `c ? b0[i] : 0.0f`
+         * after a broadcast read of c (masked loads; the mask_create case
+         * catches it); with plain loads it blends. */
+        dpc_buf_printf(o, "%sconst float v%d_x = %s, v%d_y = %s, v%d_z = %s;\n", indent, n->id, a.data, n->id, b.data,
+                       n->id, z.data);
+        dpc_buf_free(&a);
+        dpc_buf_free(&b);
+        dpc_buf_free(&z);
+        dpc_buf_printf(&a, "v%d_x", n->id);
+        dpc_buf_printf(&b, "v%d_y", n->id);
+        dpc_buf_printf(&z, "v%d_z", n->id);
+    }
     if (def->cls == OC_CHANNEL)
         emit_channel_op(kg, &e, n, a.data, pre);
     else
