@@ -136,6 +136,8 @@ typedef enum node_kind {
 enum {
     OP_EQ = '=', OP_NE = '!', OP_LT = '<', OP_GT = '>', OP_LE = 'l', OP_GE = 'g',
     OP_IS = 'i', OP_ISNOT = 'I', OP_AND = '&', OP_OR = '|',
+    /* on bool tensors: x & y, x | y (ND_BINOP), ~x (ND_NOT with this op) */
+    OP_BITAND = 'A', OP_BITOR = 'O', OP_INVERT = '~',
 };
 
 typedef struct node node;

@@ -23,9 +23,15 @@ const char *emit_prod(char *b, size_t n, const shape *s, int from, int to);
 void emit_comment(dpc_buf *o, const char *indent, const ir_node *n);
 void emit_offset(const kgraph *kg, dpc_buf *o, const ir_node *x, const shape *os, bool coords_ok);
 void emit_coords(dpc_buf *o, const char *indent, const shape *os);
-/* A leaf (constant, forward scalar, the batch size) as a float expression;
- * every kernel of both dialects has `ctx` and the local `N`. */
-void emit_leaf(dpc_buf *o, const ir_node *leaf);
+/* A leaf (constant, forward scalar, the batch size, an iota) as a float
+ * expression read at output coordinates c0.. of shape os (an iota reads
+ * its dim's coordinate; the leaf broadcasts to os); every kernel of both
+ * dialects has `ctx` and the local `N`. */
+void emit_leaf(dpc_buf *o, const ir_node *leaf, const shape *os);
+/* Whether reading the leaf needs the coordinates c0.. (an iota). */
+bool emit_leaf_needs_coords(const ir_node *leaf);
+/* Whether some op of k's chain from ops[from] reads an iota. */
+bool emit_chain_reads_iota(const kgraph *kg, const kernel *k, int from);
 /* One elementwise op of k's chain as `const float vID = ...;` in dialect d;
  * false when the op table has no expression for it in d. */
 bool emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir_node *n, const shape *os,

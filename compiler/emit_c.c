@@ -100,7 +100,23 @@ void emit_offset(const kgraph *kg, dpc_buf *o, const ir_node *x, const shape *os
     dpc_buf_puts(o, ")");
 }
 
+bool emit_leaf_needs_coords(const ir_node *leaf) { return leaf->op == OP_IOTA && leaf->attr.leaf.step != 0; }
+
+bool emit_chain_reads_iota(const kgraph *kg, const kernel *k, int from) {
+    for (int i = from < 0 ? 0 : from; i < k->ops.len; i++) {
+        const ir_node *n = k->ops.items[i];
+        for (int j = 0; j < n->nin; j++) {
+            const kaccess *a = &kg->acc[n->in[j]];
+            if (a->kind == ACC_LEAF && emit_leaf_needs_coords(a->base))
+                return true;
+        }
+    }
+    return false;
+}
+
 static bool needs_coords(const kgraph *kg, const kernel *k, const shape *os) {
+    if (emit_chain_reads_iota(kg, k, 0))
+        return true;
     for (int i = 0; i < k->ops.len; i++)
         if (ir_op_class(((const ir_node *)k->ops.items[i])->op) == OC_CHANNEL)
             return true; /* per-channel operands are read at c1 */
@@ -127,7 +143,21 @@ void emit_coords(dpc_buf *o, const char *indent, const shape *os) {
     dpc_buf_printf(o, "%s(void)rem;\n", indent);
 }
 
-void emit_leaf(dpc_buf *o, const ir_node *leaf) {
+void emit_leaf(dpc_buf *o, const ir_node *leaf, const shape *os) {
+    if (emit_leaf_needs_coords(leaf)) {
+        /* start + step * index along its dim, in double as PyTorch's arange */
+        int ax = leaf->attr.leaf.axis, oc = os->rank - leaf->sh.rank + ax;
+        bool bcast = !leaf->sh.d[ax].sym && leaf->sh.d[ax].k == 1;
+        dpc_buf_puts(o, "((float)(");
+        emit_float(o, leaf->attr.leaf.value, false);
+        if (!bcast && oc >= 0) {
+            dpc_buf_puts(o, " + ");
+            emit_float(o, leaf->attr.leaf.step, false);
+            dpc_buf_printf(o, " * (double)c%d", oc);
+        }
+        dpc_buf_puts(o, "))");
+        return;
+    }
     if (leaf->op == OP_SCALAR) {
         dpc_buf_printf(o, "ctx->scalars[%d]", leaf->input_index);
         return;
@@ -148,7 +178,7 @@ static void operand(const kgraph *kg, const kernel *k, dpc_buf *o, const ir_node
         return;
     }
     if (a->kind == ACC_LEAF) {
-        emit_leaf(o, a->base);
+        emit_leaf(o, a->base, os);
         return;
     }
     dpc_buf_printf(o, "%sb%d[", pre, kg->buf_of[x->id]);
@@ -173,25 +203,43 @@ static void emit_channel_op(const kgraph *kg, dpc_buf *o, const ir_node *n, cons
 bool emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir_node *n, const shape *os,
                          const char *indent, const char *pre, ir_dialect d) {
     emit_comment(o, indent, n);
-    dpc_buf a, b, e;
+    dpc_buf a, b, z, e;
     dpc_buf_init(&a);
     dpc_buf_init(&b);
+    dpc_buf_init(&z);
     dpc_buf_init(&e);
     const ir_opdef *def = ir_opdef_of(n->op);
     operand(kg, k, &a, nd(kg, n->in[0]), os, pre);
-    if (def->cls == OC_BINARY)
+    if (def->cls == OC_BINARY || def->cls == OC_TERNARY)
         operand(kg, k, &b, nd(kg, n->in[1]), os, pre);
+    if (def->cls == OC_TERNARY)
+        operand(kg, k, &z, nd(kg, n->in[2]), os, pre);
     bool ok = true;
+    if (def->cls == OC_TERNARY) {
+        /* where: every operand read unconditionally, into locals first. GCC
+         * 12.2 at -O3 -march=native (AVX-512) miscompiles `c ? b0[i] : 0.0f`
+         * after a broadcast read of c (masked loads; the mask_create case
+         * catches it); with plain loads it blends. */
+        dpc_buf_printf(o, "%sconst float v%d_x = %s, v%d_y = %s, v%d_z = %s;\n", indent, n->id, a.data, n->id, b.data,
+                       n->id, z.data);
+        dpc_buf_free(&a);
+        dpc_buf_free(&b);
+        dpc_buf_free(&z);
+        dpc_buf_printf(&a, "v%d_x", n->id);
+        dpc_buf_printf(&b, "v%d_y", n->id);
+        dpc_buf_printf(&z, "v%d_z", n->id);
+    }
     if (def->cls == OC_CHANNEL)
         emit_channel_op(kg, &e, n, a.data, pre);
     else
-        ok = ir_op_expr(n->op, d, a.data, b.data ? b.data : "", &e);
+        ok = ir_op_expr(n->op, d, a.data, b.data ? b.data : "", z.data ? z.data : "", &e);
     if (ok)
         dpc_buf_printf(o, "%sconst float v%d = %s;\n", indent, n->id, e.data);
     else
         dpc_buf_printf(o, "#error \"op %s has no %s expression\"\n", def->name, d == DIALECT_CUDA ? "CUDA" : "C");
     dpc_buf_free(&a);
     dpc_buf_free(&b);
+    dpc_buf_free(&z);
     dpc_buf_free(&e);
     return ok;
 }
@@ -210,7 +258,9 @@ static void declare_buffers(const kgraph *kg, const kernel *k, dpc_buf *o) {
         if (seen[b])
             continue;
         seen[b] = true;
-        const char *t = nd(kg, id)->dt == IR_I64 ? "int64_t" : "float";
+        /* by what the buffer holds: i64 inputs are int64, values computed in
+         * forward (bool and i64 too) are floats */
+        const char *t = ((const kbuf *)kg->bufs.items[b])->esize == 8 ? "int64_t" : "float";
         dpc_buf_printf(o, "    const %s *const b%d = (const %s *)ctx->buf[%d];\n", t, b, t, b);
     }
     free(seen);
@@ -508,8 +558,13 @@ static void emit_copy(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_printf(o, "    const int64_t total = %s;\n    for (int64_t i = 0; i < total; i++) {\n",
                    emit_prod(t, sizeof t, os, 0, os->rank));
     if (k->src.kind == ACC_LEAF) {
+        if (emit_leaf_needs_coords(k->src.base)) {
+            emit_coords(o, "        ", os);
+            for (int j = 0; j < os->rank; j++)
+                dpc_buf_printf(o, "        (void)c%d;\n", j);
+        }
         dpc_buf_printf(o, "        b%d[i] = ", ob);
-        emit_leaf(o, k->src.base);
+        emit_leaf(o, k->src.base, os);
         dpc_buf_puts(o, ";\n    }\n");
         return;
     }

@@ -377,6 +377,8 @@ static const char *grid_stride(void) {
 /* ---------------------------------------------------------- elementwise chains */
 
 static bool chain_needs_coords(const kgraph *kg, const kernel *k, int from, const shape *os) {
+    if (emit_chain_reads_iota(kg, k, from))
+        return true;
     for (int i = from; i < k->ops.len; i++)
         if (((const ir_node *)k->ops.items[i])->op == OP_BATCHNORM)
             return true;
@@ -1056,8 +1058,10 @@ static void emit_copy(cg *g, const kernel *k) {
     dpc_buf_printf(g->o, "    const long long total = %s;\n    for (long long i = %s) {\n", cd_str(t, sizeof t, total),
                    grid_stride());
     if (k->src.kind == ACC_LEAF) {
+        if (emit_leaf_needs_coords(k->src.base))
+            coords(g, os, "        ");
         dpc_buf_printf(g->o, "        b%d[i] = ", ob);
-        emit_leaf(g->o, k->src.base);
+        emit_leaf(g->o, k->src.base, os);
         dpc_buf_puts(g->o, ";\n");
     } else if (k->src.kind == ACC_CONTIG) {
         dpc_buf_printf(g->o, "        b%d[i] = (float)b%d[i];\n", ob, sb);

@@ -4,6 +4,7 @@
  * FUNCTIONS below. */
 #include "irbuild.h"
 
+#include <math.h>
 #include <string.h>
 
 /* Binds call arguments to a function signature "x,dim,keepdim=False". The
@@ -462,6 +463,645 @@ static const char *const P_LEAKY[] = {"input", "negative_slope", "inplace"};
 static const char *const P_HARDTANH[] = {"input", "min_val", "max_val", "inplace"};
 static const char *const P_GN[] = {"input", "num_groups", "weight", "bias", "eps"};
 
+
+/* ------------------------------------------ masks, bool, created tensors
+ * bool and i64 values computed in forward are carried in float: a bool is
+ * 0 or 1, an i64 an exact integer below 2^24 (checked where it is made). */
+
+#define IOTA_EXACT 16777216.0 /* 2^24: integers a float carries exactly */
+
+static const struct {
+    const char *name;
+    ir_dtype dt;
+} DTYPE_NAMES[] = {{"float32", IR_F32}, {"float", IR_F32}, {"int64", IR_I64}, {"long", IR_I64}, {"bool", IR_BOOL}};
+
+bool dtype_named(const char *name, sv *out) {
+    for (size_t i = 0; i < sizeof DTYPE_NAMES / sizeof *DTYPE_NAMES; i++)
+        if (strcmp(DTYPE_NAMES[i].name, name) == 0) {
+            memset(out, 0, sizeof *out);
+            out->k = SV_DTYPE;
+            out->v.kind = V_INT;
+            out->v.i = DTYPE_NAMES[i].dt;
+            return true;
+        }
+    return false;
+}
+
+static const char *dt_word(ir_dtype t) { return t == IR_BOOL ? "bool" : t == IR_I64 ? "int64" : "float32"; }
+
+/* The dtype of an operand: a tensor's, or a Python number's own kind. */
+static ir_dtype sv_dtype(const sv *v) {
+    if (v->k == SV_TENSOR)
+        return v->t->dt;
+    if (v->k == SV_NUM && v->v.kind == V_FLOAT)
+        return IR_F32;
+    if (v->k == SV_NUM && v->v.kind == V_BOOL)
+        return IR_BOOL;
+    return IR_I64; /* ints, the batch size */
+}
+
+/* PyTorch's promotion of two operands: a Python number only lifts the kind
+ * (bool < int64 < float), never a tensor's width. */
+static ir_dtype promote(const sv *l, const sv *r) {
+    ir_dtype a = sv_dtype(l), b = sv_dtype(r);
+    if (a == IR_F32 || b == IR_F32)
+        return IR_F32;
+    if (a == IR_I64 || b == IR_I64)
+        return IR_I64;
+    return IR_BOOL;
+}
+
+ir_dtype arith_dtype(const sv *l, const sv *r, ir_op op) {
+    ir_dtype t = promote(l, r);
+    return op == OP_DIV ? IR_F32 : t;
+}
+
+/* An elementwise node of op over x, y, z (NULL: absent), broadcast, of dtype dt. */
+static ir_node *ew3(builder *b, ir_op op, ir_node *x, ir_node *y, ir_node *z, ir_dtype dt, loc at, const char *what) {
+    shape s = x->sh, t;
+    if (y) {
+        if (!broadcast(b, &s, &y->sh, at, what, &t))
+            return NULL;
+        s = t;
+    }
+    if (z) {
+        if (!broadcast(b, &s, &z->sh, at, what, &t))
+            return NULL;
+        s = t;
+    }
+    ir_node *n = mk_op(b, op, at, NULL, x, y, z);
+    if (!n)
+        return NULL;
+    n->sh = s;
+    n->dt = dt;
+    return check_size(b, n, at, what) ? n : NULL;
+}
+
+/* A rank-0 or shaped constant of dtype dt. */
+static ir_node *full_node(builder *b, const shape *s, double v, ir_dtype dt, loc at) {
+    ir_node *n = mk(b, OP_CONST, at, NULL);
+    if (!n)
+        return NULL;
+    n->attr.leaf.value = v;
+    n->sh = *s;
+    n->dt = dt;
+    return n;
+}
+
+static ir_node *iota_node(builder *b, const shape *s, int axis, double start, double step, ir_dtype dt, loc at) {
+    ir_node *n = mk(b, OP_IOTA, at, NULL);
+    if (!n)
+        return NULL;
+    n->attr.leaf.value = start;
+    n->attr.leaf.step = step;
+    n->attr.leaf.axis = axis;
+    n->sh = *s;
+    n->dt = dt;
+    return n;
+}
+
+/* A value as a tensor of dtype `like` when it is a number (where's
+ * scalars), else the tensor itself. */
+static ir_node *operand_of(builder *b, const sv *v, ir_dtype dt, loc at, const char *what) {
+    double d;
+    if (v->k == SV_TENSOR)
+        return v->t;
+    if (v->k == SV_BATCH || num_of(v, &d)) {
+        ir_node *n = as_tensor(b, v, at, what);
+        if (n && n->op == OP_CONST)
+            n->dt = dt;
+        return n;
+    }
+    error_at(b->c, at, "%s expects a tensor or a number, got %s", what, sv_kind_name(v));
+    return NULL;
+}
+
+static ir_node *to_bool_node(builder *b, ir_node *x, loc at, const char *what) {
+    return x->dt == IR_BOOL ? x : ew3(b, OP_TO_BOOL, x, NULL, NULL, IR_BOOL, at, what);
+}
+
+bool mask_binop(builder *b, int op, const sv *l, const sv *r, loc at, loc lat, loc rat, sv *out) {
+    static const struct {
+        int op;
+        ir_op ir;
+        const char *text;
+    } CMP[] = {{OP_EQ, OP_CMP_EQ, "'=='"}, {OP_NE, OP_CMP_NE, "'!='"}, {OP_LT, OP_CMP_LT, "'<'"},
+               {OP_LE, OP_CMP_LE, "'<='"}, {OP_GT, OP_CMP_GT, "'>'"},  {OP_GE, OP_CMP_GE, "'>='"},
+               {OP_BITAND, OP_LOGICAL_AND, "'&'"}, {OP_BITOR, OP_LOGICAL_OR, "'|'"},
+               {OP_INVERT, OP_LOGICAL_NOT, "'~'"}};
+    int row = -1;
+    for (int i = 0; i < (int)(sizeof CMP / sizeof *CMP); i++)
+        if (CMP[i].op == op)
+            row = i;
+    if (row < 0 || (l->k != SV_TENSOR && r->k != SV_TENSOR))
+        return false;
+    memset(out, 0, sizeof *out);
+    out->k = SV_NONE;
+    const char *what = CMP[row].text;
+    bool logic = op == OP_BITAND || op == OP_BITOR || op == OP_INVERT;
+    if (logic) {
+        const sv *bad = sv_dtype(l) != IR_BOOL ? l : sv_dtype(r) != IR_BOOL ? r : NULL;
+        if (bad) {
+            error_at(b->c, bad == l ? lat : rat, "%s applies to bool tensors (masks), got %s%s%s", what,
+                     bad->k == SV_TENSOR ? "a " : sv_kind_name(bad), bad->k == SV_TENSOR ? dt_word(bad->t->dt) : "",
+                     bad->k == SV_TENSOR ? " tensor; compare it first (x > 0) or use .bool()" : "");
+            return true;
+        }
+    }
+    ir_node *x = operand_of(b, l, sv_dtype(l), lat, what), *y = op == OP_INVERT ? NULL : operand_of(b, r, sv_dtype(r), rat, what);
+    if (!x || (op != OP_INVERT && !y))
+        return true;
+    ir_node *n = ew3(b, CMP[row].ir, x, y, NULL, IR_BOOL, at, what);
+    if (n) {
+        out->k = SV_TENSOR;
+        out->t = n;
+    }
+    return true;
+}
+
+bool finfo_value(builder *b, const sv *dt, const char *field, loc at, sv *out) {
+    if (!dt || dt->k != SV_DTYPE || dt->v.i != IR_F32) {
+        error_at(b->c, at, "finfo() takes float32 (the one float dtype dpc computes in)");
+        return false;
+    }
+    static const struct {
+        const char *name;
+        double v;
+    } F[] = {{"min", -3.4028234663852886e+38}, {"max", 3.4028234663852886e+38},
+             {"eps", 1.1920928955078125e-07},  {"tiny", 1.1754943508222875e-38}};
+    for (size_t i = 0; i < sizeof F / sizeof *F; i++)
+        if (strcmp(F[i].name, field) == 0) {
+            memset(out, 0, sizeof *out);
+            out->k = SV_NUM;
+            out->v = (val){.kind = V_FLOAT, .f = F[i].v};
+            return true;
+        }
+    error_at(b->c, at, "finfo has min, max, eps and tiny, not '%s'", field);
+    return false;
+}
+
+/* A dtype argument: SV_DTYPE, or a tensor's dtype when `tensor_ok`. */
+static bool want_dtype(builder *b, const sv *v, loc at, const char *what, bool tensor_ok, ir_dtype *out) {
+    if (v->k == SV_DTYPE) {
+        *out = (ir_dtype)v->v.i;
+        return true;
+    }
+    if (tensor_ok && v->k == SV_TENSOR) {
+        *out = v->t->dt;
+        return true;
+    }
+    error_at(b->c, at, "%s must be a dtype (float32, int64, bool), got %s", what, sv_kind_name(v));
+    return false;
+}
+
+/* x converted to dtype t (no node when it already has it). */
+static ir_node *convert(builder *b, ir_node *x, ir_dtype t, loc at, const char *what) {
+    if (x->dt == t)
+        return x;
+    ir_op op = t == IR_BOOL ? OP_TO_BOOL : t == IR_I64 ? OP_TO_LONG : OP_TO_FLOAT;
+    if (t == IR_I64 && x->dt == IR_BOOL)
+        op = OP_TO_FLOAT; /* 0 and 1 are already integers */
+    return ew3(b, op, x, NULL, NULL, t, at, what);
+}
+
+static ir_node *want_any_tensor(fcall *c, int i) {
+    if (c->s[i].k != SV_TENSOR) {
+        error_at(c->b->c, c->sat[i], "%s() expects a tensor, got %s", c->fn, sv_kind_name(&c->s[i]));
+        return NULL;
+    }
+    return c->s[i].t;
+}
+
+static ir_node *fn_to(fcall *c) {
+    ir_node *x = want_any_tensor(c, 0);
+    ir_dtype t;
+    if (!x)
+        return NULL;
+    if (!c->g[1]) {
+        error_at(c->b->c, c->at, "to() needs a dtype (to(float32)) or a tensor");
+        return NULL;
+    }
+    if (!want_dtype(c->b, &c->s[1], c->sat[1], "to()'s dtype", true, &t))
+        return NULL;
+    return convert(c->b, x, t, c->at, "to()");
+}
+
+static ir_node *fn_cast(fcall *c) { /* float(x), long(x), bool(x) on a tensor */
+    ir_node *x = want_any_tensor(c, 0);
+    if (!x)
+        return NULL;
+    ir_dtype t = c->fn[0] == 'f' ? IR_F32 : c->fn[0] == 'l' ? IR_I64 : IR_BOOL;
+    return convert(c->b, x, t, c->at, c->fn);
+}
+
+static ir_node *fn_type_as(fcall *c) {
+    ir_node *x = want_any_tensor(c, 0), *y = x ? want_any_tensor(c, 1) : NULL;
+    return y ? convert(c->b, x, y->dt, c->at, "type_as()") : NULL;
+}
+
+static ir_node *fn_logical(fcall *c) {
+    ir_node *x = want_any_tensor(c, 0);
+    if (!x || !(x = to_bool_node(c->b, x, c->at, c->fn)))
+        return NULL;
+    if (c->fn[8] == 'n') /* logical_not */
+        return ew3(c->b, OP_LOGICAL_NOT, x, NULL, NULL, IR_BOOL, c->at, c->fn);
+    ir_node *y = want_any_tensor(c, 1);
+    if (!y || !(y = to_bool_node(c->b, y, c->at, c->fn)))
+        return NULL;
+    return ew3(c->b, c->fn[8] == 'a' ? OP_LOGICAL_AND : OP_LOGICAL_OR, x, y, NULL, IR_BOOL, c->at, c->fn);
+}
+
+static bool want_mask(fcall *c, int i, ir_node **out) {
+    ir_node *m = want_any_tensor(c, i);
+    if (!m)
+        return false;
+    if (m->dt != IR_BOOL) {
+        error_at(c->b->c, c->sat[i], "%s() expects a bool mask, got a %s tensor (compare it, or use .bool())", c->fn,
+                 dt_word(m->dt));
+        return false;
+    }
+    *out = m;
+    return true;
+}
+
+static ir_node *fn_where(fcall *c) {
+    ir_node *cond;
+    if (!want_mask(c, 0, &cond))
+        return NULL;
+    ir_dtype t = promote(&c->s[1], &c->s[2]);
+    ir_node *x = operand_of(c->b, &c->s[1], t, c->sat[1], "where()");
+    ir_node *y = x ? operand_of(c->b, &c->s[2], t, c->sat[2], "where()") : NULL;
+    if (!y || !(x = convert(c->b, x, t, c->at, "where()")) || !(y = convert(c->b, y, t, c->at, "where()")))
+        return NULL;
+    return ew3(c->b, OP_WHERE, cond, x, y, t, c->at, "where()");
+}
+
+static ir_node *fn_masked_fill(fcall *c) {
+    ir_node *x = want_any_tensor(c, 0), *m;
+    if (!x || !want_mask(c, 1, &m))
+        return NULL;
+    const sv *v = &c->s[2];
+    if (v->k == SV_TENSOR && v->t->sh.rank != 0) {
+        error_at(c->b->c, c->sat[2], "masked_fill only supports a 0-dimensional value tensor, but got tensor with %d dimension(s)",
+                 v->t->sh.rank);
+        return NULL;
+    }
+    ir_node *val = operand_of(c->b, v, x->dt, c->sat[2], "masked_fill()");
+    if (!val || !(val = convert(c->b, val, x->dt, c->at, "masked_fill()")))
+        return NULL;
+    ir_node *n = ew3(c->b, OP_WHERE, m, val, x, x->dt, c->at, "masked_fill()");
+    if (n && !shape_eq(&n->sh, &x->sh)) {
+        error_at(c->b->c, c->at, "masked_fill(): the mask %s does not broadcast to the input %s", shp(c->b, &m->sh),
+                 shp(c->b, &x->sh));
+        return NULL;
+    }
+    return n;
+}
+
+/* The sizes of a creation function: ints (dims bound from inputs are ints),
+ * the batch size, or one tuple or list of them. */
+static bool create_shape(fcall *c, const sv *items, int n, shape *out) {
+    if (n == 1 && (items[0].k == SV_TUPLE || items[0].k == SV_LIST)) {
+        n = items[0].n;
+        items = items[0].items;
+    }
+    if (n > IR_MAX_RANK) {
+        error_at(c->b->c, c->at, "%s(): too many dimensions", c->fn);
+        return false;
+    }
+    out->rank = n;
+    for (int i = 0; i < n; i++) {
+        if (items[i].k == SV_BATCH) {
+            out->d[i] = (dim){1, true};
+            continue;
+        }
+        if (items[i].k == SV_TENSOR) {
+            error_at(c->b->c, c->at, "%s(): sizes must be known when compiling (ints, or dims named in forward's "
+                                     "parameters), not a tensor", c->fn);
+            return false;
+        }
+        int64_t d;
+        if (!want_int(c->b, &items[i], c->at, "a size", &d))
+            return false;
+        if (d < 0) {
+            error_at(c->b->c, c->at, "%s(): negative dimension %lld", c->fn, (long long)d);
+            return false;
+        }
+        out->d[i] = (dim){d, false};
+    }
+    if (!numel_ok(out)) {
+        error_at(c->b->c, c->at, "%s(): the shape %s is too large: more than 2^40 elements", c->fn, shp(c->b, out));
+        return false;
+    }
+    return true;
+}
+
+/* The keyword arguments of a variadic creation function: dtype (and for
+ * the others, none); sizes are the positional ones. */
+static bool create_kwargs(fcall *c, int *npos, ir_dtype *dt, bool *has_dt) {
+    const fargs *a = c->a;
+    *npos = 0;
+    *has_dt = false;
+    for (int i = 0; i < a->n; i++) {
+        if (!a->names[i]) {
+            if (*npos != i) {
+                error_at(c->b->c, a->at[i], "%s(): positional argument after a keyword", c->fn);
+                return false;
+            }
+            (*npos)++;
+        } else if (strcmp(a->names[i], "dtype") == 0) {
+            if (a->v[i].k != SV_NONE && !want_dtype(c->b, &a->v[i], a->at[i], "dtype", false, dt))
+                return false;
+            *has_dt = a->v[i].k != SV_NONE;
+        } else if (strcmp(a->names[i], "size") != 0 && strcmp(a->names[i], "device") != 0 &&
+                   strcmp(a->names[i], "requires_grad") != 0) {
+            error_at(c->b->c, a->kw_at[i], "%s() has no argument '%s'", c->fn, a->names[i]);
+            return false;
+        }
+    }
+    return true;
+}
+
+static ir_node *fn_ones_zeros(fcall *c) { /* ones(*size, dtype=None), zeros(...) */
+    int npos;
+    ir_dtype dt = IR_F32;
+    bool has;
+    shape s;
+    if (!create_kwargs(c, &npos, &dt, &has))
+        return NULL;
+    const sv *items = c->a->v;
+    for (int i = 0; i < c->a->n; i++)
+        if (c->a->names[i] && strcmp(c->a->names[i], "size") == 0) {
+            items = &c->a->v[i];
+            npos = 1;
+        }
+    if (!create_shape(c, items, npos, &s))
+        return NULL;
+    return full_node(c->b, &s, c->fn[0] == 'o' ? 1 : 0, dt, c->at);
+}
+
+static bool fill_number(fcall *c, const sv *v, loc at, double *out) {
+    if (!num_of(v, out)) {
+        error_at(c->b->c, at, "%s(): fill_value must be a number known when compiling, got %s", c->fn, sv_kind_name(v));
+        return false;
+    }
+    return true;
+}
+
+static ir_node *fn_full(fcall *c) { /* full(size, fill_value, dtype=None) */
+    shape s;
+    double v;
+    ir_dtype dt = sv_dtype(&c->s[1]);
+    if (!create_shape(c, &c->s[0], 1, &s) || !fill_number(c, &c->s[1], c->sat[1], &v) ||
+        (c->g[2] && c->s[2].k != SV_NONE && !want_dtype(c->b, &c->s[2], c->sat[2], "dtype", false, &dt)))
+        return NULL;
+    return full_node(c->b, &s, dt == IR_BOOL ? v != 0 : dt == IR_I64 ? trunc(v) : v, dt, c->at);
+}
+
+static ir_node *fn_like(fcall *c) { /* ones_like(input, dtype=None), zeros_like, full_like(input, fill_value, dtype) */
+    ir_node *x = want_any_tensor(c, 0);
+    if (!x)
+        return NULL;
+    bool full = c->fn[0] == 'f';
+    int di = full ? 2 : 1;
+    double v = c->fn[0] == 'o' ? 1 : 0;
+    ir_dtype dt = x->dt;
+    if ((full && !fill_number(c, &c->s[1], c->sat[1], &v)) ||
+        (c->g[di] && c->s[di].k != SV_NONE && !want_dtype(c->b, &c->s[di], c->sat[di], "dtype", false, &dt)))
+        return NULL;
+    return full_node(c->b, &x->sh, dt == IR_BOOL ? v != 0 : dt == IR_I64 ? trunc(v) : v, dt, c->at);
+}
+
+static ir_node *fn_arange(fcall *c) { /* arange(end), arange(start, end, step=1), dtype= */
+    const fargs *a = c->a;
+    int npos;
+    ir_dtype dt = IR_I64;
+    bool has_dt;
+    if (!create_kwargs(c, &npos, &dt, &has_dt))
+        return NULL;
+    if (npos < 1 || npos > 3) {
+        error_at(c->b->c, c->at, "arange() takes end, or start, end and step (%d given)", npos);
+        return NULL;
+    }
+    sv v[3] = {{.k = SV_NUM, .v = {.kind = V_INT, .i = 0}}, {0}, {.k = SV_NUM, .v = {.kind = V_INT, .i = 1}}};
+    loc at[3] = {c->at, c->at, c->at};
+    if (npos == 1) {
+        v[1] = a->v[0];
+        at[1] = a->at[0];
+    } else
+        for (int i = 0; i < npos; i++) {
+            v[i] = a->v[i];
+            at[i] = a->at[i];
+        }
+    if (v[0].k == SV_NUM && v[0].v.i == 0 && v[1].k == SV_BATCH && v[2].k == SV_NUM && v[2].v.kind == V_INT &&
+        v[2].v.i == 1) { /* arange(N): the batch's indices */
+        shape s = {1, {{1, true}}};
+        return iota_node(c->b, &s, 0, 0, 1, has_dt ? dt : IR_I64, c->at);
+    }
+    double d[3];
+    bool all_int = true;
+    static const char *const names[] = {"start", "end", "step"};
+    for (int i = 0; i < 3; i++) {
+        if (!num_of(&v[i], &d[i]) || v[i].v.kind == V_STR) {
+            error_at(c->b->c, at[i], "arange(): %s must be a number known when compiling, got %s", names[i],
+                     v[i].k == SV_BATCH ? "the batch size (only arange(N) takes it)" : sv_kind_name(&v[i]));
+            return NULL;
+        }
+        all_int &= v[i].v.kind != V_FLOAT;
+    }
+    if (!has_dt)
+        dt = all_int ? IR_I64 : IR_F32;
+    if (d[2] == 0) {
+        error_at(c->b->c, at[2], "arange(): step must be nonzero");
+        return NULL;
+    }
+    if ((d[2] > 0 && d[1] < d[0]) || (d[2] < 0 && d[1] > d[0])) {
+        error_at(c->b->c, c->at, "arange(): upper bound and larger bound inconsistent with step sign");
+        return NULL;
+    }
+    if (dt == IR_BOOL) {
+        error_at(c->b->c, c->at, "arange() does not make bool tensors");
+        return NULL;
+    }
+    if (dt == IR_I64 && (d[0] != trunc(d[0]) || d[2] != trunc(d[2]))) {
+        error_at(c->b->c, at[d[0] != trunc(d[0]) ? 0 : 2],
+                 "arange(): %s %g is not an integer, but the dtype is int64 (write dtype=float32, or integer bounds)",
+                 d[0] != trunc(d[0]) ? "start" : "step", d[0] != trunc(d[0]) ? d[0] : d[2]);
+        return NULL;
+    }
+    double len = ceil((d[1] - d[0]) / d[2]);
+    if (len > (double)DPC_MAX_NUMEL) {
+        error_at(c->b->c, c->at, "arange(): %g elements are too many", len);
+        return NULL;
+    }
+    double last = d[0] + d[2] * (len - 1);
+    if (dt == IR_I64 && len > 0 && (fabs(d[0]) > IOTA_EXACT || fabs(last) > IOTA_EXACT)) {
+        error_at(c->b->c, c->at, "arange(): int64 values up to %.0f do not fit: dpc carries integers computed in "
+                                 "forward in float32, exact below 2^24", fmax(fabs(d[0]), fabs(last)));
+        return NULL;
+    }
+    shape s = {1, {{(int64_t)len, false}}};
+    return iota_node(c->b, &s, 0, d[0], d[2], dt, c->at);
+}
+
+/* tril/triu of the last two dims: keep where col - row <= k (tril) or >= k. */
+static ir_node *tri(builder *b, ir_node *x, int64_t k, bool lower, loc at, const char *what) {
+    if (x->sh.rank < 2) {
+        error_at(b->c, at, "%s: input tensor must have at least 2 dimensions, got %s", what, shp(b, &x->sh));
+        return NULL;
+    }
+    dim R = x->sh.d[x->sh.rank - 2], C = x->sh.d[x->sh.rank - 1];
+    shape rs = {2, {R, {1, false}}}, cs = {2, {{1, false}, C}}, ks = {0};
+    ir_node *rows = iota_node(b, &rs, 0, 0, 1, IR_I64, at), *cols = iota_node(b, &cs, 1, 0, 1, IR_I64, at);
+    ir_node *kk = full_node(b, &ks, (double)k, IR_I64, at), *zero = full_node(b, &ks, 0, x->dt, at);
+    if (!rows || !cols || !kk || !zero)
+        return NULL;
+    ir_node *diff = ew3(b, OP_SUB, cols, rows, NULL, IR_I64, at, what);
+    ir_node *keep = diff ? ew3(b, lower ? OP_CMP_LE : OP_CMP_GE, diff, kk, NULL, IR_BOOL, at, what) : NULL;
+    return keep ? ew3(b, OP_WHERE, keep, x, zero, x->dt, at, what) : NULL;
+}
+
+static ir_node *fn_tri(fcall *c) { /* tril(input, diagonal=0), triu */
+    ir_node *x = want_any_tensor(c, 0);
+    int64_t k = 0;
+    if (!x || (c->g[1] && !want_int(c->b, &c->s[1], c->sat[1], "diagonal", &k)))
+        return NULL;
+    return tri(c->b, x, k, c->fn[3] == 'l', c->at, c->fn);
+}
+
+/* scaled_dot_product_attention(query, key, value, attn_mask=None,
+ * dropout_p=0.0, is_causal=False, scale=None), PyTorch 2's: softmax(q k^T *
+ * scale + mask) v, a bool mask keeping where True, is_causal keeping the
+ * lower triangle. Lowered to matmul, softmax, where. */
+static ir_node *fn_sdpa(fcall *c) {
+    builder *b = c->b;
+    ir_node *q, *k, *v;
+    const char *what = "scaled_dot_product_attention()";
+    if (!want_tensor(b, &c->s[0], c->sat[0], what, &q) || !want_tensor(b, &c->s[1], c->sat[1], what, &k) ||
+        !want_tensor(b, &c->s[2], c->sat[2], what, &v))
+        return NULL;
+    if (q->sh.rank < 2 || k->sh.rank < 2 || v->sh.rank < 2) {
+        error_at(b->c, c->at, "%s: query, key and value need at least 2 dimensions", what);
+        return NULL;
+    }
+    dim E = q->sh.d[q->sh.rank - 1];
+    if (!shape_eq(&(shape){1, {E}}, &(shape){1, {k->sh.d[k->sh.rank - 1]}}) ||
+        !shape_eq(&(shape){1, {k->sh.d[k->sh.rank - 2]}}, &(shape){1, {v->sh.d[v->sh.rank - 2]}})) {
+        error_at(b->c, c->at, "%s: query %s, key %s and value %s do not fit (query and key share the last dim, key "
+                 "and value the one before)", what, shp(b, &q->sh), shp(b, &k->sh), shp(b, &v->sh));
+        return NULL;
+    }
+    if (E.sym) {
+        error_at(b->c, c->at, "%s: the embedding dim depends on the batch size", what);
+        return NULL;
+    }
+    double p = 0, scale = 1.0 / sqrt((double)E.k);
+    if (c->g[4] && (!num_of(&c->s[4], &p) || p != 0)) {
+        error_at(b->c, c->sat[4], "%s: dropout_p must be 0 (dpc runs inference; PyTorch applies it in eval mode too)",
+                 what);
+        return NULL;
+    }
+    bool causal = false;
+    if (c->g[5]) {
+        if (c->s[5].k != SV_NUM || c->s[5].v.kind != V_BOOL) {
+            error_at(b->c, c->sat[5], "%s: is_causal must be a bool known when compiling", what);
+            return NULL;
+        }
+        causal = c->s[5].v.i;
+    }
+    if (c->g[6] && c->s[6].k != SV_NONE && !num_of(&c->s[6], &scale)) {
+        error_at(b->c, c->sat[6], "%s: scale must be a number or None", what);
+        return NULL;
+    }
+    ir_node *mask = NULL;
+    if (c->g[3] && c->s[3].k != SV_NONE) {
+        if (c->s[3].k != SV_TENSOR) {
+            error_at(b->c, c->sat[3], "%s: attn_mask must be a tensor or None, got %s", what, sv_kind_name(&c->s[3]));
+            return NULL;
+        }
+        mask = c->s[3].t;
+        if (mask->dt == IR_I64) {
+            error_at(b->c, c->sat[3], "%s: attn_mask must be bool or float, got an int64 tensor", what);
+            return NULL;
+        }
+        if (causal) {
+            error_at(b->c, c->sat[3], "%s: attn_mask and is_causal cannot both be set", what);
+            return NULL;
+        }
+    }
+    int perm[IR_MAX_RANK];
+    for (int i = 0; i < k->sh.rank; i++)
+        perm[i] = i;
+    perm[k->sh.rank - 2] = k->sh.rank - 1;
+    perm[k->sh.rank - 1] = k->sh.rank - 2;
+    ir_node *kt = permute(b, k, perm, c->at);
+    ir_node *w = kt ? matmul(b, q, kt, c->at) : NULL;
+    shape s0 = {0};
+    ir_node *sc = w ? full_node(b, &s0, scale, IR_F32, c->at) : NULL;
+    if (!sc || !(w = ew3(b, OP_MUL, w, sc, NULL, IR_F32, c->at, what)))
+        return NULL;
+    ir_node *ninf = NULL;
+    if (causal || (mask && mask->dt == IR_BOOL))
+        if (!(ninf = full_node(b, &s0, -INFINITY, IR_F32, c->at)))
+            return NULL;
+    if (causal) {
+        shape ls = {2, {w->sh.d[w->sh.rank - 2], w->sh.d[w->sh.rank - 1]}};
+        ir_node *one = full_node(b, &ls, 1, IR_BOOL, c->at);
+        if (!one || !(mask = tri(b, one, 0, true, c->at, what)))
+            return NULL;
+    }
+    if (mask) {
+        shape ws = w->sh;
+        w = mask->dt == IR_BOOL ? ew3(b, OP_WHERE, mask, w, ninf, IR_F32, c->at, what)
+                                : ew3(b, OP_ADD, w, mask, NULL, IR_F32, c->at, what);
+        if (w && !shape_eq(&w->sh, &ws)) {
+            error_at(b->c, c->sat[3], "%s: attn_mask %s does not broadcast to the attention weights %s", what,
+                     shp(b, &mask->sh), shp(b, &ws));
+            return NULL;
+        }
+        if (!w)
+            return NULL;
+    }
+    ir_node *a = softmax(b, OP_SOFTMAX, w, -1, c->at, NULL);
+    return a ? matmul(b, a, v, c->at) : NULL;
+}
+
+/* float("-inf"), float(2), int(2.5), bool(0): numbers, not tensors. */
+static bool number_cast(builder *b, const char *fn, const fargs *a, loc at, sv *out) {
+    bool f = strcmp(fn, "float") == 0, i = strcmp(fn, "int") == 0, bo = strcmp(fn, "bool") == 0;
+    if (!(f || i || bo) || a->n != 1 || a->names[0] || a->v[0].k != SV_NUM)
+        return false;
+    const val *v = &a->v[0].v;
+    double d = 0;
+    memset(out, 0, sizeof *out);
+    out->k = SV_NUM;
+    if (v->kind == V_STR) {
+        const char *s = v->s;
+        bool neg = *s == '-';
+        s += *s == '-' || *s == '+';
+        if (f && (strcmp(s, "inf") == 0 || strcmp(s, "infinity") == 0))
+            d = neg ? -INFINITY : INFINITY;
+        else if (f && strcmp(s, "nan") == 0)
+            d = NAN;
+        else {
+            error_at(b->c, at, "%s() of a string takes \"inf\", \"-inf\" or \"nan\"", fn);
+            out->k = SV_NONE;
+            out->poison = true;
+            return true;
+        }
+        out->v = (val){.kind = V_FLOAT, .f = d};
+        return true;
+    }
+    num_of(&a->v[0], &d);
+    if (f)
+        out->v = (val){.kind = V_FLOAT, .f = d};
+    else if (i)
+        out->v = (val){.kind = V_INT, .i = (int64_t)trunc(d)};
+    else
+        out->v = (val){.kind = V_BOOL, .i = d != 0};
+    return true;
+}
+
 static const char *const P_X[] = {"input"};
 static const char *const P_GELU[] = {"input", "approximate"};
 static const char *const P_SOFTMAX[] = {"input", "dim"};
@@ -472,6 +1112,16 @@ static const char *const P_CAT[] = {"tensors", "dim"};
 static const char *const P_RED[] = {"input", "dim", "keepdim"};
 static const char *const P_LN[] = {"input", "normalized_shape", "weight", "bias", "eps"};
 static const char *const P_DROP[] = {"input", "p", "training", "inplace"};
+static const char *const P_TO[] = {"input", "dtype", "non_blocking", "copy"};
+static const char *const P_TYPE_AS[] = {"input", "other"};
+static const char *const P_LOGIC[] = {"input", "other"};
+static const char *const P_WHERE[] = {"condition", "input", "other"};
+static const char *const P_MFILL[] = {"input", "mask", "value"};
+static const char *const P_FULL[] = {"size", "fill_value", "dtype"};
+static const char *const P_LIKE[] = {"input", "dtype"};
+static const char *const P_FULL_LIKE[] = {"input", "fill_value", "dtype"};
+static const char *const P_TRI[] = {"input", "diagonal"};
+static const char *const P_SDPA[] = {"query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale"};
 
 /* The forward functions besides the op table's: name, parameters, how
  * many are required, lowering. */
@@ -498,6 +1148,27 @@ static const fndef FUNCTIONS[] = {
     {"leaky_relu", P_LEAKY, 3, 1, fn_leaky_relu},
     {"hardtanh", P_HARDTANH, 4, 1, fn_hardtanh},
     {"group_norm", P_GN, 5, 2, fn_group_norm},
+    /* masks, bool, created tensors, attention */
+    {"to", P_TO, 4, 1, fn_to},
+    {"float", P_X, 1, 1, fn_cast},
+    {"long", P_X, 1, 1, fn_cast},
+    {"bool", P_X, 1, 1, fn_cast},
+    {"type_as", P_TYPE_AS, 2, 2, fn_type_as},
+    {"logical_and", P_LOGIC, 2, 2, fn_logical},
+    {"logical_or", P_LOGIC, 2, 2, fn_logical},
+    {"logical_not", P_X, 1, 1, fn_logical},
+    {"where", P_WHERE, 3, 3, fn_where},
+    {"masked_fill", P_MFILL, 3, 3, fn_masked_fill},
+    {"arange", NULL, 0, 0, fn_arange},
+    {"ones", NULL, 0, 0, fn_ones_zeros},
+    {"zeros", NULL, 0, 0, fn_ones_zeros},
+    {"full", P_FULL, 3, 2, fn_full},
+    {"ones_like", P_LIKE, 2, 1, fn_like},
+    {"zeros_like", P_LIKE, 2, 1, fn_like},
+    {"full_like", P_FULL_LIKE, 3, 2, fn_like},
+    {"tril", P_TRI, 2, 1, fn_tri},
+    {"triu", P_TRI, 2, 1, fn_tri},
+    {"scaled_dot_product_attention", P_SDPA, 7, 3, fn_sdpa},
 };
 #define NFUNCTIONS ((int)(sizeof FUNCTIONS / sizeof *FUNCTIONS))
 
@@ -535,6 +1206,8 @@ DPC_NOINLINE bool call_function(builder *b, const char *fn, const fargs *a, loc 
     fndef d;
     if (!function_row(fn, &d))
         return false; /* caller reports unknown names */
+    if (number_cast(b, fn, a, at, out))
+        return !out->poison;
     fcall *c = arena_alloc(&b->c->arena, sizeof *c);
     *c = (fcall){.b = b, .fn = fn, .a = a, .at = at};
     for (int i = 0; i < 8; i++)

@@ -26,7 +26,7 @@ typedef struct fuser {
 /* The kernel an op of each class roots (elementwise classes start or join
  * a chain, views and leaves have none: KK_COPY is never their kind). */
 static const kkind CLASS_KERNEL[OC_COUNT] = {
-    [OC_UNARY] = KK_ELEMWISE, [OC_BINARY] = KK_ELEMWISE, [OC_CHANNEL] = KK_ELEMWISE,
+    [OC_UNARY] = KK_ELEMWISE, [OC_BINARY] = KK_ELEMWISE, [OC_CHANNEL] = KK_ELEMWISE, [OC_TERNARY] = KK_ELEMWISE,
     [OC_GEMM] = KK_GEMM,      [OC_CONV] = KK_CONV,       [OC_POOL] = KK_POOL,
     [OC_ROW] = KK_ROW,        [OC_REDUCE] = KK_REDUCE,   [OC_EMBED] = KK_EMBED,
     [OC_CAT] = KK_CAT,        [OC_INPUT] = KK_COPY,      [OC_LEAF] = KK_COPY,
@@ -100,17 +100,25 @@ static ir_node *copy_of(fuser *f, ir_node *x) {
  * permuted view is materialised (once) first. */
 static void need_contig(fuser *f, ir_node *x, ir_node *consumer) {
     kaccess a = f->kg->acc[x->id];
-    if (a.kind != ACC_PERM)
+    /* a tensor created in forward (ones(S, S), arange(S)) is a leaf computed
+     * from its index wherever it is read; an op reading memory gets it written out */
+    bool created = a.kind == ACC_LEAF && x->sh.rank > 0;
+    if (a.kind != ACC_PERM && !created)
         return;
     kernel *k = new_kernel(f, KK_COPY, x, x);
     k->src = a;
     /* new_kernel made x contiguous in its own buffer */
-    note_unfused(f, x, consumer, "a permuted view feeding an op that needs contiguous memory is materialised");
+    note_unfused(f, x, consumer,
+                 created ? "a tensor created in forward feeding an op that reads memory is materialised"
+                         : "a permuted view feeding an op that needs contiguous memory is materialised");
 }
 
 static void visit_view(fuser *f, ir_node *n) {
     ir_node *x = nd(f, n->in[0]);
     kaccess *ax = &f->kg->acc[x->id];
+    /* a view of an iota (arange) moves its index: read it from memory */
+    if (ax->kind == ACC_LEAF && ax->base->op == OP_IOTA)
+        need_contig(f, ax->base, n);
     if (n->op == OP_RESHAPE) {
         if (ax->kind == ACC_PERM)
             need_contig(f, x, n);
@@ -326,6 +334,7 @@ bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
         case OC_VIEW: visit_view(&f, x); break;
         case OC_UNARY:
         case OC_BINARY:
+        case OC_TERNARY:
         case OC_CHANNEL: visit_elementwise(&f, x); break;
         default: visit_root(&f, x); break;
         }

@@ -105,6 +105,12 @@ static void print_leaf(const ir_node *n, dpc_buf *out) {
         return;
     }
     dpc_format_pyfloat(n->attr.leaf.value, num, sizeof num);
+    if (n->op == OP_IOTA) {
+        char step[64];
+        dpc_format_pyfloat(n->attr.leaf.step, step, sizeof step);
+        dpc_buf_printf(out, " start=%s step=%s dim=%d", num, step, n->attr.leaf.axis);
+        return;
+    }
     dpc_buf_printf(out, " %s%s", n->op == OP_SCALAR ? "default=" : "", num);
 }
 

@@ -32,8 +32,8 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
  *
  * class:    OC_* below. arity: operands the op always has (optional ones,
  *           a bias, come after; CAT takes any number).
- * C, CUDA:  for OC_UNARY / OC_BINARY, the expression computing the value
- *           from $x (and $y) in each dialect, a string literal; a missing
+ * C, CUDA:  for OC_UNARY / OC_BINARY / OC_TERNARY, the expression computing
+ *           the value from $x (and $y, $z) in each dialect, a string literal; a missing
  *           one is a build error naming the op (ops.c). Other classes pass
  *           NOEXPR: their kernel emitter renders them.
  * function: the forward function lowering to the op one-to-one (`f(x)`,
@@ -83,7 +83,23 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(AMAX, "amax", OC_REDUCE, 1, NOEXPR, NOEXPR, NOFN)                                                    \
     X(RESHAPE, "reshape", OC_VIEW, 1, NOEXPR, NOEXPR, NOFN)        /* same elements, new shape */          \
     X(PERMUTE, "permute", OC_VIEW, 1, NOEXPR, NOEXPR, NOFN)                                                \
-    X(CAT, "cat", OC_CAT, 1, NOEXPR, NOEXPR, NOFN)
+    X(CAT, "cat", OC_CAT, 1, NOEXPR, NOEXPR, NOFN)                                                         \
+    /* masks and created tensors: bool and i64 values computed in forward are                          \
+     * carried in float (0/1, exact integers below 2^24) */                                             \
+    X(IOTA, "iota", OC_LEAF, 0, NOEXPR, NOEXPR, NOFN)              /* start + step * index[dim] */         \
+    X(CMP_EQ, "eq", OC_BINARY, 2, IR_CMP("=="), IR_CMP("=="), NOFN)                                           \
+    X(CMP_NE, "ne", OC_BINARY, 2, IR_CMP("!="), IR_CMP("!="), NOFN)                                           \
+    X(CMP_LT, "lt", OC_BINARY, 2, IR_CMP("<"), IR_CMP("<"), NOFN)                                             \
+    X(CMP_LE, "le", OC_BINARY, 2, IR_CMP("<="), IR_CMP("<="), NOFN)                                           \
+    X(CMP_GT, "gt", OC_BINARY, 2, IR_CMP(">"), IR_CMP(">"), NOFN)                                             \
+    X(CMP_GE, "ge", OC_BINARY, 2, IR_CMP(">="), IR_CMP(">="), NOFN)                                           \
+    X(LOGICAL_AND, "logical_and", OC_BINARY, 2, IR_EXPR_AND, IR_EXPR_AND, NOFN)                           \
+    X(LOGICAL_OR, "logical_or", OC_BINARY, 2, IR_EXPR_OR, IR_EXPR_OR, NOFN)                               \
+    X(LOGICAL_NOT, "logical_not", OC_UNARY, 1, IR_EXPR_NOT, IR_EXPR_NOT, NOFN)                            \
+    X(TO_BOOL, "to_bool", OC_UNARY, 1, IR_EXPR_TOBOOL, IR_EXPR_TOBOOL, NOFN)                              \
+    X(TO_LONG, "to_long", OC_UNARY, 1, "truncf((float)($x))", "truncf((float)($x))", NOFN)                 \
+    X(TO_FLOAT, "to_float", OC_UNARY, 1, "(float)($x)", "(float)($x)", NOFN)                               \
+    X(WHERE, "where", OC_TERNARY, 3, IR_EXPR_WHERE, IR_EXPR_WHERE, NOFN)
 
 /* The longer expressions of the table. */
 #define IR_EXPR_GELU "0.5f * $x * (1.0f + erff($x * 0.70710678118654752f))"
@@ -96,12 +112,20 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
 #define IR_EXPR_MISH "$x * tanhf($x > 20.0f ? $x : log1pf(expf($x)))"
 #define IR_EXPR_GELU_TANH "0.5f * $x * (1.0f + tanhf(0.79788456080286536f * ($x + 0.044715f * $x * $x * $x)))"
 
+#define IR_CMP(op) "(($x) " op " ($y) ? 1.0f : 0.0f)"
+#define IR_EXPR_AND "(($x) != 0.0f && ($y) != 0.0f ? 1.0f : 0.0f)"
+#define IR_EXPR_OR "(($x) != 0.0f || ($y) != 0.0f ? 1.0f : 0.0f)"
+#define IR_EXPR_NOT "(($x) == 0.0f ? 1.0f : 0.0f)"
+#define IR_EXPR_TOBOOL "(($x) != 0.0f ? 1.0f : 0.0f)"
+#define IR_EXPR_WHERE "(($x) != 0.0f ? ($y) : ($z))"
+
 /* What an op is, for every pass that treats ops alike. */
 typedef enum op_class {
     OC_INPUT,   /* a tensor in a buffer of its own: forward input, parameter */
     OC_LEAF,    /* a rank-0 value: scalar, constant, batch size */
     OC_UNARY,   /* elementwise f($x): fuses into chains */
     OC_BINARY,  /* elementwise f($x, $y), broadcasting */
+    OC_TERNARY, /* elementwise f($x, $y, $z), broadcasting (where) */
     OC_CHANNEL, /* elementwise with per-channel operands (eval batch norm) */
     OC_GEMM,    /* linear, matmul */
     OC_CONV,    /* conv2d */
@@ -141,14 +165,17 @@ bool ir_op_is_elementwise(ir_op op);
 ir_op ir_op_of_function(const char *name);
 /* Renders op's expression in dialect d with x, y for $x, $y into out;
  * false (nothing written) when the op has none in that dialect. */
-bool ir_op_expr(ir_op op, ir_dialect d, const char *x, const char *y, dpc_buf *out);
+bool ir_op_expr(ir_op op, ir_dialect d, const char *x, const char *y, const char *z, dpc_buf *out);
 
 const char *ir_op_name(ir_op op);
 
 /* Typed attributes, one struct per kind of op (ir_node.attr): each field
  * means one thing, whatever file reads it. */
-typedef struct leaf_attr {   /* CONST, SCALAR */
-    double value;            /* CONST: the value; SCALAR: the default */
+typedef struct leaf_attr {   /* CONST, SCALAR, IOTA */
+    double value;            /* CONST: the value (every element of its shape); SCALAR: the default;
+                              * IOTA: the start */
+    double step;             /* IOTA: element i along `axis` is value + step * i */
+    int axis;                /* IOTA */
     int type;                /* SCALAR: 0 float, 1 int, 2 bool (dpc_scalar_type) */
     bool has_default;        /* SCALAR */
 } leaf_attr;

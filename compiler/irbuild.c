@@ -423,6 +423,8 @@ static DPC_NOINLINE bool resolve_name(builder *b, frame *f, const node *n, sv *o
         out->k = SV_BATCH;
         return true;
     }
+    if (dtype_named(n->str, out))
+        return true;
     unknown_name(b, f, n->str, n->at, false);
     return false;
 }
@@ -600,6 +602,8 @@ static DPC_NOINLINE bool binop_values(builder *b, const node *n, const sv *l, co
         out->k = SV_TENSOR;
         return out->t != NULL && check_size(b, out->t, n->at, "'@'");
     }
+    if (mask_binop(b, n->op, l, r, n->at, n->lhs->at, n->rhs->at, out))
+        return out->k == SV_TENSOR;
     ir_op op = n->op == '+' ? OP_ADD : n->op == '-' ? OP_SUB : n->op == '*' ? OP_MUL : n->op == '/' ? OP_DIV : OP_COUNT;
     if (op == OP_COUNT) {
         error_at(b->c, n->at, "operator not supported on tensors");
@@ -608,8 +612,16 @@ static DPC_NOINLINE bool binop_values(builder *b, const node *n, const sv *l, co
     ir_node *x = as_tensor(b, l, n->lhs->at, "arithmetic"), *y = as_tensor(b, r, n->rhs->at, "arithmetic");
     if (!x || !y)
         return false;
+    if (x->dt == IR_BOOL || y->dt == IR_BOOL) {
+        error_at(b->c, n->at,
+                 "arithmetic on a bool tensor: convert it first (.float(), .long(), .to(float32)); masks combine "
+                 "with &, |, ~");
+        return false;
+    }
     out->t = elementwise(b, op, x, y, n->at, NULL);
     out->k = SV_TENSOR;
+    if (out->t)
+        out->t->dt = arith_dtype(l, r, op);
     return out->t != NULL && check_size(b, out->t, n->at, "arithmetic");
 }
 
@@ -723,6 +735,9 @@ static bool eval_node(builder *b, frame *f, const node *n, sv *out) {
     case ND_NOT: {
         sv *v = arena_alloc(&b->c->arena, sizeof *v);
         bool t;
+        if (n->op == OP_INVERT)
+            return eval(b, f, n->lhs, v) && mask_binop(b, OP_INVERT, v, v, n->at, n->lhs->at, n->lhs->at, out) &&
+                   out->k == SV_TENSOR;
         if (!eval(b, f, n->lhs, v) || !const_truth(b, v, n->lhs->at, &t))
             return false;
         out->k = SV_NUM;
@@ -738,8 +753,14 @@ static bool eval_node(builder *b, frame *f, const node *n, sv *out) {
     }
     case ND_CALL: return eval_call(b, f, n, out);
     case ND_INDEX: return eval_index(b, f, n, out);
-    case ND_SUBSCRIPT:
     case ND_ATTR:
+        if (n->lhs->kind == ND_CALL && n->lhs->lhs->kind == ND_NAME && strcmp(n->lhs->lhs->str, "finfo") == 0) {
+            sv *v = arena_alloc(&b->c->arena, sizeof *v);
+            return eval(b, f, n->lhs->args.len == 1 ? ((const arg *)n->lhs->args.items[0])->value : n->lhs, v) &&
+                   finfo_value(b, n->lhs->args.len == 1 ? v : NULL, n->str, n->at, out);
+        }
+        /* fall through */
+    case ND_SUBSCRIPT:
         error_at(b->c, n->at, "%s is not supported yet", n->kind == ND_ATTR ? "attribute access" : "slicing");
         return false;
     case ND_SLICE:
@@ -1028,6 +1049,11 @@ static bool collect_outputs(builder *b, const sv *r, loc at) {
     if (r->k == SV_TENSOR) {
         if (b->g->outputs.len == DPC_MAX_IO) {
             error_at(b->c, at, "forward returns more than %d tensors", DPC_MAX_IO);
+            return false;
+        }
+        if (r->t->dt == IR_BOOL || (r->t->dt == IR_I64 && r->t->op != OP_INPUT)) {
+            error_at(b->c, at, "forward returns a%s %s tensor %s: outputs are float32; convert it with .float()",
+                     r->t->dt == IR_I64 ? "n" : "", r->t->dt == IR_BOOL ? "bool" : "int64", shp(b, &r->t->sh));
             return false;
         }
         vec_push(b->g->arena, &b->g->outputs, r->t);

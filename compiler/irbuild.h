@@ -25,7 +25,9 @@
 
 /* SV_BATCH is the batch name used as a value: a size for reshape(), or in
  * arithmetic the run-time batch size (an OP_BATCH leaf). */
-typedef enum sv_kind { SV_NONE, SV_TENSOR, SV_NUM, SV_MODULE, SV_TUPLE, SV_LIST, SV_BATCH } sv_kind;
+/* SV_DTYPE is a dtype name used as a value (float32, torch.long, bool):
+ * its ir_dtype in v.i. */
+typedef enum sv_kind { SV_NONE, SV_TENSOR, SV_NUM, SV_MODULE, SV_TUPLE, SV_LIST, SV_BATCH, SV_DTYPE } sv_kind;
 
 typedef struct sv {
     sv_kind k;
@@ -125,6 +127,22 @@ bool builtin_one_arg(builder *b, inst *m, const fargs *a, loc at);
 bool nn_sequential_call(builder *b, inst *m, const fargs *a, loc at, sv *out);
 /* A forward function call (false with nothing reported if fn is none). */
 DPC_NOINLINE bool call_function(builder *b, const char *fn, const fargs *a, loc at, sv *out);
+
+/* ------------------------- functions.c: masks, bool, created tensors */
+
+/* A dtype name (float32, float, int64, long, bool) as a value; false for
+ * other names. */
+bool dtype_named(const char *name, sv *out);
+/* The operators on masks and the comparisons of tensors: ==, !=, <, <=, >,
+ * >= (to bool), &, |, ~ (OP_INVERT; r is l) on bool tensors. False with
+ * nothing reported when op is none of them or no operand is a tensor; else
+ * true, with out->k SV_TENSOR or SV_NONE after a diagnostic. */
+bool mask_binop(builder *b, int op, const sv *l, const sv *r, loc at, loc lat, loc rat, sv *out);
+/* The dtype of l op r (+ - * /, no bool operand): PyTorch's promotion, a
+ * Python number taking the tensor's kind. */
+ir_dtype arith_dtype(const sv *l, const sv *r, ir_op op);
+/* finfo(float32).min / .max / .eps / .tiny (dt NULL: finfo()) */
+bool finfo_value(builder *b, const sv *dt, const char *field, loc at, sv *out);
 
 /* ------------------------------------------------- builtin modules */
 

@@ -146,6 +146,8 @@ static const char *op_text(int op) {
     case OP_ISNOT: return "is not";
     case OP_AND: return "and";
     case OP_OR: return "or";
+    case OP_BITAND: return "&";
+    case OP_BITOR: return "|";
     }
     static _Thread_local char one[2];
     one[0] = (char)op;
@@ -1104,6 +1106,10 @@ static bool eval_node(sema *s, const env *e, const node *n, val *out) {
         val v;
         if (!eval(s, e, n->lhs, &v))
             return false;
+        if (n->op == OP_INVERT) {
+            error_at(s->c, n->at, "'~' applies to bool tensors in forward; write 'not' for a constructor value");
+            return false;
+        }
         *out = (val){.kind = V_BOOL, .i = !sema_truthy(&v)};
         return true;
     }

@@ -19,6 +19,7 @@ const char *sv_kind_name(const sv *v) {
     case SV_TUPLE: return "a tuple";
     case SV_LIST: return "a list";
     case SV_BATCH: return "the batch size";
+    case SV_DTYPE: return "a dtype";
     }
     return "?";
 }
@@ -128,7 +129,9 @@ bool want_tensor(builder *b, const sv *v, loc at, const char *what, ir_node **t)
         return false;
     }
     if (v->t->dt != IR_F32) {
-        error_at(b->c, at, "%s expects a float tensor, got an integer tensor", what);
+        error_at(b->c, at, "%s expects a float tensor, got %s tensor%s", what,
+                 v->t->dt == IR_BOOL ? "a bool" : "an integer",
+                 v->t->dt == IR_BOOL ? " (convert it with .float())" : "");
         return false;
     }
     *t = v->t;
@@ -212,8 +215,8 @@ ir_node *elementwise(builder *b, ir_op op, ir_node *x, ir_node *y, loc at, const
         static const char *const what[] = {[OP_ADD] = "'+'", [OP_SUB] = "'-'", [OP_MUL] = "'*'", [OP_DIV] = "'/'"};
         if (!broadcast(b, &x->sh, &y->sh, at, what[op], &s))
             return NULL;
-        if (x->dt != IR_F32 || y->dt != IR_F32) {
-            error_at(b->c, at, "arithmetic on integer tensors is not supported");
+        if (x->dt == IR_BOOL || y->dt == IR_BOOL) {
+            error_at(b->c, at, "arithmetic on a bool tensor: convert it first (.float())");
             return NULL;
         }
     } else

@@ -71,6 +71,8 @@ static vec vec1(parser_state *ps, void *x) { return vadd(ps, (vec){0}, x); }
 %left AND
 %precedence NOT
 %nonassoc EQ NE '<' '>' LE GE IS ISNOT
+%left '|'
+%left '&'
 %left '+' '-'
 %left '*' '/' FLOORDIV '@' '%'
 %precedence UMINUS
@@ -341,6 +343,9 @@ expr
     | expr ISNOT expr { $$ = ast_binop(ps, OP_ISNOT, $1, $3, L(@2)); }
     | expr AND expr { $$ = ast_binop(ps, OP_AND, $1, $3, L(@2)); }
     | expr OR expr { $$ = ast_binop(ps, OP_OR, $1, $3, L(@2)); }
+    | expr '&' expr { $$ = ast_binop(ps, OP_BITAND, $1, $3, L(@2)); }
+    | expr '|' expr { $$ = ast_binop(ps, OP_BITOR, $1, $3, L(@2)); }
+    | '~' operator_open expr %prec UMINUS { $$ = ast_not(ps, $3, L(@1)); $$->op = OP_INVERT; ps->opnest--; }
     | NOT operator_open expr { $$ = ast_not(ps, $3, L(@1)); ps->opnest--; }
     | expr IF expr ELSE expr { $$ = ast_cond(ps, $3, $1, $5, L(@2)); }
     /* these three nest without brackets: operator_open counts them */
@@ -463,13 +468,15 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, parser_
                            exp[i] == YYSYMBOL_EQ || exp[i] == YYSYMBOL_NE || exp[i] == YYSYMBOL_LE ||
                            exp[i] == YYSYMBOL_GE || strcmp(nm, "'<'") == 0 || strcmp(nm, "'>'") == 0 ||
                            exp[i] == YYSYMBOL_IS || exp[i] == YYSYMBOL_ISNOT || exp[i] == YYSYMBOL_AND ||
-                           exp[i] == YYSYMBOL_OR || strcmp(nm, "'.'") == 0 ||
+                           exp[i] == YYSYMBOL_OR || strcmp(nm, "'.'") == 0 || strcmp(nm, "'&'") == 0 ||
+                           strcmp(nm, "'|'") == 0 ||
                            (exp[i] == YYSYMBOL_IF && after_operand);
         bool either = strcmp(nm, "'+'") == 0 || strcmp(nm, "'-'") == 0 || strcmp(nm, "'('") == 0 ||
                       strcmp(nm, "'['") == 0;
         bool literal = exp[i] == YYSYMBOL_INT || exp[i] == YYSYMBOL_FLOAT || exp[i] == YYSYMBOL_STRING ||
                        exp[i] == YYSYMBOL_TRUE || exp[i] == YYSYMBOL_FALSE || exp[i] == YYSYMBOL_NONE ||
-                       exp[i] == YYSYMBOL_NOT || exp[i] == YYSYMBOL_FSTRING || strcmp(nm, "'{'") == 0;
+                       exp[i] == YYSYMBOL_NOT || exp[i] == YYSYMBOL_FSTRING || strcmp(nm, "'{'") == 0 ||
+                       strcmp(nm, "'~'") == 0;
         if (binary_only)
             op = true;
         else if (either)

@@ -1255,6 +1255,60 @@ def gen_embedding(R):
 
 
 # ---------------------------------------------------------------------------
+# mask: comparisons, bool masks, where/masked_fill, dtype conversion, tensors
+# created in forward (arange, ones, full, tril), scaled_dot_product_attention
+# ---------------------------------------------------------------------------
+
+def gen_mask(R):
+    cases = []
+    S, D = R.randint(3, 7), R.randint(2, 5)
+    c = Case("mask", "compare", "comparisons of tensors and numbers to bool, & | ~, logical_*, "
+                                "where and masked_fill (bool results returned as float: 0/1 compared exactly)")
+    x, y = c.inp([S, D]), c.inp([S, D])
+    c.ret("(%s > %s).float()" % (x, y), "tensor > tensor")
+    c.ret("(%s <= 0.25).float()" % x, "tensor <= number")
+    c.ret("(%s == %s).float() + (%s != %s).float()" % (x, x, x, y), "== and !=")
+    c.ret("((%s > 0) & (%s < 0.5) | ~(%s >= -0.3)).float()" % (x, y, y), "& | ~")
+    c.ret("logical_and(%s > 0, logical_not(%s < 0)).float() + logical_or(%s > 1, %s < -1).float()" % (x, y, x, y),
+          "logical_and / _or / _not")
+    c.ret("where(%s > %s, %s, %s)" % (x, y, x, y), "where of two tensors")
+    c.ret("where(%s > 0, %s, -10000.0)" % (y, x), "where with a scalar")
+    c.ret("masked_fill(%s, %s < 0, -1000.0)" % (x, y), "masked_fill")
+    c.ret("softmax(masked_fill(%s, %s < 0, float(\"-inf\")), -1)" % (x, y), "masked_fill -inf then softmax")
+    cases.append(c)
+
+    c = Case("mask", "create", "tensors created in forward: arange, ones, zeros, full, *_like, tril, triu, "
+                               "and dtype conversions; they broadcast against the batch")
+    x = c.inp([S, S])
+    c.ret("%s + arange(%d).float()" % (x, S), "arange(end)")
+    c.ret("%s * arange(1, %d, 2).float()" % (x, 2 * S), "arange(start, end, step)")
+    c.ret("%s + arange(0.5, %g, 0.5, dtype=float32)" % (x, 0.5 * (S + 1)), "float arange")
+    c.ret("%s * ones(%d, %d) + zeros(%d)" % (x, S, S, S), "ones, zeros")
+    c.ret("%s + full((%d, %d), 2.5)" % (x, S, S), "full")
+    c.ret("%s * ones_like(%s) + zeros_like(%s) + full_like(%s, 0.5)" % (x, x, x, x), "*_like")
+    c.ret("tril(%s)" % x, "tril")
+    c.ret("triu(%s, 1) + tril(%s, -1)" % (x, x), "triu/tril diagonal")
+    c.ret("where(tril(ones(%d, %d, dtype=bool)), %s, -10000.0)" % (S, S, x), "causal mask (GPT-2)")
+    c.ret("(1.0 - (%s > 0).to(float32)) * finfo(float32).min" % x, "extended attention mask (BERT)")
+    c.ret("%s.long().float() + %s.bool().float() + %s.type_as(%s)" % (x, x, (x + " > 0").join("()"), x),
+          "long(), bool(), type_as")
+    cases.append(c)
+
+    H, L, E = R.randint(1, 3), R.randint(2, 6), R.randint(2, 8)
+    c = Case("mask", "attention", "scaled_dot_product_attention (PyTorch 2 semantics; the reference is "
+                                  "written by hand): plain, causal, bool and float masks, scale")
+    c.single_device = None
+    q, k, v = c.inp([H, L, E]), c.inp([H, L + 1, E]), c.inp([H, L + 1, E + 1])
+    m = c.inp([H, L, L + 1])
+    c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q, k, v), "plain")
+    c.ret("scaled_dot_product_attention(%s, %s, %s, is_causal=True)" % (q, q, q), "causal")
+    c.ret("scaled_dot_product_attention(%s, %s, %s, attn_mask=%s > -0.5)" % (q, k, v, m), "bool mask")
+    c.ret("scaled_dot_product_attention(%s, %s, %s, %s, scale=0.3)" % (q, k, v, m), "float mask, scale")
+    cases.append(c)
+    return cases
+
+
+# ---------------------------------------------------------------------------
 # fusion: chains the fuser merges
 # ---------------------------------------------------------------------------
 
@@ -1599,6 +1653,7 @@ FAMILIES = {
     "activation": gen_activation,
     "embedding": gen_embedding,
     "fusion": gen_fusion,
+    "mask": gen_mask,
 }
 
 

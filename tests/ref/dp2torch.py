@@ -104,7 +104,8 @@ Token = namedtuple("Token", "kind value pos")
 KEYWORDS = {"module", "forward", "import", "for", "in", "return",
             "true", "false", "True", "False", "None"}
 # Longest first, so that "//" wins over "/" and "**" over "*".
-OPERATORS = ["//", "**", "+", "-", "*", "/", "@", "=", ",", ":",
+OPERATORS = ["//", "**", "==", "!=", "<=", ">=", "<", ">", "&", "|", "~", ".",
+             "+", "-", "*", "/", "@", "=", ",", ":",
              "(", ")", "[", "]", "{", "}", ";"]
 
 
@@ -256,6 +257,7 @@ ListExpr = _node("ListExpr", "elts")
 ListComp = _node("ListComp", "elt var range_args")  # [elt for var in range(args)]
 Unary = _node("Unary", "op operand")
 Binary = _node("Binary", "op left right")
+Attr = _node("Attr", "value name")           # finfo(float32).min
 Call = _node("Call", "func args kwargs")      # kwargs: list of (name, expr, pos)
 Index = _node("Index", "value index")
 # statements
@@ -511,8 +513,30 @@ class Parser:
         return values
 
     # ---- expressions ----
-    # precedence, lowest first:  + -   <   * / // @   <   unary -   <   **   <   call/index
+    # precedence, lowest first:  comparisons  <  |  <  &  <  + -   <   * / // @   <   unary - ~   <   **
+    #   <   call/index/.method(...)/.attr
     def parse_expr(self) -> Node:
+        left = self.parse_or()
+        if any(self.at_op(o) for o in ("==", "!=", "<", "<=", ">", ">=")):
+            op = self.next()
+            left = Binary(op.pos, op.value, left, self.parse_or())
+        return left
+
+    def parse_or(self) -> Node:
+        left = self.parse_and()
+        while self.at_op("|"):
+            op = self.next()
+            left = Binary(op.pos, "|", left, self.parse_and())
+        return left
+
+    def parse_and(self) -> Node:
+        left = self.parse_arith()
+        while self.at_op("&"):
+            op = self.next()
+            left = Binary(op.pos, "&", left, self.parse_arith())
+        return left
+
+    def parse_arith(self) -> Node:
         left = self.parse_term()
         while self.at_op("+") or self.at_op("-"):
             op = self.next()
@@ -527,9 +551,9 @@ class Parser:
         return left
 
     def parse_unary(self) -> Node:
-        if self.at_op("-"):
+        if self.at_op("-") or self.at_op("~"):
             op = self.next()
-            return Unary(op.pos, "-", self.parse_unary())
+            return Unary(op.pos, op.value, self.parse_unary())
         return self.parse_power()
 
     def parse_power(self) -> Node:
@@ -549,6 +573,16 @@ class Parser:
                 idx = self.parse_expr()
                 self.expect_op("]", "']' after the index")
                 e = Index(t.pos, e, idx)
+            elif self.at_op("."):
+                self.next()
+                name = self.expect_ident("a name after '.'")
+                if isinstance(e, Name) and e.id in ("torch", "nn", "F"):
+                    e = Name(name.pos, name.value)  # torch.where is where
+                elif self.at_op("("):
+                    c = self.parse_call(Name(name.pos, name.value))  # x.f(a) is f(x, a)
+                    e = Call(c.pos, c.func, [e] + c.args, c.kwargs)
+                else:
+                    e = Attr(name.pos, e, name.value)
             else:
                 return e
 
@@ -962,6 +996,127 @@ BUILTIN_FUNCTIONS = {
 }
 
 
+# ---- masks, bool, tensors created in forward, attention ------------------
+# Written from PyTorch's documented semantics, not from dpc's lowering.
+
+FLOAT = torch.float64  # the compute dtype (torch_run sets it): what float32 means in forward
+
+DTYPE_VALUES = {
+    "float32": lambda: FLOAT, "float": lambda: FLOAT,
+    "int64": lambda: torch.int64, "long": lambda: torch.int64, "bool": lambda: torch.bool,
+}
+
+
+def _dtype_arg(v, pos, what="dtype"):
+    if v is None or isinstance(v, torch.dtype):
+        return v
+    raise DpError(pos, f"{what} must be a dtype, got {_type_name(v)}")
+
+
+def _sizes(a, pos):
+    dims = a["*"]
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = list(dims[0])
+    for d in dims:
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise DpError(pos, f"sizes must be ints, got {_type_name(d)}")
+    return dims
+
+
+def _float_fn(a, pos):
+    x = a["input"]
+    if isinstance(x, str):
+        return float(x)
+    if _is_num(x) or isinstance(x, bool):
+        return float(x)
+    return x.to(FLOAT)
+
+
+def _sdpa_reference(a, pos):
+    """F.scaled_dot_product_attention of PyTorch 2.x, by hand (1.13 has none)."""
+    q, k, v, mask = a["query"], a["key"], a["value"], a["attn_mask"]
+    if a["dropout_p"] != 0:
+        raise DpError(pos, "dropout_p must be 0")
+    scale = a["scale"] if a["scale"] is not None else 1.0 / math.sqrt(q.shape[-1])
+    w = torch.matmul(q, k.transpose(-2, -1)) * scale
+    L, S = q.shape[-2], k.shape[-2]
+    if a["is_causal"]:
+        keep = torch.ones(L, S, dtype=torch.bool).tril(diagonal=0)
+        w = w.masked_fill(~keep, float("-inf"))
+    if mask is not None:
+        w = w.masked_fill(~mask, float("-inf")) if mask.dtype == torch.bool else w + mask
+    return torch.matmul(torch.softmax(w, dim=-1), v)
+
+
+def _arange(a, pos):
+    dt = _dtype_arg(a.get("dtype"), pos)
+    if dt is not None:
+        return torch.arange(*a["*"], dtype=dt)
+    r = torch.arange(*a["*"])
+    return r.to(FLOAT) if r.is_floating_point() else r
+
+
+def _like_dtype(a, pos):
+    return _dtype_arg(a["dtype"], pos) or a["input"].dtype
+
+
+MASK_FUNCTIONS = {
+    "where": ([("condition", REQUIRED), ("input", REQUIRED), ("other", REQUIRED)],
+              lambda a, p: torch.where(a["condition"], a["input"], a["other"]) if all(
+                  isinstance(a[n], torch.Tensor) for n in ("input", "other")) else torch.where(
+                  a["condition"], torch.as_tensor(a["input"], dtype=_where_dtype(a)),
+                  torch.as_tensor(a["other"], dtype=_where_dtype(a))), ("condition",)),
+    "masked_fill": ([("input", REQUIRED), ("mask", REQUIRED), ("value", REQUIRED)],
+                    lambda a, p: a["input"].masked_fill(a["mask"], a["value"]), ("input", "mask")),
+    "logical_and": ([("input", REQUIRED), ("other", REQUIRED)],
+                    lambda a, p: torch.logical_and(a["input"], a["other"]), ("input", "other")),
+    "logical_or": ([("input", REQUIRED), ("other", REQUIRED)],
+                   lambda a, p: torch.logical_or(a["input"], a["other"]), ("input", "other")),
+    "logical_not": ([("input", REQUIRED)], lambda a, p: torch.logical_not(a["input"]), ("input",)),
+    "to": ([("input", REQUIRED), ("dtype", REQUIRED)],
+           lambda a, p: a["input"].to(a["dtype"].dtype if isinstance(a["dtype"], torch.Tensor)
+                                      else _dtype_arg(a["dtype"], p)), ("input",)),
+    "float": ([("input", REQUIRED)], _float_fn, ()),
+    "long": ([("input", REQUIRED)], lambda a, p: a["input"].long(), ("input",)),
+    "bool": ([("input", REQUIRED)], lambda a, p: a["input"].bool() if isinstance(a["input"], torch.Tensor)
+             else bool(a["input"]), ()),
+    "int": ([("input", REQUIRED)], lambda a, p: int(a["input"]), ()),
+    "type_as": ([("input", REQUIRED), ("other", REQUIRED)],
+                lambda a, p: a["input"].type_as(a["other"]), ("input", "other")),
+    "finfo": ([("type", REQUIRED)], lambda a, p: torch.finfo(torch.float32), ()),
+    "arange": ("creation", lambda a, p: _arange(a, p), ()),
+    "ones": ("creation", lambda a, p: torch.ones(_sizes(a, p), dtype=_dtype_arg(a.get("dtype"), p) or FLOAT), ()),
+    "zeros": ("creation", lambda a, p: torch.zeros(_sizes(a, p), dtype=_dtype_arg(a.get("dtype"), p) or FLOAT), ()),
+    "full": ([("size", REQUIRED), ("fill_value", REQUIRED), ("dtype", None)],
+             lambda a, p: torch.full(tuple(a["size"]) if isinstance(a["size"], (tuple, list)) else (a["size"],),
+                                     a["fill_value"], dtype=_dtype_arg(a["dtype"], p) or (
+                                         FLOAT if isinstance(a["fill_value"], float) else None)), ()),
+    "ones_like": ([("input", REQUIRED), ("dtype", None)],
+                  lambda a, p: torch.ones_like(a["input"], dtype=_like_dtype(a, p)), ("input",)),
+    "zeros_like": ([("input", REQUIRED), ("dtype", None)],
+                   lambda a, p: torch.zeros_like(a["input"], dtype=_like_dtype(a, p)), ("input",)),
+    "full_like": ([("input", REQUIRED), ("fill_value", REQUIRED), ("dtype", None)],
+                  lambda a, p: torch.full_like(a["input"], a["fill_value"], dtype=_like_dtype(a, p)), ("input",)),
+    "tril": ([("input", REQUIRED), ("diagonal", 0)], lambda a, p: torch.tril(a["input"], a["diagonal"]), ("input",)),
+    "triu": ([("input", REQUIRED), ("diagonal", 0)], lambda a, p: torch.triu(a["input"], a["diagonal"]), ("input",)),
+    "scaled_dot_product_attention": (
+        [("query", REQUIRED), ("key", REQUIRED), ("value", REQUIRED), ("attn_mask", None), ("dropout_p", 0.0),
+         ("is_causal", False), ("scale", None)], _sdpa_reference, ("query", "key", "value")),
+}
+
+
+def _where_dtype(a):
+    ts = [a[n] for n in ("input", "other") if isinstance(a[n], torch.Tensor)]
+    if ts:
+        return ts[0].dtype
+    if any(isinstance(a[n], float) for n in ("input", "other")):
+        return FLOAT
+    return torch.int64
+
+
+BUILTIN_FUNCTIONS.update(MASK_FUNCTIONS)
+
+
 # ===========================================================================
 # Program: files, imports, module table, static checks
 # ===========================================================================
@@ -1131,6 +1286,8 @@ def check_module(prog: Program, m: ModuleDef):
             n = e.id
             if n in scope or n in members or n in ctor:
                 return
+            if n in DTYPE_VALUES and not callee:
+                return
             if n in BUILTIN_FUNCTIONS:
                 if not callee:
                     raise DpError(e.pos, f"{n} is a function; call it: {n}(...)")
@@ -1151,6 +1308,8 @@ def check_module(prog: Program, m: ModuleDef):
                 check_expr(x)
         elif isinstance(e, Unary):
             check_expr(e.operand)
+        elif isinstance(e, Attr):
+            check_expr(e.value)
         elif isinstance(e, Binary):
             check_expr(e.left)
             check_expr(e.right)
@@ -1596,6 +1755,8 @@ class _Interpreter:
             return self.m._modules[n]
         if n in self.env:
             return self.env[n]
+        if n in DTYPE_VALUES:
+            return DTYPE_VALUES[n]()
         raise DpError(node.pos, f"unknown name '{n}'")
 
     def eval(self, e: Node):
@@ -1607,6 +1768,16 @@ class _Interpreter:
             return tuple(self.eval(x) for x in e.elts)
         if isinstance(e, ListExpr):
             return [self.eval(x) for x in e.elts]
+        if isinstance(e, Attr):
+            v = self.eval(e.value)
+            if isinstance(v, torch.finfo) and e.name in ("min", "max", "eps", "tiny"):
+                return float(getattr(v, e.name))
+            raise DpError(e.pos, f"no attribute '{e.name}' on {_type_name(v)}")
+        if isinstance(e, Unary) and e.op == "~":
+            v = self.eval(e.operand)
+            if isinstance(v, torch.Tensor) and v.dtype == torch.bool:
+                return ~v
+            raise DpError(e.pos, f"~ needs a bool tensor, got {_type_name(v)}")
         if isinstance(e, Unary):
             v = self.eval(e.operand)
             if isinstance(v, torch.Tensor) or _is_num(v):
@@ -1622,8 +1793,20 @@ class _Interpreter:
 
     def binary(self, e: Binary, a, b):
         ta, tb = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
+        if e.op in ("==", "!=", "<", "<=", ">", ">=", "&", "|"):
+            if not (ta or tb):
+                raise DpError(e.pos, f"{e.op} on two numbers is not a tensor operation")
+            if e.op in ("&", "|"):
+                if not all(isinstance(v, bool) or (isinstance(v, torch.Tensor) and v.dtype == torch.bool)
+                           for v in (a, b)):
+                    raise DpError(e.pos, f"{e.op} applies to bool tensors")
+                return a & b if e.op == "&" else a | b
+            ops = {"==": torch.eq, "!=": torch.ne, "<": torch.lt, "<=": torch.le, ">": torch.gt, ">=": torch.ge}
+            return ops[e.op](a, b) if ta else ops[e.op](torch.as_tensor(a, dtype=b.dtype), b)
         if not (ta or tb):
             return scalar_arith(e.op, a, b, e.pos)
+        if (ta and a.dtype == torch.bool) or (tb and b.dtype == torch.bool):
+            raise DpError(e.pos, f"{e.op} on a bool tensor: convert it first")
         for v in (a, b):
             if not (isinstance(v, torch.Tensor) or _is_num(v)):
                 raise DpError(e.pos, f"unsupported operand types for {e.op}: "
@@ -1715,6 +1898,18 @@ class _Interpreter:
         sig, impl, tensor_args = BUILTIN_FUNCTIONS[name]
         args = [self.eval(a) for a in e.args]
         kwargs = [(k, self.eval(v), p) for k, v, p in e.kwargs]
+        if sig == "creation":  # arange / ones / zeros: (sizes..., dtype=)
+            bound = {"*": args}
+            for k, v, p in kwargs:
+                if k != "dtype":
+                    raise DpError(p, f"{name} takes sizes and dtype=, not '{k}'")
+                bound["dtype"] = v
+            try:
+                return impl(bound, e.pos)
+            except DpError:
+                raise
+            except Exception as ex:
+                raise DpError(e.pos, f"{name}: {_first_line(ex)}") from None
         if sig is None:  # reshape / permute: (input, dims...)
             if kwargs:
                 raise DpError(kwargs[0][2], f"{name} takes positional arguments: {name}(x, dims...)")

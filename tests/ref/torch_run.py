@@ -134,6 +134,7 @@ def run(model_path: str, weights: str, inputs: list[str], kw: list[str],
         dtype: torch.dtype = torch.float64) -> list[np.ndarray]:
     """Run the model; return its outputs as numpy arrays in compute dtype."""
     torch.manual_seed(0)
+    dp2torch.FLOAT = dtype  # what float32 / float name in forward (to(float32), ones(...))
     model, info = dp2torch.load_model(model_path)
     inner = dp2torch.unwrap(model)
     inner.to(dtype)  # first, so weights are cast from the file's dtype directly
