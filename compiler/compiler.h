@@ -374,6 +374,8 @@ bool ctensor_member(dpc_ctx *c, model *m, inst *in, const char *name, const node
 void ctensor_add_params(dpc_ctx *c, model *m, inst *in);
 /* Python's truth value of a constructor value (None, 0 and "" are false). */
 bool sema_truthy(const val *v);
+/* An operator's text as written: "+", "//", "is not", "and" (op: node.op). */
+const char *sema_op_text(int op);
 /* The one interpreter of a chain of binary operators, for sema.c's
  * constructor arithmetic (values: val) and irbuild.c's forward (values:
  * its symbolic values): a + b + c + ... parses as ((a + b) + c) + ..., so
@@ -381,11 +383,16 @@ bool sema_truthy(const val *v);
  * any length needs no recursion; only right operands recurse (see ast.c).
  * ev evaluates an operand into a value of `size` bytes; ap combines
  * acc = acc op r (op: the ND_BINOP node). Both sides are evaluated even
- * after an error, for their diagnostics. The result goes to out. */
+ * after an error, for their diagnostics, except that `and` and `or`
+ * short-circuit as in Python: when sk says acc decides the result (a false
+ * left side of `and`, a true one of `or`), the right side is not evaluated
+ * and acc is the result (`a is not None and a > 1` with a None is False).
+ * The result goes to out. */
 typedef bool (*chain_eval)(void *cx, const node *n, void *out);
 typedef bool (*chain_apply)(void *cx, const node *op, void *acc, const void *r);
+typedef bool (*chain_skip)(void *cx, const node *op, const void *acc);
 bool eval_binop_chain(dpc_arena *arena, const node *n, void *cx, size_t size, chain_eval ev, chain_apply ap,
-                      void *out);
+                      chain_skip sk, void *out);
 /* irbuild.c: the one list of forward functions (the op table's one-to-one
  * elementwise functions, then irbuild.c's FUNCTIONS), for every pass that
  * resolves or suggests a function name. */

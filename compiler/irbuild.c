@@ -119,8 +119,16 @@ static DPC_NOINLINE bool check_param_shape(builder *b, inst *m, const param *p, 
             for (int k = 0; k + 1 < dimnames->len; k += 2)
                 if (strcmp(dimnames->items[k], dn->str) == 0) {
                     const dim *prev = dimnames->items[k + 1];
-                    if (prev->k != x->sh.d[i].k || prev->sym != x->sh.d[i].sym)
+                    if (prev->k != x->sh.d[i].k || prev->sym != x->sh.d[i].sym) {
+                        if (!prev->sym && !x->sh.d[i].sym && i > 0) {
+                            char gs[256];
+                            shape_str(&x->sh, b->batch, gs, sizeof gs);
+                            error_at(b->c, at, "%s: dim '%s' is %lld from an earlier parameter, but '%s' is %s",
+                                     who(m), dn->str, (long long)prev->k, p->name, gs);
+                            return false;
+                        }
                         ok = false;
+                    }
                 }
             vec_push(&b->c->arena, dimnames, (void *)dn->str);
             vec_push(&b->c->arena, dimnames, (void *)&x->sh.d[i]);
@@ -477,6 +485,8 @@ static DPC_NOINLINE bool call_named(builder *b, frame *f, const node *n, const f
             error_at(b->c, callee->at, "'%s' is %s, not a module", callee->str,
                      v->kind == V_NONE ? "None" : v->kind == V_INT ? "an int" : v->kind == V_FLOAT ? "a float"
                      : v->kind == V_BOOL ? "a bool" : v->kind == V_STR ? "a string" : "a constant");
+            if (v->kind == V_NONE)
+                note_at(b->c, callee->at, "write 'if %s is not None { ... }' around the call", callee->str);
             return false;
         }
     unknown_name(b, f, callee->str, callee->at, true);
@@ -572,13 +582,30 @@ static bool sv_const(const sv *v, val *out) {
 /* The truth of an `if` or `not` in forward: it must be known when
  * compiling (a constructor value, a member or None), since one graph is
  * built for all inputs. */
-static bool const_truth(builder *b, const sv *v, loc at, bool *out) {
+static bool const_truth(builder *b, const frame *f, const node *cond, const sv *v, bool *out) {
     val c;
+    loc at = cond->at;
     if (!sv_const(v, &c)) {
-        if (!v->poison)
+        if (v->poison)
+            return false;
+        /* a forward scalar parameter is a value of the run, not of the compile */
+        const param *sp = NULL;
+        if (cond->kind == ND_NAME && f->self->def)
+            for (int i = 0; i < f->self->def->fparams.len; i++) {
+                const param *p = f->self->def->fparams.items[i];
+                if (p->kind != PT_TENSOR && strcmp(p->name, cond->str) == 0)
+                    sp = p;
+            }
+        if (sp && v->k == SV_TENSOR && v->t && v->t->sh.rank == 0)
+            error_at(b->c, at,
+                     "'%s' is a scalar parameter of forward, given when the model runs: a condition in forward "
+                     "must be known when compiling (constructor values, dims after the batch, members, None); "
+                     "make '%s' a constructor parameter",
+                     sp->name, sp->name);
+        else
             error_at(b->c, at,
                      "this condition is %s: a condition in forward must be known when compiling "
-                     "(constructor values, members, None); for a choice per element use where()",
+                     "(constructor values, dims after the batch, members, None), since one graph serves every input",
                      sv_kind_name(v));
         return false;
     }
@@ -594,6 +621,12 @@ static DPC_NOINLINE bool binop_values(builder *b, const node *n, const sv *l, co
         out->k = SV_NUM;
         return sema_arith(b->c, n->op, &lc, &rc, n->at, &out->v);
     }
+    if ((n->op == OP_IS || n->op == OP_ISNOT) && (l->k == SV_NONE || r->k == SV_NONE)) {
+        /* a tensor (or the batch size) is never None */
+        out->k = SV_NUM;
+        out->v = (val){.kind = V_BOOL, .i = n->op == OP_ISNOT};
+        return true;
+    }
     if (n->op == '@') {
         ir_node *x, *y;
         if (!want_tensor(b, l, n->at, "'@'", &x) || !want_tensor(b, r, n->at, "'@'", &y))
@@ -606,7 +639,16 @@ static DPC_NOINLINE bool binop_values(builder *b, const node *n, const sv *l, co
         return out->k == SV_TENSOR;
     ir_op op = n->op == '+' ? OP_ADD : n->op == '-' ? OP_SUB : n->op == '*' ? OP_MUL : n->op == '/' ? OP_DIV : OP_COUNT;
     if (op == OP_COUNT) {
-        error_at(b->c, n->at, "operator not supported on tensors");
+        bool logic = n->op == OP_EQ || n->op == OP_NE || n->op == OP_LT || n->op == OP_GT || n->op == OP_LE ||
+                     n->op == OP_GE || n->op == OP_IS || n->op == OP_ISNOT || n->op == OP_AND || n->op == OP_OR;
+        if (logic)
+            error_at(b->c, n->at,
+                     "'%s' is given %s: comparisons, 'and', 'or' and 'is' take values known when compiling "
+                     "(constructor values, dims after the batch, members, None), not tensors or the batch size",
+                     sema_op_text(n->op), sv_kind_name(sv_const(l, &lc) ? r : l));
+        else
+            error_at(b->c, n->at, "operator '%s' is not supported on tensors (only +, -, *, / and @ are)",
+                     sema_op_text(n->op));
         return false;
     }
     ir_node *x = as_tensor(b, l, n->lhs->at, "arithmetic"), *y = as_tensor(b, r, n->rhs->at, "arithmetic");
@@ -644,9 +686,16 @@ static bool build_chain_apply(void *cx, const node *op, void *acc, const void *r
 
 /* The chain walk is sema.c's (eval_binop_chain), shared with constructor
  * arithmetic; only the values and the operators on them differ. */
+static bool build_chain_skip(void *cx, const node *op, const void *acc) {
+    (void)cx;
+    val c;
+    return sv_const(acc, &c) && sema_truthy(&c) == (op->op == OP_OR);
+}
+
 static DPC_NOINLINE bool eval_binop(builder *b, frame *f, const node *n, sv *out) {
     build_cx cx = {b, f};
-    return eval_binop_chain(&b->c->arena, n, &cx, sizeof *out, build_chain_eval, build_chain_apply, out);
+    return eval_binop_chain(&b->c->arena, n, &cx, sizeof *out, build_chain_eval, build_chain_apply, build_chain_skip,
+                            out);
 }
 
 static DPC_NOINLINE bool neg_value(builder *b, const node *n, const sv *v, sv *out) {
@@ -665,12 +714,14 @@ static DPC_NOINLINE bool neg_value(builder *b, const node *n, const sv *v, sv *o
     return out->t != NULL;
 }
 
-/* A ModuleList, a Sequential or a tuple as a sequence: its length, or -1. */
+/* A ModuleList, a Sequential (a subclass too: `extends Sequential`) or a
+ * tuple as a sequence: its length, or -1. */
 static int seq_len(const sv *v) {
     if (v->k == SV_TUPLE)
         return v->n;
     if ((v->k == SV_LIST || v->k == SV_MODULE) && v->mod &&
-        (v->mod->bi == BI_MODULELIST || v->mod->bi == BI_SEQUENTIAL))
+        (v->mod->bi == BI_MODULELIST || v->mod->bi == BI_SEQUENTIAL ||
+         (v->mod->bi == BI_NONE && v->mod->def && v->mod->def->base)))
         return v->mod->children.len;
     return -1;
 }
@@ -738,7 +789,7 @@ static bool eval_node(builder *b, frame *f, const node *n, sv *out) {
         if (n->op == OP_INVERT)
             return eval(b, f, n->lhs, v) && mask_binop(b, OP_INVERT, v, v, n->at, n->lhs->at, n->lhs->at, out) &&
                    out->k == SV_TENSOR;
-        if (!eval(b, f, n->lhs, v) || !const_truth(b, v, n->lhs->at, &t))
+        if (!eval(b, f, n->lhs, v) || !const_truth(b, f, n->lhs, v, &t))
             return false;
         out->k = SV_NUM;
         out->v = (val){.kind = V_BOOL, .i = !t};
@@ -747,7 +798,7 @@ static bool eval_node(builder *b, frame *f, const node *n, sv *out) {
     case ND_COND: {
         sv *v = arena_alloc(&b->c->arena, sizeof *v);
         bool t;
-        if (!eval(b, f, n->third, v) || !const_truth(b, v, n->third->at, &t))
+        if (!eval(b, f, n->third, v) || !const_truth(b, f, n->third, v, &t))
             return false;
         return eval(b, f, t ? n->lhs : n->rhs, out);
     }
@@ -891,7 +942,7 @@ static DPC_NOINLINE bool exec_for(builder *b, frame *f, const stmt *s) {
 static bool exec_if(builder *b, frame *f, const stmt *s) {
     sv *v = arena_alloc(&b->c->arena, sizeof *v);
     bool t;
-    if (!eval(b, f, s->values.items[0], v) || !const_truth(b, v, ((node *)s->values.items[0])->at, &t)) {
+    if (!eval(b, f, s->values.items[0], v) || !const_truth(b, f, s->values.items[0], v, &t)) {
         poison_targets(b, f, s);
         return false;
     }

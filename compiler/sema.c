@@ -134,7 +134,7 @@ bool sema_truthy(const val *v) {
     return true;
 }
 
-static const char *op_text(int op) {
+const char *sema_op_text(int op) {
     switch (op) {
     case 'f': return "//";
     case 'p': return "**";
@@ -152,6 +152,34 @@ static const char *op_text(int op) {
     static _Thread_local char one[2];
     one[0] = (char)op;
     return one;
+}
+
+/* Python's == on constructor values: numbers by value (True == 1), strings
+ * by content, tuples and lists item by item, None with None, a module or a
+ * class only with itself. */
+static bool val_equal(const val *a, const val *b) {
+    double x, y;
+    if (a->kind == V_INT && b->kind == V_INT)
+        return a->i == b->i;
+    if (num(a, &x) && num(b, &y))
+        return x == y;
+    if (a->kind != b->kind)
+        return false;
+    switch (a->kind) {
+    case V_NONE: return true;
+    case V_STR: return strcmp(a->s, b->s) == 0;
+    case V_MODULE: return a->mod == b->mod;
+    case V_CLASS: return strcmp(a->s, b->s) == 0 && a->n == 0 && b->n == 0;
+    case V_TUPLE:
+    case V_LIST:
+        if (a->n != b->n)
+            return false;
+        for (int i = 0; i < a->n; i++)
+            if (!val_equal(&a->items[i], &b->items[i]))
+                return false;
+        return true;
+    default: return false;
+    }
 }
 
 /* ==, !=, <, <=, >, >=, is, is not, and, or on constructor values (Python's
@@ -174,7 +202,7 @@ static int compare(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *
         else if (a->kind == V_CLASS && b->kind == V_CLASS)
             same = strcmp(a->s, b->s) == 0 && a->n == 0 && b->n == 0;
         else {
-            error_at(c, at, "'%s' compares with None (or True, False): write '==' for %s and %s", op_text(op),
+            error_at(c, at, "'%s' compares with None (or True, False): write '==' for %s and %s", sema_op_text(op),
                      val_kind_name(a->kind), val_kind_name(b->kind));
             return 0;
         }
@@ -193,12 +221,12 @@ static int compare(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *
         int r = strcmp(a->s, b->s);
         cmp = r < 0 ? -1 : r > 0;
     } else if (op == OP_EQ || op == OP_NE) {
-        bool eq = a->kind == b->kind && (a->kind == V_NONE || (a->kind == V_MODULE && a->mod == b->mod));
+        bool eq = val_equal(a, b);
         *out = (val){.kind = V_BOOL, .i = eq == (op == OP_EQ)};
         return 1;
     } else {
         error_at(c, at, "cannot compare %s and %s with '%s'", val_kind_name(a->kind), val_kind_name(b->kind),
-                 op_text(op));
+                 sema_op_text(op));
         return 0;
     }
     bool r = op == OP_EQ ? cmp == 0 : op == OP_NE ? cmp != 0 : op == OP_LT ? cmp == -1 : op == OP_GT ? cmp == 1
@@ -227,7 +255,7 @@ bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out
     }
     double x, y;
     if (!num(a, &x) || !num(b, &y) || op == '@') {
-        error_at(c, at, "cannot apply '%s' to %s and %s here", op_text(op), val_kind_name(a->kind),
+        error_at(c, at, "cannot apply '%s' to %s and %s here", sema_op_text(op), val_kind_name(a->kind),
                  val_kind_name(b->kind));
         return false;
     }
@@ -251,7 +279,7 @@ bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out
 }
 
 bool eval_binop_chain(dpc_arena *arena, const node *n, void *cx, size_t size, chain_eval ev, chain_apply ap,
-                      void *out) {
+                      chain_skip sk, void *out) {
     int len = 0;
     for (const node *p = n; p->kind == ND_BINOP; p = p->lhs)
         len++;
@@ -263,6 +291,8 @@ bool eval_binop_chain(dpc_arena *arena, const node *n, void *cx, size_t size, ch
     char *acc = arena_alloc(arena, 2 * slot), *r = acc + slot;
     bool ok = ev(cx, leaf, acc);
     for (int i = len - 1; i >= 0; i--) {
+        if (ok && (spine[i]->op == OP_AND || spine[i]->op == OP_OR) && sk(cx, spine[i], acc))
+            continue; /* short-circuit: acc is the result, the right side is not evaluated */
         bool ok_r = ev(cx, spine[i]->rhs, r); /* both sides, for their errors */
         ok = ok && ok_r && ap(cx, spine[i], acc, r);
     }
@@ -288,9 +318,15 @@ static bool sema_chain_apply(void *cx, const node *op, void *acc, const void *r)
     return true;
 }
 
+static bool sema_chain_skip(void *cx, const node *op, const void *acc) {
+    (void)cx;
+    return sema_truthy(acc) == (op->op == OP_OR);
+}
+
 static DPC_NOINLINE bool eval_binop(sema *s, const env *e, const node *n, val *out) {
     sema_cx cx = {s, e};
-    return eval_binop_chain(&s->c->arena, n, &cx, sizeof *out, sema_chain_eval, sema_chain_apply, out);
+    return eval_binop_chain(&s->c->arena, n, &cx, sizeof *out, sema_chain_eval, sema_chain_apply, sema_chain_skip,
+                            out);
 }
 
 static const char *ptype_text(ptype_kind k) {
@@ -299,7 +335,7 @@ static const char *ptype_text(ptype_kind k) {
     case PT_FLOAT: return "a float";
     case PT_BOOL: return "a bool";
     case PT_STR: return "a string";
-    case PT_MODULE: return "a module or None";
+    case PT_MODULE: return "a module, a module class or None";
     case PT_TENSOR: break;
     }
     return "a tensor";
@@ -443,7 +479,8 @@ static inst *instantiate_user(sema *s, const module_def *d, const bound_arg *arg
             v.f = (double)v.i;
         }
         if (!param_accepts(p, &v) && v.kind != V_NONE) {
-            static const char *const tn[] = {"int", "float", "bool", "a tensor", "str", "Module"};
+            static const char *const tn[] = {"int", "float", "bool", "a tensor", "str",
+                                             "Module (a module, a module class or None)"};
             error_at(c, args[i].at, "%s() parameter '%s' is %s, got %s", d->name, p->name, tn[p->kind],
                      val_kind_name(v.kind));
             continue;
@@ -498,17 +535,38 @@ static void set_extra_repr(sema *s, inst *in, const val *v, loc at) {
     in->extra_repr = v->s;
 }
 
+/* Whether an f-string can show v as Python would: numbers, bools, None,
+ * strings, and tuples of them (a module or a class prints as its whole
+ * PyTorch repr there, which is not what an extra_repr line wants). */
+static bool fstr_showable(const val *v) {
+    if (v->kind == V_MODULE || v->kind == V_CLASS || v->kind == V_LIST || v->kind == V_DICT)
+        return false;
+    if (v->kind == V_TUPLE)
+        for (int i = 0; i < v->n; i++)
+            if (!fstr_showable(&v->items[i]) || v->items[i].kind == V_STR)
+                return false;
+    return true;
+}
+
 /* f"...": each {name} is the value of a name in scope (a constructor
  * parameter, a constant, a loop variable) as Python's f-string shows it;
- * {{ and }} are braces. */
+ * {{ and }} are braces. Errors point at the brace: the text between the
+ * quotes is the source's, so offsets are columns. */
 static DPC_NOINLINE bool eval_fstr(sema *s, const env *e, const node *n, val *out) {
     dpc_buf b;
     dpc_buf_init(&b);
     bool ok = true;
     for (const char *p = n->str; *p && ok; p++) {
+        loc at = n->at;
+        at.col += 2 + (int)(p - n->str); /* past f" */
         if ((p[0] == '{' && p[1] == '{') || (p[0] == '}' && p[1] == '}')) {
             dpc_buf_put(&b, p++, 1);
             continue;
+        }
+        if (*p == '}') {
+            error_at(s->c, at, "f-string: a single '}' is not allowed; write '}}' for a brace");
+            ok = false;
+            break;
         }
         if (*p != '{') {
             dpc_buf_put(&b, p, 1);
@@ -516,19 +574,38 @@ static DPC_NOINLINE bool eval_fstr(sema *s, const env *e, const node *n, val *ou
         }
         const char *end = strchr(p, '}');
         if (!end) {
-            error_at(s->c, n->at, "f-string: '{' without a closing '}'");
+            error_at(s->c, at, "f-string: '{' without a closing '}'; write '{{' for a brace");
             ok = false;
             break;
         }
         char *name = arena_strndup(&s->c->arena, p + 1, (size_t)(end - p - 1));
+        bool ident = name[0] && !(name[0] >= '0' && name[0] <= '9');
+        for (const char *q = name; *q; q++)
+            ident &= (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z') || (*q >= '0' && *q <= '9') || *q == '_';
+        if (!ident) {
+            error_at(s->c, at,
+                     "f-string: '{%s}' is not a name; only {name} is supported (a constructor parameter, "
+                     "a constant or a loop variable)", name);
+            ok = false;
+            break;
+        }
         int k = -1;
         for (int i = e->n - 1; i >= 0 && k < 0; i--)
             if (strcmp(e->names[i], name) == 0)
                 k = i;
         if (k < 0) {
             const char *near = nearest_name(name, e->names, e->n);
-            error_at(s->c, n->at, "f-string: unknown name '{%s}'%s%s%s", name, near ? "; did you mean '" : "",
+            error_at(s->c, at, "f-string: unknown name '{%s}'%s%s%s", name, near ? "; did you mean '" : "",
                      near ? near : "", near ? "'?" : "");
+            ok = false;
+            break;
+        }
+        if (!fstr_showable(&e->vals[k])) {
+            error_at(s->c, at,
+                     "f-string: '{%s}' is %s; an f-string shows numbers, bools, None, strings and tuples of numbers",
+                     name, e->vals[k].kind == V_MODULE ? "a module" : e->vals[k].kind == V_CLASS ? "a module class"
+                     : e->vals[k].kind == V_LIST ? "a list" : e->vals[k].kind == V_DICT ? "a dict"
+                     : "a tuple of strings or modules");
             ok = false;
             break;
         }

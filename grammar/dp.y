@@ -498,6 +498,14 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, parser_
                             i == 0 ? "" : i == k - 1 ? " or " : ", ", names[i]);
     }
     error_at(ps->c, L(*l), "%s", msg);
+    /* a comparison where an operator could follow: the one before it is a
+     * comparison too (they are non-associative) */
+    bool cmp_got = !resync && (got == YYSYMBOL_EQ || got == YYSYMBOL_NE || got == YYSYMBOL_LE || got == YYSYMBOL_GE ||
+                               got == YYSYMBOL_IS || got == YYSYMBOL_ISNOT ||
+                               (got != YYSYMBOL_YYEMPTY && (strcmp(yysymbol_name(got), "'<'") == 0 ||
+                                                            strcmp(yysymbol_name(got), "'>'") == 0)));
+    if (cmp_got && op)
+        note_at(ps->c, L(*l), "comparisons do not chain: write 'a < b and b < c'");
     if (resync && ps->resync_open_line > 0 && ps->resync_open_line < l->first_line)
         note_at(ps->c, ps_loc(ps, ps->resync_open_line, ps->resync_open_col), "'%c' opened here was never closed",
                 ps->resync_open_char);

@@ -11,7 +11,14 @@ tokenizer and recursive-descent parser, and builds real `torch.nn` modules:
 * members are registered in source order, so `state_dict()` keys and the
   order in which PyTorch's default initialisation draws random numbers are
   the same as for a hand-written `__init__`;
-* `forward` interprets the `.dp` statements with torch operations;
+* `module X(...) extends Sequential` becomes an `nn.Sequential` subclass
+  named X; constants of a module body (`use_res = stride == 1`) are plain
+  attributes, a None member (`downsample = downsample` given None) is not
+  registered, and `extra_repr = f"..."` is what `extra_repr()` returns;
+* module classes as values (`norm_layer: Module = BatchNorm2d`) are
+  callables, and `partial(BatchNorm2d, eps=0.001)` is `functools.partial`;
+* `forward` interprets the `.dp` statements with torch operations; `if`
+  conditions must not be tensors, as dpc requires them known when compiling;
 * `model = DataParallel(X())` becomes `torch.nn.DataParallel(X())` (its repr
   is what `dpc print` must reproduce; on the CPU it just calls the module).
 
@@ -38,6 +45,7 @@ Command line (handy for debugging)::
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import math
 import os
@@ -99,26 +107,31 @@ def _suggest(name: str, candidates) -> str:
 # ===========================================================================
 
 Token = namedtuple("Token", "kind value pos")
-# kinds: "name", "int", "float", "str", "op", "nl" (statement end), "eof"
+# kinds: "name", "int", "float", "str", "fstr" (the raw text of f"..."),
+# "op", "nl" (statement end), "eof"
 
 KEYWORDS = {"module", "forward", "import", "for", "in", "return",
-            "true", "false", "True", "False", "None"}
-# Longest first, so that "//" wins over "/" and "**" over "*".
-OPERATORS = ["//", "**", "==", "!=", "<=", ">=", "<", ">", "&", "|", "~", ".",
-             "+", "-", "*", "/", "@", "=", ",", ":",
-             "(", ")", "[", "]", "{", "}", ";"]
+            "true", "false", "True", "False", "None",
+            "if", "elif", "else", "and", "or", "not", "is", "extends"}
+# Longest first, so that "//" wins over "/", "**" over "*", "==" over "=".
+OPERATORS = ["...", "//", "**", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "@", "=", ",", ":",
+             "<", ">", "&", "|", "~", ".", "(", ")", "[", "]", "{", "}", ";"]
+COMPARISONS = ("==", "!=", "<", "<=", ">", ">=")
 
 
 def tokenize(src: Source) -> list[Token]:
     """Split a source file into tokens.
 
-    Newlines end statements ("nl" tokens) except inside () and [].  `;` is
-    also a statement end.  Comments run from `#` to the end of the line.
+    Newlines end statements ("nl" tokens) except inside (), [] and a dict's
+    {}.  A `{` opens a dict (not a block) right after `=`, or inside an open
+    bracket right after `(`, `,`, `[` or `:`.  `;` is also a statement end.
+    Comments run from `#` to the end of the line.
     """
     text = src.text
     toks: list[Token] = []
     i, line, col = 0, 1, 1
-    depth = 0  # nesting of () and []; newlines inside are whitespace
+    depth = 0  # open (, [ and dict {; newlines inside are whitespace
+    braces: list[bool] = []  # per open '{': True for a dict, False for a block
     n = len(text)
 
     def pos():
@@ -142,6 +155,23 @@ def tokenize(src: Source) -> list[Token]:
                 i += 1
             continue
         start = pos()
+        # f-strings: the text between the quotes, as written ({name} is
+        # substituted when the value is built)
+        if c == "f" and i + 1 < n and text[i + 1] == '"':
+            j = i + 2
+            while True:
+                if j >= n or text[j] == "\n":
+                    raise DpError(start, "unterminated string literal")
+                if text[j] == "\\" and j + 1 < n:
+                    j += 2
+                    continue
+                if text[j] == '"':
+                    break
+                j += 1
+            toks.append(Token("fstr", text[i + 2:j], start))
+            col += j + 1 - i
+            i = j + 1
+            continue
         # identifiers and keywords
         if c.isascii() and (c.isalpha() or c == "_"):
             j = i
@@ -212,10 +242,19 @@ def tokenize(src: Source) -> list[Token]:
             raise DpError(start, "strings use double quotes: \"...\"")
         for op in OPERATORS:
             if text.startswith(op, i):
-                if op in "([":
+                if op in ("(", "["):
                     depth += 1
-                elif op in ")]":
+                elif op in (")", "]"):
                     depth = max(0, depth - 1)
+                elif op == "{":
+                    prev = toks[-1] if toks else None
+                    is_dict = prev is not None and prev.kind == "op" and (
+                        prev.value == "=" or (depth > 0 and prev.value in ("(", ",", "[", ":")))
+                    braces.append(is_dict)
+                    depth += is_dict
+                elif op == "}":
+                    if braces and braces.pop():
+                        depth = max(0, depth - 1)
                 toks.append(Token("nl" if op == ";" else "op", op, start))
                 i += len(op)
                 col += len(op)
@@ -260,20 +299,34 @@ Binary = _node("Binary", "op left right")
 Attr = _node("Attr", "value name")           # finfo(float32).min
 Call = _node("Call", "func args kwargs")      # kwargs: list of (name, expr, pos)
 Index = _node("Index", "value index")
+Not = _node("Not", "operand")
+Cond = _node("Cond", "cond then other")      # then if cond else other
+FStr = _node("FStr", "text")                 # f"...", the raw text between the quotes
+DictExpr = _node("DictExpr", "items")        # items: list of (key expr, value expr)
+DictComp = _node("DictComp", "key value var range_args")
+Attr = _node("Attr", "value name")           # x.shape (parsed; not part of the language yet)
+Subscript = _node("Subscript", "value items")  # x[1:, ...] (parsed; not part of the language yet)
+Slice = _node("Slice", "start stop step")
+Ellipsis_ = _node("Ellipsis_", "")
 # statements
 Assign = _node("Assign", "targets value")     # targets: list of (name, pos)
 For = _node("For", "var iter body")
 Return = _node("Return", "values")
+If = _node("If", "cond body orelse")          # elif: an If alone in orelse
 # declarations
 Param = _node("Param", "name type default")   # ctor param / scalar forward param
 TensorParam = _node("TensorParam", "name dtype dims")
-Member = _node("Member", "name value")
+Member = _node("Member", "name value")        # name = value (a member, a constant, extra_repr)
+Entry = _node("Entry", "value")               # a bare module: entry of a Sequential subclass
+MemberIf = _node("MemberIf", "cond then orelse")  # if in a module body; orelse may hold one MemberIf
 Forward = _node("Forward", "params body")
-ModuleDef = _node("ModuleDef", "name params members forward")
+ModuleDef = _node("ModuleDef", "name params members forward base")
 Import = _node("Import", "path")
 ModelLine = _node("ModelLine", "value")
 
 SCALAR_TYPES = {"int", "float", "bool"}
+CTOR_TYPES = {"int", "float", "bool", "str", "Module"}
+NAMESPACES = {"torch", "nn", "F"}  # torch.flatten is flatten, nn.Conv2d is Conv2d
 # dtype name in `.dp` -> (torch dtype, numpy dtype name, is floating point)
 TENSOR_DTYPES = {
     "f16": (torch.float16, "float16", True),
@@ -296,6 +349,8 @@ def _describe(tok: Token) -> str:
         return "end of line" if tok.value == "\n" else "';'"
     if tok.kind == "str":
         return f'string "{tok.value}"'
+    if tok.kind == "fstr":
+        return f'f-string f"{tok.value}"'
     if tok.kind in ("int", "float"):
         return f"number {tok.value}"
     return f"'{tok.value}'"
@@ -393,28 +448,54 @@ class Parser:
         params = []
         if self.accept_op("("):
             params = self.parse_param_list(scalar_only=True)
-        self.expect_op("{", "'{' to open the module body")
-        members, forward = [], None
+        base = None
+        if self.at_kw("extends"):
+            self.next()
+            base = self.expect_ident("a module name after 'extends'")
+        self.forward_seen = None
+        members = self.parse_body_items(name.value, top=True)
+        return ModuleDef(kw.pos, name.value, params, members, self.forward_seen, base)
+
+    def parse_body_items(self, mname: str, top: bool) -> list[Node]:
+        """`{ items }` of a module body or of one of its if branches."""
+        self.expect_op("{", "'{' to open the module body" if top else "'{' to open the if body")
+        items = []
         self.skip_newlines()
         while not self.at_op("}"):
             if self.at("eof"):
-                self.error(f"'}}' to close module {name.value}")
+                self.error(f"'}}' to close module {mname}")
             t = self.peek()
             if self.at_kw("forward"):
+                if not top:
+                    raise DpError(t.pos, "forward cannot be inside an if: write the condition in forward")
                 fwd = self.parse_forward()
-                if forward is not None:
-                    raise DpError(t.pos, f"module {name.value} has more than one forward")
-                forward = fwd
+                if self.forward_seen is not None:
+                    raise DpError(t.pos, f"module {mname} has more than one forward")
+                self.forward_seen = fwd
+            elif self.at_kw("if"):
+                items.append(self.parse_member_if(mname))
             elif t.kind == "name" and t.value not in KEYWORDS and self.at_op("=", 1):
                 self.next()
                 self.next()
-                members.append(Member(t.pos, t.value, self.parse_expr()))
+                items.append(Member(t.pos, t.value, self.parse_expr()))
             else:
-                self.error("a member 'name = Module(...)' or 'forward(...) { ... }'")
+                items.append(Entry(t.pos, self.parse_expr()))
             self.end_of_statement()
             self.skip_newlines()
         self.next()  # '}'
-        return ModuleDef(kw.pos, name.value, params, members, forward)
+        return items
+
+    def parse_member_if(self, mname: str) -> Node:
+        t = self.next()  # 'if' or 'elif'
+        cond = self.parse_expr()
+        then = self.parse_body_items(mname, top=False)
+        orelse = []
+        if self.at_kw("elif"):
+            orelse = [self.parse_member_if(mname)]
+        elif self.at_kw("else"):
+            self.next()
+            orelse = self.parse_body_items(mname, top=False)
+        return MemberIf(t.pos, cond, then, orelse)
 
     def parse_param_list(self, scalar_only: bool) -> list[Node]:
         """Parameters after '(' up to and including ')'.
@@ -433,13 +514,13 @@ class Parser:
                   and self.at_op("[", 1)):
                 self.next()
                 params.append(TensorParam(name.pos, name.value, t.value, self.parse_dims()))
-            elif t.kind == "name" and t.value in SCALAR_TYPES:
+            elif t.kind == "name" and t.value in (CTOR_TYPES if scalar_only else SCALAR_TYPES):
                 self.next()
                 default = self.parse_expr() if self.accept_op("=") else None
                 params.append(Param(name.pos, name.value, t.value, default))
             else:
                 if scalar_only:
-                    self.error("a parameter type: int, float or bool")
+                    self.error("a parameter type: int, float, bool, str or Module")
                 self.error("a parameter type: [dims], a dtype such as i64[dims], "
                            "or int, float, bool")
             if not self.accept_op(","):
@@ -493,6 +574,8 @@ class Parser:
         if self.at_kw("return"):
             self.next()
             return Return(t.pos, self.parse_expr_list())
+        if self.at_kw("if"):
+            return self.parse_if()
         if t.kind == "name" and t.value not in KEYWORDS and (self.at_op("=", 1) or self.at_op(",", 1)):
             targets = [(t.value, t.pos)]
             self.next()
@@ -504,7 +587,19 @@ class Parser:
             if isinstance(value, list):
                 value = TupleExpr(value[0].pos, value) if len(value) > 1 else value[0]
             return Assign(t.pos, targets, value)
-        self.error("a statement (assignment, for or return)")
+        self.error("a statement (assignment, if, for or return)")
+
+    def parse_if(self) -> Node:
+        t = self.next()  # 'if' or 'elif'
+        cond = self.parse_expr()
+        body = self.parse_block("if")
+        orelse = []
+        if self.at_kw("elif"):
+            orelse = [self.parse_if()]
+        elif self.at_kw("else"):
+            self.next()
+            orelse = self.parse_block("else")
+        return If(t.pos, cond, body, orelse)
 
     def parse_expr_list(self) -> list[Node]:
         values = [self.parse_expr()]
@@ -513,23 +608,66 @@ class Parser:
         return values
 
     # ---- expressions ----
-    # precedence, lowest first:  comparisons  <  |  <  &  <  + -   <   * / // @   <   unary - ~   <   **
-    #   <   call/index/.method(...)/.attr
+    # precedence, lowest first:  a if c else b  <  or  <  and  <  not  <
+    # comparisons and is (no chains)  <  |  <  &  <  + -  <  * / // @  <  unary - ~  <  **
+    # <  call/index/attribute
     def parse_expr(self) -> Node:
-        left = self.parse_or()
-        if any(self.at_op(o) for o in ("==", "!=", "<", "<=", ">", ">=")):
-            op = self.next()
-            left = Binary(op.pos, op.value, left, self.parse_or())
-        return left
+        e = self.parse_or()
+        if self.at_kw("if"):
+            t = self.next()
+            cond = self.parse_or()
+            if not self.at_kw("else"):
+                self.error("'else' in the conditional expression 'a if c else b'")
+            self.next()
+            return Cond(t.pos, cond, e, self.parse_expr())
+        return e
 
     def parse_or(self) -> Node:
         left = self.parse_and()
-        while self.at_op("|"):
+        while self.at_kw("or"):
             op = self.next()
-            left = Binary(op.pos, "|", left, self.parse_and())
+            left = Binary(op.pos, "or", left, self.parse_and())
         return left
 
     def parse_and(self) -> Node:
+        left = self.parse_not()
+        while self.at_kw("and"):
+            op = self.next()
+            left = Binary(op.pos, "and", left, self.parse_not())
+        return left
+
+    def parse_not(self) -> Node:
+        if self.at_kw("not"):
+            op = self.next()
+            return Not(op.pos, self.parse_not())
+        return self.parse_comparison()
+
+    def _at_comparison(self):
+        if any(self.at_op(o) for o in COMPARISONS):
+            return True
+        return self.at_kw("is")
+
+    def parse_comparison(self) -> Node:
+        left = self.parse_bitor()
+        if self._at_comparison():
+            op = self.next()
+            name = op.value
+            if name == "is" and self.at_kw("not"):
+                self.next()
+                name = "is not"
+            left = Binary(op.pos, name, left, self.parse_bitor())
+            if self._at_comparison():
+                raise DpError(self.peek().pos, "comparisons do not chain: write (a < b) and (b < c)")
+        return left
+
+    def parse_bitor(self) -> Node:
+        left = self.parse_bitand()
+        while self.at_op("|"):
+            op = self.next()
+            left = Binary(op.pos, "|", left, self.parse_bitand())
+        return left
+
+    def parse_bitand(self) -> Node:
         left = self.parse_arith()
         while self.at_op("&"):
             op = self.next()
@@ -545,7 +683,7 @@ class Parser:
 
     def parse_term(self) -> Node:
         left = self.parse_unary()
-        while any(self.at_op(o) for o in ("*", "/", "//", "@")):
+        while any(self.at_op(o) for o in ("*", "/", "//", "%", "@")):
             op = self.next()
             left = Binary(op.pos, op.value, left, self.parse_unary())
         return left
@@ -567,24 +705,48 @@ class Parser:
         e = self.parse_primary()
         while True:
             if self.at_op("("):
-                e = self.parse_call(e)
+                if isinstance(e, Attr):  # x.f(a) is f(x, a)
+                    call = self.parse_call(Name(e.pos, e.name))
+                    call.args.insert(0, e.value)
+                    e = call
+                else:
+                    e = self.parse_call(e)
             elif self.at_op("["):
                 t = self.next()
-                idx = self.parse_expr()
+                items = [self.parse_subscript()]
+                while self.accept_op(","):
+                    items.append(self.parse_subscript())
                 self.expect_op("]", "']' after the index")
-                e = Index(t.pos, e, idx)
+                if len(items) == 1 and not isinstance(items[0], (Slice, Ellipsis_)):
+                    e = Index(t.pos, e, items[0])
+                else:
+                    e = Subscript(t.pos, e, items)
             elif self.at_op("."):
                 self.next()
-                name = self.expect_ident("a name after '.'")
-                if isinstance(e, Name) and e.id in ("torch", "nn", "F"):
-                    e = Name(name.pos, name.value)  # torch.where is where
-                elif self.at_op("("):
-                    c = self.parse_call(Name(name.pos, name.value))  # x.f(a) is f(x, a)
-                    e = Call(c.pos, c.func, [e] + c.args, c.kwargs)
+                a = self.expect_ident("an attribute name after '.'")
+                if isinstance(e, Name) and (e.id in NAMESPACES or getattr(e, "ns", False)):
+                    e = Name(a.pos, a.value)  # the namespace vanishes
+                    e.ns = a.value in ("nn", "functional")
                 else:
-                    e = Attr(name.pos, e, name.value)
+                    e = Attr(a.pos, e, a.value)
             else:
                 return e
+
+    def parse_subscript(self) -> Node:
+        """One item of x[...]: an index, `...`, or a slice a:b / a:b:c."""
+        t = self.peek()
+        if self.accept_op("..."):
+            return Ellipsis_(t.pos)
+        start = None if self.at_op(":") else self.parse_expr()
+        if not self.at_op(":"):
+            return start
+        colon = self.next()
+        ends = ("]", ",", ":")
+        stop = None if any(self.at_op(o) for o in ends) else self.parse_expr()
+        step = None
+        if self.accept_op(":"):
+            step = None if self.at_op("]") or self.at_op(",") else self.parse_expr()
+        return Slice(colon.pos, start, stop, step)
 
     def parse_call(self, func: Node) -> Call:
         self.expect_op("(")
@@ -607,11 +769,47 @@ class Parser:
         self.expect_op(")", "',' or ')' in the argument list")
         return Call(func.pos, func, args, kwargs)
 
+    def parse_range_call(self, what: str):
+        r = self.expect_ident("range(...)")
+        if r.value != "range":
+            raise DpError(r.pos, f"expected range(...), got '{r.value}'")
+        call = self.parse_call(Name(r.pos, "range"))
+        if call.kwargs or not 1 <= len(call.args) <= 3:
+            raise DpError(r.pos, "range takes 1 to 3 positional integer arguments")
+        return call.args
+
     def parse_primary(self) -> Node:
         t = self.peek()
         if t.kind in ("int", "float", "str"):
             self.next()
             return Const(t.pos, t.value)
+        if t.kind == "fstr":
+            self.next()
+            return FStr(t.pos, t.value)
+        if self.at_op("{"):
+            # {k: v, ...} or {k: v for i in range(n)}: string keys
+            self.next()
+            key = self.parse_expr()
+            self.expect_op(":", "':' after the dict key")
+            value = self.parse_expr()
+            if self.at_kw("for"):
+                self.next()
+                var = self.expect_ident("a loop variable after 'for'")
+                if not self.at_kw("in"):
+                    self.error("'in'")
+                self.next()
+                rargs = self.parse_range_call("dict comprehension")
+                self.expect_op("}", "'}' to close the dict comprehension")
+                return DictComp(t.pos, key, value, var.value, rargs)
+            items = [(key, value)]
+            while self.accept_op(","):
+                if self.at_op("}"):
+                    break
+                k = self.parse_expr()
+                self.expect_op(":", "':' after the dict key")
+                items.append((k, self.parse_expr()))
+            self.expect_op("}", "',' or '}' in the dict")
+            return DictExpr(t.pos, items)
         if t.kind == "name":
             if t.value in ("true", "True"):
                 self.next()
@@ -694,6 +892,10 @@ def _type_name(v) -> str:
         return "tuple"
     if isinstance(v, list):
         return "list"
+    if isinstance(v, dict):
+        return "dict"
+    if _is_class(v):
+        return "module class"
     if isinstance(v, torch.Tensor):
         return "tensor"
     if isinstance(v, nn.Module):
@@ -717,7 +919,7 @@ def scalar_arith(op: str, a, b, pos: Pos):
         return a - b
     if op == "*":
         return a * b
-    if op in ("/", "//") and b == 0:
+    if op in ("/", "//", "%") and b == 0:
         raise DpError(pos, "division by zero")
     if op == "/":
         if both_int:
@@ -727,6 +929,8 @@ def scalar_arith(op: str, a, b, pos: Pos):
         return a / b
     if op == "//":
         return a // b
+    if op == "%":
+        return a % b  # floors, as //
     if op == "**":
         if a == 0 and b < 0:
             raise DpError(pos, "division by zero")
@@ -1182,36 +1386,69 @@ class Program:
         return Call(last.pos, Name(last.pos, last.name), [], []), last.pos
 
 
+def _children(e: Node):
+    """The sub-expressions of an expression node."""
+    if isinstance(e, (TupleExpr, ListExpr)):
+        return list(e.elts)
+    if isinstance(e, ListComp):
+        return [e.elt] + list(e.range_args)
+    if isinstance(e, DictComp):
+        return [e.key, e.value] + list(e.range_args)
+    if isinstance(e, DictExpr):
+        return [x for kv in e.items for x in kv]
+    if isinstance(e, (Unary, Not)):
+        return [e.operand]
+    if isinstance(e, Binary):
+        return [e.left, e.right]
+    if isinstance(e, Cond):
+        return [e.cond, e.then, e.other]
+    if isinstance(e, Call):
+        return [e.func] + list(e.args) + [x for _, x, _ in e.kwargs]
+    if isinstance(e, Index):
+        return [e.value, e.index]
+    if isinstance(e, Attr):
+        return [e.value]
+    if isinstance(e, Subscript):
+        return [e.value] + list(e.items)
+    if isinstance(e, Slice):
+        return [x for x in (e.start, e.stop, e.step) if x is not None]
+    return []
+
+
 def _walk_expr(e: Node):
     """Yield every node of an expression tree."""
     yield e
-    if isinstance(e, (TupleExpr, ListExpr)):
-        for x in e.elts:
-            yield from _walk_expr(x)
-    elif isinstance(e, ListComp):
-        yield from _walk_expr(e.elt)
-        for x in e.range_args:
-            yield from _walk_expr(x)
-    elif isinstance(e, Unary):
-        yield from _walk_expr(e.operand)
-    elif isinstance(e, Binary):
-        yield from _walk_expr(e.left)
-        yield from _walk_expr(e.right)
-    elif isinstance(e, Call):
-        yield from _walk_expr(e.func)
-        for x in e.args:
-            yield from _walk_expr(x)
-        for _, x, _ in e.kwargs:
-            yield from _walk_expr(x)
-    elif isinstance(e, Index):
-        yield from _walk_expr(e.value)
-        yield from _walk_expr(e.index)
+    for x in _children(e):
+        yield from _walk_expr(x)
+
+
+def _body_names(items) -> set:
+    """Every name a module body assigns (members, constants), in any branch."""
+    out = set()
+    for it in items:
+        if isinstance(it, Member):
+            out.add(it.name)
+        elif isinstance(it, MemberIf):
+            out |= _body_names(it.then) | _body_names(it.orelse)
+    return out
+
+
+def _ends_with_return(body) -> bool:
+    if not body:
+        return False
+    last = body[-1]
+    if isinstance(last, Return):
+        return True
+    # an if: whether the branch taken returns is known when building (as dpc)
+    return isinstance(last, If)
 
 
 def check_module(prog: Program, m: ModuleDef):
     """Static checks of one module definition: duplicate names, unknown names.
 
-    Runtime (shape, type) errors are found while building and running.
+    What depends on constructor values (a member defined in two taken
+    branches, the type of a parameter) is checked while building; runtime
+    (shape, type) errors while building and running.
     """
     ctor = {}
     seen_default = False
@@ -1222,21 +1459,37 @@ def check_module(prog: Program, m: ModuleDef):
             raise DpError(p.pos, f"parameter '{p.name}' without a default follows one with a default")
         seen_default = seen_default or p.default is not None
         ctor[p.name] = p
-    members = {}
+    if m.base is not None and m.base.value != "Sequential":
+        raise DpError(m.base.pos, f"a module can extend only Sequential, not '{m.base.value}'")
+    if m.base is not None and m.forward is not None:
+        raise DpError(m.forward.pos, f"module {m.name} extends Sequential, which runs its entries "
+                                     f"in order: it has no forward")
     module_names = set(prog.modules) | set(BUILTIN_MODULES)
-    for mem in m.members:
-        if mem.name in members:
-            raise DpError(mem.pos, f"duplicate member '{mem.name}' in module {m.name}")
-        if mem.name in ctor:
-            raise DpError(mem.pos, f"member '{mem.name}' has the name of a constructor parameter")
-        members[mem.name] = mem
-        _check_ctor_expr(mem.value, set(ctor), module_names)
+    members = _body_names(m.members)  # members and constants
+
+    def check_items(items):
+        for it in items:
+            if isinstance(it, Member):
+                _check_ctor_expr(it.value, set(ctor) | members, module_names)
+            elif isinstance(it, Entry):
+                if m.base is None:
+                    raise DpError(it.pos, f"a bare module in a module body is an entry of a "
+                                          f"Sequential subclass ('module {m.name}(...) extends "
+                                          f"Sequential'); here write 'name = ...'")
+                _check_ctor_expr(it.value, set(ctor) | members, module_names)
+            elif isinstance(it, MemberIf):
+                _check_ctor_expr(it.cond, set(ctor) | members, module_names)
+                check_items(it.then)
+                check_items(it.orelse)
+    check_items(m.members)
 
     f = m.forward
     if f is None:
         return  # a module without forward is fine until someone calls it
     scope = set()          # names defined so far in forward
     batch_names = set()
+    free_dims = set()      # x: [N, C, H, W]: C, H and W take the caller's sizes
+    known = set(ctor) | members
     seen_default = False
     for p in f.params:
         if p.name in scope:
@@ -1256,14 +1509,20 @@ def check_module(prog: Program, m: ModuleDef):
                                      f"{'constructor parameter' if b.id in ctor else 'member'}")
             batch_names.add(b.id)
             for d in p.dims[1:]:
+                if isinstance(d, Name) and d.id not in known:
+                    if d.id in batch_names:
+                        raise DpError(d.pos, f"unknown name '{d.id}' in dims: the batch name may "
+                                             f"only be the first dim")
+                    free_dims.add(d.id)
+                    continue
                 for node in _walk_expr(d):
-                    if isinstance(node, Name) and node.id not in ctor:
+                    if isinstance(node, Name) and node.id not in known and node.id not in free_dims:
                         extra = (" (the batch name may only be the first dim)"
                                  if node.id in batch_names or node.id == b.id else
-                                 _suggest(node.id, ctor))
+                                 _suggest(node.id, known))
                         raise DpError(node.pos, f"unknown name '{node.id}' in dims: dims after "
-                                                f"the first are built from literals and "
-                                                f"constructor parameters{extra}")
+                                                f"the first are built from literals, constructor "
+                                                f"parameters and names of dims{extra}")
                     if isinstance(node, (Call, Index, ListExpr, TupleExpr, ListComp)):
                         raise DpError(node.pos, "a dim is an integer expression")
         else:
@@ -1275,13 +1534,16 @@ def check_module(prog: Program, m: ModuleDef):
     if clash:
         n = sorted(clash)[0]
         raise DpError(f.pos, f"batch name '{n}' is also a parameter name")
-    scope |= batch_names
+    scope |= batch_names | (free_dims - scope)
     protected = set(members) | set(ctor) | batch_names
 
     def check_expr(e, callee=False):
         """Every name must be defined; builtin functions only as callees."""
-        if isinstance(e, ListComp):
-            raise DpError(e.pos, "list comprehensions build members, not forward values")
+        if isinstance(e, (ListComp, DictComp)):
+            raise DpError(e.pos, "comprehensions are only allowed in module members")
+        if isinstance(e, (FStr, DictExpr)):
+            raise DpError(e.pos, f"{'f-strings are' if isinstance(e, FStr) else 'dicts are'} "
+                                 f"only allowed in module members")
         if isinstance(e, Name):
             n = e.id
             if n in scope or n in members or n in ctor:
@@ -1295,27 +1557,17 @@ def check_module(prog: Program, m: ModuleDef):
             if n in module_names:
                 raise DpError(e.pos, f"{n} is a module type; declare it as a member "
                                      f"(name = {n}(...)) and call the member")
-            known = scope | set(members) | set(ctor) | set(BUILTIN_FUNCTIONS)
-            raise DpError(e.pos, f"unknown name '{n}'{_suggest(n, known)}")
+            known_f = scope | set(members) | set(ctor) | set(BUILTIN_FUNCTIONS)
+            raise DpError(e.pos, f"unknown name '{n}'{_suggest(n, known_f)}")
         if isinstance(e, Call):
             check_expr(e.func, callee=True)
             for a in e.args:
                 check_expr(a)
             for _, a, _ in e.kwargs:
                 check_expr(a)
-        elif isinstance(e, (TupleExpr, ListExpr)):
-            for x in e.elts:
-                check_expr(x)
-        elif isinstance(e, Unary):
-            check_expr(e.operand)
-        elif isinstance(e, Attr):
-            check_expr(e.value)
-        elif isinstance(e, Binary):
-            check_expr(e.left)
-            check_expr(e.right)
-        elif isinstance(e, Index):
-            check_expr(e.value)
-            check_expr(e.index)
+            return
+        for x in _children(e):
+            check_expr(x)
 
     def check_body(body):
         for st in body:
@@ -1333,23 +1585,33 @@ def check_module(prog: Program, m: ModuleDef):
                     raise DpError(st.pos, f"loop variable '{st.var}' shadows a member or parameter")
                 scope.add(st.var)
                 check_body(st.body)
+            elif isinstance(st, If):
+                check_expr(st.cond)
+                check_body(st.body)
+                check_body(st.orelse)
             elif isinstance(st, Return):
                 for v in st.values:
                     check_expr(v)
 
     check_body(f.body)
-    if not f.body or not isinstance(f.body[-1], Return):
+    if not _ends_with_return(f.body):
         raise DpError(f.pos, f"forward of {m.name} must end with a return statement")
 
 
 def _check_ctor_expr(e: Node, ctor_names: set, module_names: set):
     """Names in a member's constructor expression: constructor parameters,
-    comprehension variables, and module names in call position."""
+    constants, comprehension variables, and module names (called, or as
+    classes: norm_layer=BatchNorm2d)."""
     def walk(node, bound):
-        if isinstance(node, ListComp):
+        if isinstance(node, (ListComp, DictComp)):
             for a in node.range_args:
                 walk(a, bound)
-            walk(node.elt, bound | {node.var})
+            inner = bound | {node.var}
+            if isinstance(node, ListComp):
+                walk(node.elt, inner)
+            else:
+                walk(node.key, inner)
+                walk(node.value, inner)
             return
         if isinstance(node, Call):
             if isinstance(node.func, Name):
@@ -1357,7 +1619,7 @@ def _check_ctor_expr(e: Node, ctor_names: set, module_names: set):
                 if n == "DataParallel":
                     raise DpError(node.pos, "DataParallel wraps the entry model only "
                                             "(model = DataParallel(Name(...)))")
-                if n not in module_names:
+                if n not in module_names and n != "partial" and n not in ctor_names:
                     what = ("a function; members are modules" if n in BUILTIN_FUNCTIONS else
                             "not a module" + _suggest(n, module_names))
                     raise DpError(node.func.pos, f"'{n}' is {what}")
@@ -1369,22 +1631,16 @@ def _check_ctor_expr(e: Node, ctor_names: set, module_names: set):
                 walk(a, bound)
             return
         if isinstance(node, Name):
-            if node.id not in ctor_names and node.id not in bound:
-                if node.id in module_names:
-                    raise DpError(node.pos, f"{node.id} is a module; call it: {node.id}(...)")
+            if node.id not in ctor_names and node.id not in bound and node.id not in module_names:
                 raise DpError(node.pos, f"unknown name '{node.id}'"
                                         f"{_suggest(node.id, ctor_names | bound)}")
             return
-        if isinstance(node, Index):
-            raise DpError(node.pos, "indexing is not allowed in constructor arguments")
-        if isinstance(node, (TupleExpr, ListExpr)):
-            for x in node.elts:
-                walk(x, bound)
-        elif isinstance(node, Unary):
-            walk(node.operand, bound)
-        elif isinstance(node, Binary):
-            walk(node.left, bound)
-            walk(node.right, bound)
+        if isinstance(node, (Index, Subscript)):
+            raise DpError(node.pos, "indexing is only allowed in forward")
+        if isinstance(node, Attr):
+            raise DpError(node.pos, f"'.{node.name}' is only allowed in forward")
+        for x in _children(node):
+            walk(x, bound)
     walk(e, set())
 
 
@@ -1397,14 +1653,52 @@ class DpModule(nn.Module):
     `.dp` module definition, named after it, so `repr` shows that name.
 
     Instance state (plain attributes, not registered children):
-      _dp_def   the ModuleDef
-      _dp_env   constructor parameter values
-      _dp_sig   forward signature with dims evaluated
-    Children live in `self._modules` in member order.
+      _dp_def          the ModuleDef
+      _dp_env          constructor parameter values, then the body's constants
+      _dp_sig          forward signature with dims evaluated
+      _dp_extra_repr   what `extra_repr = f"..."` gave ('' without one)
+    Children live in `self._modules` in member order; a None member is not
+    one (PyTorch keeps `self.downsample = None` as a plain attribute).
+    Constants (`use_res = stride == 1`) are also plain attributes where the
+    name does not shadow an nn.Module attribute.
     """
 
     def forward(self, *args, **kwargs):
         return _Interpreter(self).call(args, kwargs)
+
+    def extra_repr(self) -> str:
+        return self.__dict__.get("_dp_extra_repr", "")
+
+
+class DpSequential(nn.Sequential):
+    """Base class of `module X(...) extends Sequential { ... }`: an
+    nn.Sequential subclass named X whose entries are the bare modules of its
+    body ("0", "1", ...) and its named members, in source order."""
+
+    def extra_repr(self) -> str:
+        return self.__dict__.get("_dp_extra_repr", "")
+
+
+class DpClass:
+    """A module class as a value (norm_layer: Module = BatchNorm2d).  Calling
+    it builds the module, like calling nn.BatchNorm2d; partial(BatchNorm2d,
+    eps=0.001) is functools.partial over it."""
+
+    def __init__(self, builder: "Builder", name: str):
+        self.builder = builder
+        self.name = name
+
+    def __call__(self, *args, **kwargs):
+        pos = self.builder.call_pos
+        kw = [(k, v, pos) for k, v in kwargs.items()]
+        return self.builder.construct_named(self.name, list(args), kw, pos, pos)
+
+    def __repr__(self):
+        return self.name
+
+
+def _is_class(v) -> bool:
+    return isinstance(v, DpClass) or (isinstance(v, functools.partial) and _is_class(v.func))
 
 
 def _coerce_scalar(ptype: str, value, what: str, pos: Pos):
@@ -1418,8 +1712,88 @@ def _coerce_scalar(ptype: str, value, what: str, pos: Pos):
     elif ptype == "float":
         if _is_num(value):
             return float(value)
+    elif ptype == "str":
+        if isinstance(value, str):
+            return value
+    elif ptype == "Module":
+        if isinstance(value, nn.Module) or _is_class(value) or value is None:
+            return value
+        ptype = "a module, a module class or None"
     raise DpError(pos, f"{what} expects {ptype}, got {_type_name(value)}"
                        + (f" {value!r}" if _is_num(value) or isinstance(value, bool) else ""))
+
+
+def compare_values(op: str, a, b, pos: Pos) -> bool:
+    """==, !=, <, <=, >, >=, is, is not on values known when building
+    (numbers, strings, None, modules, classes; no tensors)."""
+    if op in ("is", "is not"):
+        if a is None or b is None or (isinstance(a, bool) and isinstance(b, bool)) or \
+                (isinstance(a, nn.Module) and isinstance(b, nn.Module)) or (_is_class(a) and _is_class(b)):
+            return (a is b) == (op == "is")
+        raise DpError(pos, f"'{op}' compares with None (or True, False): write '==' for "
+                           f"{_type_name(a)} and {_type_name(b)}")
+    nums = _is_num(a) or isinstance(a, bool), _is_num(b) or isinstance(b, bool)
+    if op in ("==", "!="):
+        if all(nums):
+            eq = a == b
+        elif type(a) is type(b) and isinstance(a, (str, tuple, type(None))):
+            eq = a == b
+        else:
+            eq = a is b
+        return eq == (op == "==")
+    if not (all(nums) or (isinstance(a, str) and isinstance(b, str))
+            or (isinstance(a, tuple) and isinstance(b, tuple))):
+        raise DpError(pos, f"cannot compare {_type_name(a)} and {_type_name(b)} with '{op}'")
+    try:
+        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+    except TypeError:
+        raise DpError(pos, f"cannot compare {_type_name(a)} and {_type_name(b)} with '{op}'") from None
+
+
+def format_fstring(e: "FStr", lookup) -> str:
+    """f"p={p}": each {name} shown as Python's f-string shows it;
+    {{ and }} are braces.  lookup(name) -> (found, value)."""
+    text, out, i = e.text, [], 0
+    src, line, col = e.pos
+
+    def at(k):
+        return Pos(src, line, col + 2 + k)
+
+    while i < len(text):
+        c = text[i]
+        if text.startswith("{{", i) or text.startswith("}}", i):
+            out.append(c)
+            i += 2
+            continue
+        if c == "}":
+            raise DpError(at(i), "f-string: a single '}' is not allowed; write '}}' for a brace")
+        if c != "{":
+            out.append(c)
+            i += 1
+            continue
+        j = text.find("}", i)
+        if j < 0:
+            raise DpError(at(i), "f-string: '{' without a closing '}'; write '{{' for a brace")
+        name = text[i + 1:j]
+        if not name.isidentifier() or not name.isascii():
+            raise DpError(at(i), f"f-string: '{{{name}}}' is not a name; only {{name}} is supported "
+                                 f"(a constructor parameter, a constant or a loop variable)")
+        found, v = lookup(name)
+        if not found:
+            raise DpError(at(i), f"f-string: unknown name '{{{name}}}'")
+        if isinstance(v, (nn.Module, list, dict)) or _is_class(v):
+            raise DpError(at(i), f"f-string: '{{{name}}}' is a {_type_name(v)}")
+        out.append(format(v))
+        i = j + 1
+    return "".join(out)
+
+
+def _truth(v, pos: Pos) -> bool:
+    if isinstance(v, torch.Tensor):
+        raise DpError(pos, "this condition is a tensor: a condition in forward must be known when "
+                           "compiling (constructor values, dims after the batch, members, None), "
+                           "since one graph serves every input")
+    return bool(v)
 
 
 class Builder:
@@ -1429,59 +1803,127 @@ class Builder:
         self.prog = prog
         self.classes: dict[str, type] = {}
         self.stack: list[str] = []
+        self.class_values: dict[str, DpClass] = {}
+        self.call_pos: Pos | None = None
 
     def class_for(self, mdef: ModuleDef) -> type:
         cls = self.classes.get(mdef.name)
         if cls is None:
-            cls = type(mdef.name, (DpModule,), {"__module__": "dp2torch.models",
-                                               "__qualname__": mdef.name})
+            base = DpSequential if mdef.base is not None else DpModule
+            cls = type(mdef.name, (base,), {"__module__": "dp2torch.models",
+                                            "__qualname__": mdef.name})
             self.classes[mdef.name] = cls
         return cls
 
+    def class_value(self, name: str) -> DpClass:
+        """The one DpClass per module name, so that `a is b` compares names."""
+        v = self.class_values.get(name)
+        if v is None:
+            v = self.class_values[name] = DpClass(self, name)
+        return v
+
     # ---- constructor-time expression evaluation ----
+    def _range(self, e, env):
+        rargs = [self.ceval(a, env) for a in e.range_args]
+        for a, node in zip(rargs, e.range_args):
+            if not isinstance(a, int) or isinstance(a, bool):
+                raise DpError(node.pos, f"range expects integers, got {_type_name(a)}")
+        return range(*rargs)
+
+    def _dict_key(self, kn, env, seen):
+        k = self.ceval(kn, env)
+        if not isinstance(k, str):
+            raise DpError(kn.pos, f"a dict key must be a string, got {_type_name(k)}")
+        if k in seen:
+            raise DpError(kn.pos, f"key '{k}' is given twice")
+        return k
+
     def ceval(self, e: Node, env: dict):
         if isinstance(e, Const):
             return e.value
         if isinstance(e, Name):
             if e.id in env:
                 return env[e.id]
+            if e.id in BUILTIN_MODULES or e.id in self.prog.modules:
+                return self.class_value(e.id)  # a module named, not called: a class
             raise DpError(e.pos, f"unknown name '{e.id}'{_suggest(e.id, env)}")
         if isinstance(e, TupleExpr):
             return tuple(self.ceval(x, env) for x in e.elts)
         if isinstance(e, ListExpr):
             return [self.ceval(x, env) for x in e.elts]
         if isinstance(e, ListComp):
-            rargs = [self.ceval(a, env) for a in e.range_args]
-            for a, node in zip(rargs, e.range_args):
-                if not isinstance(a, int) or isinstance(a, bool):
-                    raise DpError(node.pos, f"range expects integers, got {_type_name(a)}")
-            out = []
-            for i in range(*rargs):
-                out.append(self.ceval(e.elt, {**env, e.var: i}))
+            return [self.ceval(e.elt, {**env, e.var: i}) for i in self._range(e, env)]
+        if isinstance(e, DictComp):
+            out = {}
+            for i in self._range(e, env):
+                inner = {**env, e.var: i}
+                k = self._dict_key(e.key, inner, out)
+                out[k] = self.ceval(e.value, inner)
             return out
+        if isinstance(e, DictExpr):
+            out = {}
+            for kn, vn in e.items:
+                k = self._dict_key(kn, env, out)
+                out[k] = self.ceval(vn, env)
+            return out
+        if isinstance(e, FStr):
+            return format_fstring(e, lambda n: (n in env, env.get(n)))
         if isinstance(e, Unary):
             v = self.ceval(e.operand, env)
             if not _is_num(v):
                 raise DpError(e.pos, f"bad operand type for unary -: {_type_name(v)}")
             return -v
+        if isinstance(e, Not):
+            return not self.ceval(e.operand, env)
+        if isinstance(e, Cond):
+            return self.ceval(e.then if self.ceval(e.cond, env) else e.other, env)
         if isinstance(e, Binary):
-            return scalar_arith(e.op, self.ceval(e.left, env), self.ceval(e.right, env), e.pos)
+            left = self.ceval(e.left, env)
+            if e.op == "and":
+                return self.ceval(e.right, env) if left else left
+            if e.op == "or":
+                return left if left else self.ceval(e.right, env)
+            right = self.ceval(e.right, env)
+            if e.op in COMPARISONS or e.op in ("is", "is not"):
+                return compare_values(e.op, left, right, e.pos)
+            return scalar_arith(e.op, left, right, e.pos)
         if isinstance(e, Call):
             return self.construct(e, env)
+        if isinstance(e, (Index, Subscript)):
+            raise DpError(e.pos, "indexing is only allowed in forward")
+        if isinstance(e, Attr):
+            raise DpError(e.pos, f"'.{e.name}' is only allowed in forward")
         raise DpError(e.pos, "this expression is not allowed in constructor arguments")
 
-    def construct(self, call: Call, env: dict) -> nn.Module:
+    def construct(self, call: Call, env: dict):
         if not isinstance(call.func, Name):
             raise DpError(call.pos, "a module is constructed by name: Name(args...)")
         name = call.func.id
         args = [self.ceval(a, env) for a in call.args]
         kwargs = [(k, self.ceval(v, env), p) for k, v, p in call.kwargs]
+        if name == "partial" and name not in env:
+            if not args or not _is_class(args[0]):
+                raise DpError(call.pos, "partial() takes a module class first, as in "
+                                        "partial(BatchNorm2d, eps=0.001)")
+            return functools.partial(args[0], *args[1:], **{k: v for k, v, _ in kwargs})
+        if name in env:
+            cls = env[name]
+            if not _is_class(cls):
+                raise DpError(call.func.pos, f"'{name}' is {_type_name(cls)}, not a module class")
+            saved, self.call_pos = self.call_pos, call.func.pos
+            try:
+                return cls(*args, **{k: v for k, v, _ in kwargs})
+            finally:
+                self.call_pos = saved
+        return self.construct_named(name, args, kwargs, call.pos, call.func.pos)
+
+    def construct_named(self, name, args, kwargs, pos, name_pos) -> nn.Module:
         if name in BUILTIN_MODULES:
-            return self._build_builtin(name, args, kwargs, call.pos)
+            return self._build_builtin(name, args, kwargs, pos)
         if name in self.prog.modules:
-            return self.instantiate(self.prog.modules[name], args, kwargs, call.pos)
-        raise DpError(call.func.pos, f"unknown module '{name}'"
-                                     f"{_suggest(name, set(BUILTIN_MODULES) | set(self.prog.modules))}")
+            return self.instantiate(self.prog.modules[name], args, kwargs, pos)
+        raise DpError(name_pos, f"unknown module '{name}'"
+                                f"{_suggest(name, set(BUILTIN_MODULES) | set(self.prog.modules))}")
 
     def _build_builtin(self, name, args, kwargs, pos) -> nn.Module:
         factory, sig = BUILTIN_MODULES[name]
@@ -1491,6 +1933,13 @@ class Builder:
             if name == "Sequential":
                 if kwargs:
                     raise DpError(kwargs[0][2], "Sequential takes modules as positional arguments")
+                if len(args) == 1 and isinstance(args[0], dict):
+                    # Sequential(OrderedDict(...)): named entries (dpc does not take these yet)
+                    from collections import OrderedDict
+                    for k, a in args[0].items():
+                        if not isinstance(a, nn.Module):
+                            raise DpError(pos, f"Sequential entry '{k}' is a {_type_name(a)}, not a module")
+                    return nn.Sequential(OrderedDict(args[0]))
                 for i, a in enumerate(args):
                     if not isinstance(a, nn.Module):
                         raise DpError(pos, f"Sequential argument {i} is a {_type_name(a)}, not a module")
@@ -1506,9 +1955,11 @@ class Builder:
                 return nn.ModuleList(mods)
             bound = bind_args(name, sig, args, kwargs, pos)
             for k, v in bound.items():
-                if isinstance(v, nn.Module) or (isinstance(v, (list, tuple))
+                if isinstance(v, nn.Module) or _is_class(v) or (isinstance(v, (list, tuple))
                                                 and any(isinstance(x, nn.Module) for x in v)):
                     raise DpError(pos, f"{name} argument '{k}' cannot be a module")
+                if isinstance(v, dict):
+                    raise DpError(pos, f"{name} argument '{k}' cannot be a dict")
             return factory(**bound)
         except DpError:
             raise
@@ -1519,40 +1970,88 @@ class Builder:
         if mdef.name in self.stack:
             chain = " -> ".join(self.stack + [mdef.name])
             raise DpError(pos, f"module {mdef.name} contains itself: {chain}")
-        sig = []
-        for p in mdef.params:
-            default = REQUIRED
-            if p.default is not None:
-                default = self.ceval(p.default, {})  # defaults see no other parameter
-            sig.append((p.name, default))
-        bound = bind_args(mdef.name, sig, args, kwargs, pos)
+        # Defaults are evaluated per call, seeing the parameters before them
+        # (b: int = a + 1); a parameter of any type may be None.
+        names = [p.name for p in mdef.params]
+        given = bind_args(mdef.name, [(n, None) for n in names], args, kwargs, pos)
+        present = {n for n in names[:len(args)]} | {k for k, _, _ in kwargs}
         env = {}
         for p in mdef.params:
-            env[p.name] = _coerce_scalar(p.type, bound[p.name],
-                                         f"{mdef.name} parameter '{p.name}'", pos)
+            if p.name in present:
+                v = given[p.name]
+            elif p.default is not None:
+                v = self.ceval(p.default, dict(env))
+            else:
+                raise DpError(pos, f"{mdef.name} is missing required argument '{p.name}'")
+            if v is not None:
+                v = _coerce_scalar(p.type, v, f"{mdef.name} parameter '{p.name}'",
+                                   pos if p.name in present else p.default.pos)
+            env[p.name] = v
         self.stack.append(mdef.name)
         try:
             inst = self.class_for(mdef)()
             inst._dp_def = mdef
             inst._dp_env = env
-            for mem in mdef.members:
-                value = self.ceval(mem.value, env)
-                if isinstance(value, list):  # [Block(d) for _ in range(n)] / [A(), B()]
-                    for i, v in enumerate(value):
-                        if not isinstance(v, nn.Module):
-                            raise DpError(mem.value.pos, f"entry {i} of member '{mem.name}' is a "
-                                                         f"{_type_name(v)}, not a module")
-                    value = nn.ModuleList(value)
-                if not isinstance(value, nn.Module):
-                    raise DpError(mem.value.pos, f"member '{mem.name}' must be a module, "
-                                                 f"got {_type_name(value)}")
-                # Bypass add_module's attribute check: a member may be called
-                # `eval` or `float` without shadowing nn.Module methods.
-                inst._modules[mem.name] = value
+            inst._dp_extra_repr = ""
+            state = {"entries": 0, "defined": set()}
+            self._body(inst, mdef, mdef.members, env, set(names), state)
             inst._dp_sig = self._forward_sig(mdef, env)
         finally:
             self.stack.pop()
         return inst
+
+    def _body(self, inst, mdef, items, env, params, state):
+        """The members, constants and entries of a module body, in source
+        order, taking the branches of `if` the constructor values pick."""
+        for it in items:
+            if isinstance(it, MemberIf):
+                branch = it.then if self.ceval(it.cond, env) else it.orelse
+                self._body(inst, mdef, branch, env, params, state)
+            elif isinstance(it, Entry):
+                if mdef.base is None:
+                    raise DpError(it.pos, f"a bare module in a module body is an entry of a "
+                                          f"Sequential subclass; here write 'name = ...'")
+                v = self.ceval(it.value, env)
+                if not isinstance(v, nn.Module):
+                    raise DpError(it.pos, f"an entry of Sequential subclass '{mdef.name}' must be a "
+                                          f"module, got {_type_name(v)}")
+                inst._modules[str(state["entries"])] = v
+                state["entries"] += 1
+            else:
+                self._member(inst, mdef, it, env, params, state)
+
+    def _member(self, inst, mdef, mem, env, params, state):
+        if mem.name in state["defined"]:
+            raise DpError(mem.pos, f"member '{mem.name}' is defined twice in module {mdef.name}")
+        state["defined"].add(mem.name)
+        is_param = mem.name in params
+        # members and constructor parameters are two namespaces (self.x and x):
+        # a member may take a parameter's name (self.dropout = nn.Dropout(dropout))
+        value = self.ceval(mem.value, env)
+        if mem.name == "extra_repr":
+            if not isinstance(value, str):
+                raise DpError(mem.value.pos, f"extra_repr must be a string, got {_type_name(value)}")
+            inst._dp_extra_repr = value
+            return
+        if isinstance(value, list):  # [Block(d) for _ in range(n)] / [A(), B()]
+            for i, v in enumerate(value):
+                if not isinstance(v, nn.Module):
+                    raise DpError(mem.value.pos, f"entry {i} of member '{mem.name}' is a "
+                                                 f"{_type_name(v)}, not a module")
+            value = nn.ModuleList(value)
+        if isinstance(value, nn.Module):
+            # Bypass add_module's attribute check: a member may be called
+            # `eval` or `float` without shadowing nn.Module methods.
+            inst._modules[mem.name] = value
+            return
+        if is_param and isinstance(mem.value, Name) and mem.value.id == mem.name:
+            return  # `downsample = downsample` with None, a number or a class: already in env
+        # a constant: visible to later members and to forward, and a plain
+        # attribute as `self.use_res = ...` makes it (unless that would
+        # shadow an nn.Module attribute)
+        env[mem.name] = value
+        if not hasattr(type(inst), mem.name) and mem.name not in inst.__dict__:
+            inst.__dict__[mem.name] = value
 
     def _forward_sig(self, mdef: ModuleDef, env: dict) -> list[dict] | None:
         if mdef.forward is None:
@@ -1562,6 +2061,9 @@ class Builder:
             if isinstance(p, TensorParam):
                 dims = []
                 for d in p.dims[1:]:
+                    if isinstance(d, Name) and d.id not in env:
+                        dims.append(("free", d.id, d.pos))  # takes the caller's size
+                        continue
                     v = self.ceval(d, env)
                     if not isinstance(v, int) or isinstance(v, bool) or v < 0:
                         raise DpError(d.pos, f"a dim must be a non-negative integer, got {v!r}")
@@ -1595,8 +2097,15 @@ class Builder:
             raise DpError(expr.pos, "the model is a user module: model = Name(...) "
                                     "or model = DataParallel(Name(...))")
         inner = self.construct(expr, {})
-        if inner._dp_sig is None:
+        if getattr(inner, "_dp_sig", None) is None:
             raise DpError(expr.pos, f"module {expr.func.id} has no forward")
+        for p in inner._dp_sig:
+            for d in p.get("dims", [])[1:]:
+                if isinstance(d, tuple):
+                    raise DpError(d[2], f"the entry model's input '{p['name']}' needs every dim "
+                                        f"after the batch known: '{d[1]}' is not a constructor "
+                                        f"parameter or constant (a dim named freely takes its size "
+                                        f"from the caller, and the entry model has none)")
         if dp_kwargs is None:
             return inner, inner, None
         return _make_data_parallel(inner), inner, dp_kwargs
@@ -1656,6 +2165,7 @@ class _Interpreter:
         self.mdef: ModuleDef = module._dp_def
         self.env = module._dp_env
         self.locals: dict = {}
+        self.free: dict = {}  # sizes of the dims named freely by the parameters
 
     # ---- argument binding and shape checks ----
     def call(self, args, kwargs):
@@ -1689,6 +2199,8 @@ class _Interpreter:
             self.locals[p["name"]] = self._check_tensor(p, v, batch)
         for bname, (size, _) in batch.items():
             self.locals[bname] = size
+        for dname, size in self.free.items():
+            self.locals.setdefault(dname, size)
         try:
             self.exec_body(self.mdef.forward.body)
         except _ReturnSignal as r:
@@ -1704,9 +2216,15 @@ class _Interpreter:
         if want_float != v.is_floating_point():
             raise DpError(p["pos"], f"{name} parameter '{p['name']}' expects {p['dtype']} "
                                     f"values, got {str(v.dtype).replace('torch.', '')}")
-        dims = p["dims"]
+        dims = list(p["dims"])
         bname = p["batch_name"]
-        shown = [bname] + dims[1:]
+        # a dim named freely (x: [N, C, H, W]) takes the caller's size, the
+        # same for every use of the name; it is an int in the body
+        for k, d in enumerate(dims):
+            if isinstance(d, tuple) and k < v.dim():
+                size = self.free.setdefault(d[1], int(v.shape[k]))
+                dims[k] = size
+        shown = [bname] + [d[1] if isinstance(d, tuple) else d for d in p["dims"][1:]]
         if v.dim() != len(dims) or any(d is not None and d != s for d, s in zip(dims, v.shape)):
             raise DpError(p["pos"], f"{name} parameter '{p['name']}' expects {_shape_str(shown)}, "
                                     f"got {_shape_str(list(v.shape))}")
@@ -1742,6 +2260,9 @@ class _Interpreter:
                 for child in it:
                     self.locals[st.var] = child
                     self.exec_body(st.body)
+            elif isinstance(st, If):
+                taken = _truth(self.eval(st.cond), st.cond.pos)
+                self.exec_body(st.body if taken else st.orelse)
             elif isinstance(st, Return):
                 vals = [self.eval(v) for v in st.values]
                 raise _ReturnSignal(vals[0] if len(vals) == 1 else tuple(vals))
@@ -1783,13 +2304,45 @@ class _Interpreter:
             if isinstance(v, torch.Tensor) or _is_num(v):
                 return -v
             raise DpError(e.pos, f"bad operand type for unary -: {_type_name(v)}")
+        if isinstance(e, Not):
+            return not _truth(self.eval(e.operand), e.operand.pos)
+        if isinstance(e, Cond):
+            return self.eval(e.then if _truth(self.eval(e.cond), e.cond.pos) else e.other)
         if isinstance(e, Binary):
-            return self.binary(e, self.eval(e.left), self.eval(e.right))
+            if e.op in ("and", "or"):
+                left = self.eval(e.left)
+                self._no_tensor(e, left)
+                if bool(left) == (e.op == "or"):
+                    return left  # short-circuit, as Python
+                right = self.eval(e.right)
+                self._no_tensor(e, right)
+                return right
+            left, right = self.eval(e.left), self.eval(e.right)
+            if e.op in ("is", "is not") and (left is None or right is None):
+                return (left is right) == (e.op == "is")  # a tensor is never None
+            if e.op in COMPARISONS or e.op in ("is", "is not"):
+                self._no_tensor(e, left)
+                self._no_tensor(e, right)
+                return compare_values(e.op, left, right, e.pos)
+            return self.binary(e, left, right)
         if isinstance(e, Index):
             return self.index(e)
         if isinstance(e, Call):
             return self.call_expr(e)
+        if isinstance(e, Subscript):
+            raise DpError(e.pos, "slicing is not supported yet")
+        if isinstance(e, Attr):
+            raise DpError(e.pos, "attribute access is not supported yet")
+        if isinstance(e, (Slice, Ellipsis_)):
+            raise DpError(e.pos, "a slice is only allowed inside [...]")
         raise DpError(e.pos, "unsupported expression")
+
+    @staticmethod
+    def _no_tensor(e, v):
+        if isinstance(v, torch.Tensor):
+            raise DpError(e.pos, f"'{e.op}' is given a tensor: comparisons, 'and', 'or' and 'is' "
+                                 f"take values known when compiling (constructor values, dims after "
+                                 f"the batch, members, None), not tensors")
 
     def binary(self, e: Binary, a, b):
         ta, tb = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
@@ -1859,6 +2412,11 @@ class _Interpreter:
             return self.call_builtin(e, f.id)
         callee = self.eval(f)
         label = _callee_label(f)
+        if callee is None:
+            raise DpError(e.pos, f"'{label}' is None, not a module")
+        if _is_class(callee):
+            raise DpError(e.pos, f"'{label}' is a module class: modules are created as members "
+                                 f"('{label} = ...(...)')")
         if not isinstance(callee, nn.Module):
             raise DpError(e.pos, f"'{label}' is a {_type_name(callee)}, not callable")
         if isinstance(callee, nn.ModuleList):

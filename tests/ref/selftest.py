@@ -836,9 +836,39 @@ class TestErrors(TempDirCase):
         ("module M {\n    fc = Linear(10, 5)\n    forward(x: [N, 10]) { return fc(x) + }\n}\n",
          3, 42, "expected an expression, got '}'"),
         ("module M {\n    fc = Linear(10, 5)\n    fc = Linear(10, 5)\n}\n",
-         3, 5, "duplicate member 'fc'"),
+         3, 5, "member 'fc' is defined twice"),
         ("module M(d: int = 3) {\n    forward(x: [N, dd]) { return x }\n}\n",
-         2, 20, "unknown name 'dd' in dims"),
+         2, 20, "the entry model's input 'x' needs every dim after the batch known: 'dd'"),
+        ("module M(d: int = 3) {\n    forward(x: [N, d + e]) { return x }\n}\n",
+         2, 24, "unknown name 'e' in dims"),
+        # the constructs of if/elif/else, comparisons, str/Module parameters,
+        # extends Sequential, f-strings and dicts
+        ("module M(a: bool = true) {\n    if a {\n        forward(x: [N, 1]) { return x }\n    }\n}\n",
+         3, 9, "forward cannot be inside an if"),
+        ("module M {\n    ReLU()\n    forward(x: [N, 1]) { return x }\n}\n",
+         2, 5, "a bare module in a module body is an entry of a Sequential subclass"),
+        ("module M extends ModuleList {\n    ReLU()\n}\n", 1, 18, "extend only Sequential"),
+        ("module M extends Sequential {\n    ReLU()\n    forward(x: [N, 1]) { return x }\n}\n",
+         3, 5, "extends Sequential, which runs its entries in order"),
+        ("module M(s: str = 3) {\n    forward(x: [N, 1]) { return x }\n}\n",
+         1, 19, "expects str, got int"),
+        ("module B(m: Module = 2) {\n    forward(x: [N, 1]) { return x }\n}\n",
+         1, 22, "expects a module, a module class or None, got int"),
+        ("module M(a: int = 1) {\n    b = a is 1\n    forward(x: [N, 1]) { return x }\n}\n",
+         2, 11, "'is' compares with None"),
+        ('module M(a: str = "x") {\n    b = a < 1\n    forward(x: [N, 1]) { return x }\n}\n',
+         2, 11, "cannot compare string and int with '<'"),
+        ('module M {\n    extra_repr = f"a={b}"\n    forward(x: [N, 1]) { return x }\n}\n',
+         2, 22, "f-string: unknown name '{b}'"),
+        ('module M {\n    extra_repr = f"a={b"\n    forward(x: [N, 1]) { return x }\n}\n',
+         2, 22, "'{' without a closing '}'"),
+        ('module M {\n    d = {"a": 1, "a": 2}\n    forward(x: [N, 1]) { return x }\n}\n',
+         2, 18, "key 'a' is given twice"),
+        ('module M {\n    d = {1: 2}\n    forward(x: [N, 1]) { return x }\n}\n',
+         2, 10, "a dict key must be a string, got int"),
+        ("module M(a: bool = true) {\n    if a { f = ReLU() }\n    if a { f = GELU() }\n"
+         "    forward(x: [N, 1]) { return f(x) }\n}\n",
+         3, 12, "member 'f' is defined twice"),
         ("module M {\n    forward(x: [N, 10]) { y = x }\n}\n",
          2, 5, "must end with a return"),
         ("module M {\n    g = GELU(approximate='tanh')\n}\n",
@@ -893,6 +923,27 @@ class TestErrors(TempDirCase):
         with self.assertRaises(dp2torch.DpError) as cm:
             model(torch.zeros(2, 320))
         self.assertIn(f"{path}:3:35: error: fc1 expects [..., 80], got [2, 320]", str(cm.exception))
+
+    def test_runtime_language_errors(self):
+        """Misuse that shows when forward runs: a tensor condition, calling a
+        None member or a class, comparing a tensor."""
+        cases = [
+            ("module M {\n    forward(x: [N, 1]) {\n        if x { return x }\n        return x\n    }\n}\n",
+             "3:12: error: this condition is a tensor"),
+            ("module M(ds: Module = None) {\n    ds = ds\n    forward(x: [N, 1]) { return ds(x) }\n}\n",
+             "3:33: error: 'ds' is None, not a module"),
+            ("module M {\n    c = BatchNorm2d\n    forward(x: [N, 1]) { return c(x) }\n}\n",
+             "3:33: error: 'c' is a module class"),
+            ("module M {\n    forward(x: [N, 1]) { return x if x > 0 else x }\n}\n",
+             "2:40: error: '>' is given a tensor"),
+        ]
+        for i, (text, frag) in enumerate(cases):
+            with self.subTest(case=i):
+                path = self.write(f"rt{i}.dp", text)
+                model, _ = dp2torch.load_model(path)
+                with self.assertRaises(dp2torch.DpError) as cm:
+                    model(torch.zeros(2, 1))
+                self.assertIn(f"{path}:{frag}", str(cm.exception))
 
 
 # ---------------------------------------------------------------------------
