@@ -965,8 +965,11 @@ static DPC_NOINLINE bool instantiate_subclass(sema *s, const module_def *d, cons
                                               const node *n, val *out) {
     builtin_kind bi = builtin_lookup(d->base);
     if (!bi || bi == BI_MODULELIST || bi == BI_DATAPARALLEL) {
-        error_at(s->c, d->base_at, "a module can extend Sequential or a builtin module such as LayerNorm, not '%s'",
-                 d->base);
+        int nb;
+        const char *const *names = builtin_names(&nb);
+        const char *near = bi ? NULL : nearest_name(d->base, names, nb);
+        error_at(s->c, d->base_at, "a module can extend Sequential or a builtin module such as LayerNorm, not '%s'%s%s%s",
+                 d->base, near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
         return false;
     }
     if (d->params.len || d->members.len) {

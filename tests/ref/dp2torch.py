@@ -296,6 +296,7 @@ ListExpr = _node("ListExpr", "elts")
 ListComp = _node("ListComp", "elt var range_args")  # [elt for var in range(args)]
 Unary = _node("Unary", "op operand")
 Binary = _node("Binary", "op left right")
+Starred = _node("Starred", "value")        # f(*xs)
 Attr = _node("Attr", "value name")           # finfo(float32).min
 Call = _node("Call", "func args kwargs")      # kwargs: list of (name, expr, pos)
 Index = _node("Index", "value index")
@@ -304,7 +305,6 @@ Cond = _node("Cond", "cond then other")      # then if cond else other
 FStr = _node("FStr", "text")                 # f"...", the raw text between the quotes
 DictExpr = _node("DictExpr", "items")        # items: list of (key expr, value expr)
 DictComp = _node("DictComp", "key value var range_args")
-Attr = _node("Attr", "value name")           # x.shape (parsed; not part of the language yet)
 Subscript = _node("Subscript", "value items")  # x[1:, ...] (parsed; not part of the language yet)
 Slice = _node("Slice", "start stop step")
 Ellipsis_ = _node("Ellipsis_", "")
@@ -760,6 +760,9 @@ class Parser:
                     raise DpError(t.pos, f"keyword argument '{t.value}' given twice")
                 seen.add(t.value)
                 kwargs.append((t.value, self.parse_expr(), t.pos))
+            elif self.at_op("*"):  # f(*xs): the items as positional arguments
+                star = self.next()
+                args.append(Starred(star.pos, self.parse_expr()))
             else:
                 if kwargs:
                     raise DpError(t.pos, "positional argument after keyword argument")
@@ -906,6 +909,9 @@ def _type_name(v) -> str:
 def _is_num(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
+
+# Python's builtins on constructor values (torchvision's _make_divisible inline).
+PY_BUILTINS = {"max": max, "min": min, "abs": abs, "int": int, "float": float, "round": round, "len": len}
 
 def scalar_arith(op: str, a, b, pos: Pos):
     """`a op b` on Python numbers, with the language's integer rules:
@@ -1406,7 +1412,7 @@ def _children(e: Node):
         return [e.func] + list(e.args) + [x for _, x, _ in e.kwargs]
     if isinstance(e, Index):
         return [e.value, e.index]
-    if isinstance(e, Attr):
+    if isinstance(e, (Attr, Starred)):
         return [e.value]
     if isinstance(e, Subscript):
         return [e.value] + list(e.items)
@@ -1619,7 +1625,7 @@ def _check_ctor_expr(e: Node, ctor_names: set, module_names: set):
                 if n == "DataParallel":
                     raise DpError(node.pos, "DataParallel wraps the entry model only "
                                             "(model = DataParallel(Name(...)))")
-                if n not in module_names and n != "partial" and n not in ctor_names:
+                if n not in module_names and n != "partial" and n not in ctor_names and n not in PY_BUILTINS:
                     what = ("a function; members are modules" if n in BUILTIN_FUNCTIONS else
                             "not a module" + _suggest(n, module_names))
                     raise DpError(node.func.pos, f"'{n}' is {what}")
@@ -1886,8 +1892,13 @@ class Builder:
             right = self.ceval(e.right, env)
             if e.op in COMPARISONS or e.op in ("is", "is not"):
                 return compare_values(e.op, left, right, e.pos)
+            if e.op == "+" and type(left) is type(right) and isinstance(left, (list, tuple)):
+                return left + right  # [a] + [b]
             return scalar_arith(e.op, left, right, e.pos)
         if isinstance(e, Call):
+            if (isinstance(e.func, Name) and e.func.id in PY_BUILTINS and e.func.id not in env
+                    and e.func.id not in BUILTIN_MODULES and e.func.id not in self.prog.modules):
+                return PY_BUILTINS[e.func.id](*self._cargs(e.args, env))
             return self.construct(e, env)
         if isinstance(e, (Index, Subscript)):
             raise DpError(e.pos, "indexing is only allowed in forward")
@@ -1895,11 +1906,24 @@ class Builder:
             raise DpError(e.pos, f"'.{e.name}' is only allowed in forward")
         raise DpError(e.pos, "this expression is not allowed in constructor arguments")
 
+    def _cargs(self, nodes, env):
+        """Positional constructor arguments, `*xs` spread."""
+        out = []
+        for a in nodes:
+            if isinstance(a, Starred):
+                v = self.ceval(a.value, env)
+                if not isinstance(v, (list, tuple)):
+                    raise DpError(a.pos, f"'*' spreads a list or tuple, got {_type_name(v)}")
+                out.extend(v)
+            else:
+                out.append(self.ceval(a, env))
+        return out
+
     def construct(self, call: Call, env: dict):
         if not isinstance(call.func, Name):
             raise DpError(call.pos, "a module is constructed by name: Name(args...)")
         name = call.func.id
-        args = [self.ceval(a, env) for a in call.args]
+        args = self._cargs(call.args, env)
         kwargs = [(k, self.ceval(v, env), p) for k, v, p in call.kwargs]
         if name == "partial" and name not in env:
             if not args or not _is_class(args[0]):
@@ -2320,6 +2344,8 @@ class _Interpreter:
             left, right = self.eval(e.left), self.eval(e.right)
             if e.op in ("is", "is not") and (left is None or right is None):
                 return (left is right) == (e.op == "is")  # a tensor is never None
+            if e.op in COMPARISONS and (isinstance(left, torch.Tensor) or isinstance(right, torch.Tensor)):
+                return self.binary(e, left, right)  # a bool mask
             if e.op in COMPARISONS or e.op in ("is", "is not"):
                 self._no_tensor(e, left)
                 self._no_tensor(e, right)
@@ -2404,6 +2430,19 @@ class _Interpreter:
             raise DpError(e.pos, "tensor indexing is not part of the language")
         raise DpError(e.pos, f"cannot index a {_type_name(v)}")
 
+    def _fargs(self, nodes):
+        """Positional forward arguments, `*xs` spread."""
+        out = []
+        for a in nodes:
+            if isinstance(a, Starred):
+                v = self.eval(a.value)
+                if not isinstance(v, (list, tuple)):
+                    raise DpError(a.pos, f"'*' spreads a tuple or list, got {_type_name(v)}")
+                out.extend(v)
+            else:
+                out.append(self.eval(a))
+        return out
+
     def call_expr(self, e: Call):
         f = e.func
         # A builtin function, unless a local/member/parameter has that name.
@@ -2422,7 +2461,7 @@ class _Interpreter:
         if isinstance(callee, nn.ModuleList):
             raise DpError(e.pos, f"'{label}' is a ModuleList; iterate it with for or call "
                                  f"an entry: {label}[0](x)")
-        args = [self.eval(a) for a in e.args]
+        args = self._fargs(e.args)
         kwargs = {k: self.eval(v) for k, v, _ in e.kwargs}
         if isinstance(callee, DpModule):
             return callee(*args, **kwargs)
@@ -2454,7 +2493,7 @@ class _Interpreter:
 
     def call_builtin(self, e: Call, name: str):
         sig, impl, tensor_args = BUILTIN_FUNCTIONS[name]
-        args = [self.eval(a) for a in e.args]
+        args = self._fargs(e.args)
         kwargs = [(k, self.eval(v), p) for k, v, p in e.kwargs]
         if sig == "creation":  # arange / ones / zeros: (sizes..., dtype=)
             bound = {"*": args}
