@@ -23,6 +23,10 @@ const char *emit_prod(char *b, size_t n, const shape *s, int from, int to);
 void emit_comment(dpc_buf *o, const char *indent, const ir_node *n);
 void emit_offset(const kgraph *kg, dpc_buf *o, const ir_node *x, const shape *os, bool coords_ok);
 void emit_coords(dpc_buf *o, const char *indent, const shape *os);
+/* The offset of a strided view's element (vc[0], ...) (NULL: 0), or of
+ * the element at coordinates c0, c1, ... */
+void emit_strided(dpc_buf *o, const kaccess *a, const char *const *vc, int rank);
+void emit_coord_offset(dpc_buf *o, const kaccess *a, int rank);
 /* A leaf (constant, forward scalar, the batch size) as a float expression;
  * every kernel of both dialects has `ctx` and the local `N`. */
 void emit_leaf(dpc_buf *o, const ir_node *leaf);

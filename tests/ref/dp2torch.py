@@ -104,8 +104,8 @@ Token = namedtuple("Token", "kind value pos")
 KEYWORDS = {"module", "forward", "import", "for", "in", "return",
             "true", "false", "True", "False", "None"}
 # Longest first, so that "//" wins over "/" and "**" over "*".
-OPERATORS = ["//", "**", "+", "-", "*", "/", "@", "=", ",", ":",
-             "(", ")", "[", "]", "{", "}", ";"]
+OPERATORS = ["...", "//", "**", "+", "-", "*", "/", "@", "=", ",", ":",
+             "(", ")", "[", "]", "{", "}", ";", "."]
 
 
 def tokenize(src: Source) -> list[Token]:
@@ -258,6 +258,11 @@ Unary = _node("Unary", "op operand")
 Binary = _node("Binary", "op left right")
 Call = _node("Call", "func args kwargs")      # kwargs: list of (name, expr, pos)
 Index = _node("Index", "value index")
+# indexing and shapes (x[:, 0, None], x.shape): items are expressions, Slice or EllipsisItem
+Subscript = _node("Subscript", "value items")
+Slice = _node("Slice", "start stop step")    # each None when left out
+EllipsisItem = _node("EllipsisItem", "")
+Attr = _node("Attr", "value name")
 # statements
 Assign = _node("Assign", "targets value")     # targets: list of (name, pos)
 For = _node("For", "var iter body")
@@ -546,11 +551,41 @@ class Parser:
                 e = self.parse_call(e)
             elif self.at_op("["):
                 t = self.next()
-                idx = self.parse_expr()
+                items = [self.parse_subscript_item()]
+                while self.accept_op(","):
+                    items.append(self.parse_subscript_item())
                 self.expect_op("]", "']' after the index")
-                e = Index(t.pos, e, idx)
+                if len(items) == 1 and not isinstance(items[0], (Slice, EllipsisItem)):
+                    e = Index(t.pos, e, items[0])
+                else:
+                    e = Subscript(t.pos, e, items)
+            elif self.at_op("."):
+                t = self.next()
+                name = self.expect_ident("an attribute name after '.'")
+                if isinstance(e, Name) and e.id in ("torch", "nn", "F", "functional"):
+                    e = Name(name.pos, name.value)  # namespaces vanish: torch.cat is cat
+                elif self.at_op("("):
+                    call = self.parse_call(Name(name.pos, name.value))
+                    call.args.insert(0, e)  # x.f(a) is f(x, a)
+                    e = call
+                else:
+                    e = Attr(t.pos, e, name.value)
             else:
                 return e
+
+    def parse_subscript_item(self) -> Node:
+        t = self.peek()
+        if self.accept_op("..."):
+            return EllipsisItem(t.pos)
+        parts = [None]
+        if not self.at_op(":"):
+            parts[0] = self.parse_expr()
+            if not self.at_op(":"):
+                return parts[0]
+        while len(parts) < 3 and self.accept_op(":"):
+            parts.append(None if self.at_op(":") or self.at_op(",") or self.at_op("]") else self.parse_expr())
+        parts += [None] * (3 - len(parts))
+        return Slice(t.pos, *parts)
 
     def parse_call(self, func: Node) -> Call:
         self.expect_op("(")
@@ -848,6 +883,15 @@ def _layer_norm(a, pos):
     return F.layer_norm(a["input"], shape, a["weight"], a["bias"], a["eps"])
 
 
+def _squeeze(a, pos):
+    x, d = a["input"], a["dim"]
+    if d is None:
+        return torch.squeeze(x)
+    for k in sorted((d if isinstance(d, (list, tuple)) else [d]), key=lambda k: k % x.dim(), reverse=True):
+        x = torch.squeeze(x, k % a["input"].dim())
+    return x
+
+
 def _cat(a, pos):
     ts = a["tensors"]
     if not isinstance(ts, (list, tuple)) or not ts:
@@ -892,6 +936,37 @@ BUILTIN_FUNCTIONS = {
                     ("bias", None), ("eps", 1e-5)], _layer_norm, ("input",)),
     "dropout": ([("input", REQUIRED), ("p", 0.5)],
                 lambda a, p: F.dropout(a["input"], a["p"], training=False), ("input",)),
+    # indexing and shape functions (W1)
+    "view": (None, lambda a, p: a["input"].view(_shape_args("view", a, p)), ("input",)),
+    "size": ([("input", REQUIRED), ("dim", None)],
+             lambda a, p: tuple(int(d) for d in a["input"].size()) if a["dim"] is None
+             else int(a["input"].size(a["dim"])), ("input",)),
+    "dim": ([("input", REQUIRED)], lambda a, p: a["input"].dim(), ("input",)),
+    "unsqueeze": ([("input", REQUIRED), ("dim", REQUIRED)],
+                  lambda a, p: torch.unsqueeze(a["input"], a["dim"]), ("input",)),
+    "squeeze": ([("input", REQUIRED), ("dim", None)], _squeeze, ("input",)),
+    "expand": (None, lambda a, p: a["input"].expand(*_shape_args("expand", a, p)), ("input",)),
+    "expand_as": ([("input", REQUIRED), ("other", REQUIRED)],
+                  lambda a, p: a["input"].expand_as(a["other"]), ("input", "other")),
+    "contiguous": ([("input", REQUIRED)], lambda a, p: a["input"].contiguous(), ("input",)),
+    "split": ([("tensor", REQUIRED), ("split_size_or_sections", REQUIRED), ("dim", 0)],
+              lambda a, p: tuple(torch.split(a["tensor"], a["split_size_or_sections"], a["dim"])), ("tensor",)),
+    "chunk": ([("input", REQUIRED), ("chunks", REQUIRED), ("dim", 0)],
+              lambda a, p: tuple(torch.chunk(a["input"], a["chunks"], a["dim"])), ("input",)),
+    "t": ([("input", REQUIRED)], lambda a, p: torch.t(a["input"]), ("input",)),
+    "adaptive_avg_pool2d": ([("input", REQUIRED), ("output_size", REQUIRED)],
+                            lambda a, p: F.adaptive_avg_pool2d(a["input"], a["output_size"]), ("input",)),
+    "pow": ([("input", REQUIRED), ("exponent", REQUIRED)],
+            lambda a, p: torch.pow(a["input"], a["exponent"]), ()),
+    "clamp": ([("input", REQUIRED), ("min", None), ("max", None)],
+              lambda a, p: torch.clamp(a["input"], a["min"], a["max"]), ("input",)),
+    "clamp_min": ([("input", REQUIRED), ("min", REQUIRED)],
+                  lambda a, p: torch.clamp_min(a["input"], a["min"]), ("input",)),
+    "clamp_max": ([("input", REQUIRED), ("max", REQUIRED)],
+                  lambda a, p: torch.clamp_max(a["input"], a["max"]), ("input",)),
+    "erf": ([("input", REQUIRED)], _unary(torch.erf), ()),
+    "rsqrt": ([("input", REQUIRED)], _unary(torch.rsqrt), ()),
+    "neg": ([("input", REQUIRED)], _unary(torch.neg), ()),
 }
 
 
@@ -1090,6 +1165,15 @@ def check_module(prog: Program, m: ModuleDef):
         elif isinstance(e, Index):
             check_expr(e.value)
             check_expr(e.index)
+        elif isinstance(e, Subscript):
+            check_expr(e.value)
+            for it in e.items:
+                for part in ((it.start, it.stop, it.step) if isinstance(it, Slice) else
+                             () if isinstance(it, EllipsisItem) else (it,)):
+                    if part is not None:
+                        check_expr(part)
+        elif isinstance(e, Attr):
+            check_expr(e.value)
 
     def check_body(body):
         for st in body:
@@ -1549,12 +1633,23 @@ class _Interpreter:
             return self.binary(e, self.eval(e.left), self.eval(e.right))
         if isinstance(e, Index):
             return self.index(e)
+        if isinstance(e, Subscript):
+            return self.subscript(e)
+        if isinstance(e, Attr):
+            v = self.eval(e.value)
+            if isinstance(v, torch.Tensor) and e.name == "shape":
+                return tuple(int(d) for d in v.shape)
+            if isinstance(v, torch.Tensor) and e.name == "ndim":
+                return v.dim()
+            raise DpError(e.pos, f"a {_type_name(v)} has no attribute '{e.name}'")
         if isinstance(e, Call):
             return self.call_expr(e)
         raise DpError(e.pos, "unsupported expression")
 
     def binary(self, e: Binary, a, b):
         ta, tb = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
+        if isinstance(a, tuple) and isinstance(b, tuple) and e.op == "+":
+            return a + b  # x.size()[:-1] + (heads, d)
         if not (ta or tb):
             return scalar_arith(e.op, a, b, e.pos)
         for v in (a, b):
@@ -1587,9 +1682,39 @@ class _Interpreter:
             raise DpError(e.pos, f"{e.op} cannot combine {sa} and {sb}: {_first_line(ex)}") from None
         raise DpError(e.pos, f"unknown operator {e.op}")
 
+    def subscript(self, e: Subscript):
+        v = self.eval(e.value)
+        items = []
+        for it in e.items:
+            if isinstance(it, EllipsisItem):
+                items.append(Ellipsis)
+            elif isinstance(it, Slice):
+                parts = [None if p is None else self.eval(p) for p in (it.start, it.stop, it.step)]
+                for p in parts:
+                    if p is not None and (not isinstance(p, int) or isinstance(p, bool)):
+                        raise DpError(it.pos, f"a slice bound is an integer, got {_type_name(p)}")
+                items.append(slice(*parts))
+            else:
+                items.append(self.eval(it))
+        if isinstance(v, tuple):
+            if len(items) != 1 or not isinstance(items[0], slice):
+                raise DpError(e.pos, "a tuple takes one index or one slice")
+            return v[items[0]]
+        if not isinstance(v, torch.Tensor):
+            raise DpError(e.pos, f"cannot slice a {_type_name(v)}")
+        try:
+            return v[tuple(items)]
+        except Exception as ex:
+            raise DpError(e.pos, f"indexing: {_first_line(ex)}") from None
+
     def index(self, e: Index):
         v = self.eval(e.value)
         i = self.eval(e.index)
+        if isinstance(v, torch.Tensor) and (i is None or (isinstance(i, int) and not isinstance(i, bool))):
+            try:
+                return v[i]
+            except Exception as ex:
+                raise DpError(e.pos, f"indexing: {_first_line(ex)}") from None
         if not isinstance(i, int) or isinstance(i, bool):
             raise DpError(e.index.pos, f"an index is an integer, got {_type_name(i)}")
         if isinstance(v, (nn.ModuleList, nn.Sequential, tuple)):
