@@ -1442,9 +1442,12 @@ def _rand_slice(R, n):
         if r < 0.45:
             return str(-R.randint(1, n + 2))
         return str(R.randint(0, n + 2))
-    a, b = bound(), bound()
-    step = R.choice(["", "", "1", "2", "3"])
-    return "%s:%s%s" % (a, b, (":" + step) if step else "")
+    while True:  # non-empty (the CUDA emulator's comparison needs elements)
+        a, b = bound(), bound()
+        step = R.choice(["", "", "1", "2", "3"])
+        sl = slice(int(a) if a else None, int(b) if b else None, int(step) if step else None)
+        if len(range(n)[sl]):
+            return "%s:%s%s" % (a, b, (":" + step) if step else "")
 
 
 def gen_index(R):
@@ -1461,7 +1464,7 @@ def gen_index(R):
     c.ret("%s[None]" % x, "None first (the batch dim moves)")
     c.rets.pop()  # a None first moves the batch dim: DataParallel gathers on dim 0
     for _ in range(4):
-        c.ret("%s[:, %s, %s]" % (x, _rand_slice(R, d2), _rand_slice(R, d3)), "random slices")
+        c.ret("%s[:, %s, %s]" % (x, _rand_slice(R, d1), _rand_slice(R, d2)), "random slices")
     c.ret("%s[:, 1:, ::2]" % x, "start only, step only")
     c.ret("%s[..., 1:]" % x, "ellipsis then a slice")
     c.ret("%s[:, 1, ..., None]" % x, "index, ellipsis, None")
