@@ -32,6 +32,10 @@ void emit_leaf(dpc_buf *o, const ir_node *leaf, const shape *os);
 bool emit_leaf_needs_coords(const ir_node *leaf);
 /* Whether some op of k's chain from ops[from] reads an iota. */
 bool emit_chain_reads_iota(const kgraph *kg, const kernel *k, int from);
+/* The offset of a strided view's element (vc[0], ...) (NULL: 0), or of
+ * the element at coordinates c0, c1, ... */
+void emit_strided(dpc_buf *o, const kaccess *a, const char *const *vc, int rank);
+void emit_coord_offset(dpc_buf *o, const kaccess *a, int rank);
 /* One elementwise op of k's chain as `const float vID = ...;` in dialect d;
  * false when the op table has no expression for it in d. */
 bool emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir_node *n, const shape *os,

@@ -62,6 +62,19 @@ static bool in_chain(const kernel *k, const ir_node *x) {
     return false;
 }
 
+/* The offset of element (vc[0], vc[1], ...) of a strided view (kernel.h),
+ * a NULL coordinate read at 0 (a broadcast dim). */
+void emit_strided(dpc_buf *o, const kaccess *a, const char *const *vc, int rank) {
+    char t[96];
+    dpc_buf_printf(o, "(%lldLL", (long long)a->off);
+    if (a->off_n)
+        dpc_buf_printf(o, " + %s", emit_dim(t, sizeof t, (dim){a->off_n, true}));
+    for (int j = 0; j < rank; j++)
+        if (vc[j] && a->stride[j].k)
+            dpc_buf_printf(o, " + %s * %s", vc[j], emit_dim(t, sizeof t, a->stride[j]));
+    dpc_buf_puts(o, ")");
+}
+
 /* The offset at which x is read for output coordinates c0..c{r-1} of shape
  * os (x broadcasts to os, NumPy style). */
 void emit_offset(const kgraph *kg, dpc_buf *o, const ir_node *x, const shape *os, bool coords_ok) {
@@ -86,13 +99,12 @@ void emit_offset(const kgraph *kg, dpc_buf *o, const ir_node *x, const shape *os
             vc[j] = vcb[j];
         }
     }
+    if (a->kind == ACC_STRIDED) {
+        emit_strided(o, a, vc, rx);
+        return;
+    }
     dpc_buf_puts(o, "(0");
-    if (a->kind == ACC_PERM) {
-        const ir_node *base = a->base;
-        for (int j = 0; j < rx; j++)
-            if (vc[j])
-                dpc_buf_printf(o, " + %s * %s", vc[j], emit_prod(t, sizeof t, &base->sh, a->perm[j] + 1, base->sh.rank));
-    } else {
+    {
         for (int j = 0; j < rx; j++)
             if (vc[j])
                 dpc_buf_printf(o, " + %s * %s", vc[j], emit_prod(t, sizeof t, &x->sh, j + 1, rx));
@@ -125,7 +137,7 @@ static bool needs_coords(const kgraph *kg, const kernel *k, const shape *os) {
     while (koperand_next(&it, &id, &buf))
         if (!shape_eq(&nd(kg, id)->sh, os) || kg->acc[id].kind != ACC_CONTIG)
             return true;
-    if (k->kind == KK_COPY && k->src.kind == ACC_PERM)
+    if (k->kind == KK_COPY && k->src.kind == ACC_STRIDED)
         return true;
     return false;
 }
@@ -250,7 +262,8 @@ static void declare_buffers(const kgraph *kg, const kernel *k, dpc_buf *o) {
     if (!seen)
         return;
     int outb = kg->buf_of[k->out->id];
-    dpc_buf_printf(o, "    float *const b%d = (float *)ctx->buf[%d];\n", outb, outb);
+    const char *ot = k->out->dt == IR_I64 ? "int64_t" : "float";
+    dpc_buf_printf(o, "    %s *const b%d = (%s *)ctx->buf[%d];\n", ot, outb, ot, outb);
     seen[outb] = true;
     koperand_iter it = kernel_operands(kg, k, -1);
     int id, b;
@@ -549,6 +562,17 @@ static void emit_cat(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_puts(o, "    (void)at;\n");
 }
 
+/* emit_strided at coordinates c0, c1, ... */
+void emit_coord_offset(dpc_buf *o, const kaccess *a, int rank) {
+    const char *vc[IR_MAX_RANK];
+    char vcb[IR_MAX_RANK][16];
+    for (int j = 0; j < rank; j++) {
+        snprintf(vcb[j], sizeof vcb[j], "c%d", j);
+        vc[j] = vcb[j];
+    }
+    emit_strided(o, a, vc, rank);
+}
+
 static void emit_copy(const kgraph *kg, const kernel *k, dpc_buf *o) {
     const ir_node *c = k->out;
     const shape *os = &c->sh;
@@ -574,10 +598,8 @@ static void emit_copy(const kgraph *kg, const kernel *k, dpc_buf *o) {
         return;
     }
     emit_coords(o, "        ", os);
-    const ir_node *base = k->src.base;
-    dpc_buf_printf(o, "        b%d[i] = b%d[0", ob, sb);
-    for (int j = 0; j < os->rank; j++)
-        dpc_buf_printf(o, " + c%d * %s", j, emit_prod(t, sizeof t, &base->sh, k->src.perm[j] + 1, base->sh.rank));
+    dpc_buf_printf(o, "        b%d[i] = b%d[", ob, sb);
+    emit_coord_offset(o, &k->src, os->rank);
     dpc_buf_puts(o, "];\n    }\n");
 }
 

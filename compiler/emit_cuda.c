@@ -1052,7 +1052,7 @@ static void emit_copy(cg *g, const kernel *k) {
     padd(g, &pl, sb, false);
     dpc_cu_dim total = cd_prod(os, 0, os->rank);
     dpc_buf_printf(g->o, "\n/* %s: materialise %%%d (%s) */\n", k->name, c->id,
-                   k->src.kind == ACC_PERM ? "a permuted view" : k->src.kind == ACC_LEAF ? "a constant" : "a copy");
+                   k->src.kind == ACC_STRIDED ? "a strided view" : k->src.kind == ACC_LEAF ? "a constant" : "a copy");
     kernel_head(g, k->name, &pl);
     line_of(g, c);
     dpc_buf_printf(g->o, "    const long long total = %s;\n    for (long long i = %s) {\n", cd_str(t, sizeof t, total),
@@ -1064,14 +1064,11 @@ static void emit_copy(cg *g, const kernel *k) {
         emit_leaf(g->o, k->src.base, os);
         dpc_buf_puts(g->o, ";\n");
     } else if (k->src.kind == ACC_CONTIG) {
-        dpc_buf_printf(g->o, "        b%d[i] = (float)b%d[i];\n", ob, sb);
+        dpc_buf_printf(g->o, "        b%d[i] = %sb%d[i];\n", ob, c->dt == IR_I64 ? "" : "(float)", sb);
     } else {
         coords(g, os, "        ");
-        const ir_node *base = k->src.base;
-        dpc_buf_printf(g->o, "        b%d[i] = (float)b%d[0", ob, sb);
-        for (int j = 0; j < os->rank; j++)
-            dpc_buf_printf(g->o, " + c%d * %s", j,
-                           cd_str(t, sizeof t, cd_prod(&base->sh, k->src.perm[j] + 1, base->sh.rank)));
+        dpc_buf_printf(g->o, "        b%d[i] = %sb%d[", ob, c->dt == IR_I64 ? "" : "(float)", sb);
+        emit_coord_offset(g->o, &k->src, os->rank);
         dpc_buf_puts(g->o, "];\n");
     }
     dpc_buf_puts(g->o, "    }\n");

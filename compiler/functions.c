@@ -178,6 +178,9 @@ typedef struct fcall {
 
 /* The lowering of one function: the value, or NULL after a diagnostic. */
 typedef ir_node *(*fn_lower)(fcall *c);
+/* A function whose value is not one tensor (size(), split()): false after
+ * a diagnostic. */
+typedef bool (*fn_call)(fcall *c, sv *out);
 
 /* One row per forward function that is not a one-to-one elementwise op
  * (those are rows of IR_OPS with a function name: see fn_unary). params
@@ -187,6 +190,7 @@ typedef struct fndef {
     const char *const *params;
     int np, nrequired;
     fn_lower lower;
+    fn_call call; /* instead of lower */
 } fndef;
 
 static ir_node *fn_unary(fcall *c) {
@@ -236,16 +240,16 @@ static ir_node *fn_flatten(fcall *c) {
 static ir_node *fn_reshape_call(fcall *c) {
     const fargs *a = c->a;
     if (a->n < 2) {
-        error_at(c->b->c, c->at, "reshape() needs a tensor and a shape");
+        error_at(c->b->c, c->at, "%s() needs a tensor and a shape", c->fn);
         return NULL;
     }
     for (int i = 0; i < a->n; i++)
         if (a->names[i]) {
-            error_at(c->b->c, a->at[i], "reshape() takes no keyword arguments");
+            error_at(c->b->c, a->at[i], "%s() takes no keyword arguments", c->fn);
             return NULL;
         }
     if (a->v[0].k != SV_TENSOR) {
-        error_at(c->b->c, c->at, "reshape() expects a tensor, got %s", sv_kind_name(&a->v[0]));
+        error_at(c->b->c, c->at, "%s() expects a tensor, got %s", c->fn, sv_kind_name(&a->v[0]));
         return NULL;
     }
     return fn_reshape(c->b, a->v[0].t, a, 1, c->at);
@@ -1102,6 +1106,405 @@ static bool number_cast(builder *b, const char *fn, const fargs *a, loc at, sv *
     return true;
 }
 
+/* ------------------------------ indexing and shape functions (W1) */
+
+static bool tensor_arg(fcall *c, int i, ir_node **x) {
+    if (c->s[i].k != SV_TENSOR) {
+        if (!c->s[i].poison)
+            error_at(c->b->c, c->sat[i], "%s() expects a tensor, got %s", c->fn, sv_kind_name(&c->s[i]));
+        return false;
+    }
+    *x = c->s[i].t;
+    return true;
+}
+
+/* x.size() is x.shape; x.size(d) one dim of it. */
+static bool fn_size(fcall *c, sv *out) {
+    ir_node *x;
+    sv all;
+    if (!tensor_arg(c, 0, &x) || !shape_tuple(c->b, x, c->at, &all))
+        return false;
+    if (!c->g[1] || c->s[1].k == SV_NONE) {
+        *out = all;
+        return true;
+    }
+    int64_t d;
+    int nd;
+    if (!want_int(c->b, &c->s[1], c->sat[1], "dim", &d) || !norm_dim(c->b, d, x->sh.rank, c->sat[1], &nd))
+        return false;
+    if (x->sh.rank == 0) {
+        error_at(c->b->c, c->at, "size(): a 0-dim tensor has no dims");
+        return false;
+    }
+    *out = all.items[nd];
+    return true;
+}
+
+static bool fn_dim(fcall *c, sv *out) {
+    ir_node *x;
+    if (!tensor_arg(c, 0, &x))
+        return false;
+    *out = (sv){.k = SV_NUM, .v = {.kind = V_INT, .i = x->sh.rank}};
+    return true;
+}
+
+static ir_node *fn_unsqueeze(fcall *c) {
+    ir_node *x;
+    int64_t d;
+    int nd;
+    if (!tensor_arg(c, 0, &x) || !want_int(c->b, &c->s[1], c->sat[1], "dim", &d) ||
+        !norm_dim(c->b, d, x->sh.rank + 1, c->sat[1], &nd))
+        return NULL;
+    if (x->sh.rank == IR_MAX_RANK) {
+        error_at(c->b->c, c->at, "unsqueeze(): more than %d dims", IR_MAX_RANK);
+        return NULL;
+    }
+    shape s = {.rank = x->sh.rank + 1};
+    for (int i = 0, k = 0; i < s.rank; i++)
+        s.d[i] = i == nd ? (dim){1, false} : x->sh.d[k++];
+    return reshape_to(c->b, x, &s, c->at, NULL);
+}
+
+/* squeeze(x): every dim of size 1 goes (never the batch dim: its size is
+ * known only at run time); squeeze(x, d): dim d if its size is 1. */
+static ir_node *fn_squeeze(fcall *c) {
+    ir_node *x;
+    if (!tensor_arg(c, 0, &x))
+        return NULL;
+    bool drop[IR_MAX_RANK] = {0};
+    if (!c->g[1] || c->s[1].k == SV_NONE) {
+        for (int i = 0; i < x->sh.rank; i++)
+            drop[i] = true;
+    } else {
+        int64_t dims[IR_MAX_RANK];
+        int n;
+        if (!dims_list(c->b, &c->s[1], c->sat[1], "dim", dims, &n))
+            return NULL;
+        for (int i = 0; i < n; i++) {
+            int d;
+            if (!norm_dim(c->b, dims[i], x->sh.rank, c->sat[1], &d))
+                return NULL;
+            drop[d] = true;
+        }
+    }
+    shape s = {0};
+    for (int i = 0; i < x->sh.rank; i++)
+        if (!drop[i] || x->sh.d[i].sym || x->sh.d[i].k != 1)
+            s.d[s.rank++] = x->sh.d[i];
+    return reshape_to(c->b, x, &s, c->at, NULL);
+}
+
+/* The target of expand(x, sizes): -1 keeps a dim, the batch size makes (or
+ * keeps) the batch dim; only dims of size 1 grow; new dims lead. */
+static ir_node *expand_sizes(fcall *c, ir_node *x, const sv *items, int n, loc at) {
+    builder *b = c->b;
+    if (n > IR_MAX_RANK) {
+        error_at(b->c, at, "expand(): more than %d dims", IR_MAX_RANK);
+        return NULL;
+    }
+    if (n < x->sh.rank) {
+        error_at(b->c, at,
+                 "expand(): the number of sizes provided (%d) must be greater or equal to the number of dimensions "
+                 "in the tensor (%d)",
+                 n, x->sh.rank);
+        return NULL;
+    }
+    shape to = {.rank = n};
+    int lead = n - x->sh.rank, nsym = 0;
+    for (int j = 0; j < n; j++) {
+        const dim *xd = j >= lead ? &x->sh.d[j - lead] : NULL;
+        const sv *v = &items[j];
+        int64_t k = 0;
+        if (v->k == SV_BATCH) {
+            if (xd && !(xd->sym && xd->k == 1) && !(!xd->sym && xd->k == 1)) {
+                error_at(b->c, at, "expand(): dim %d of %s has size %lld and cannot be expanded to the batch size '%s'",
+                         j - lead, shp(b, &x->sh), (long long)xd->k, b->batch);
+                return NULL;
+            }
+            to.d[j] = (dim){1, true};
+        } else {
+            if (!want_int(b, v, at, "an expand size", &k))
+                return NULL;
+            if (k == -1 && !xd) {
+                error_at(b->c, at, "expand(): the expanded size of the tensor (-1) isn't allowed in a leading, "
+                                   "non-existing dimension %d", j);
+                return NULL;
+            }
+            if (k < -1) {
+                error_at(b->c, at, "expand(): invalid size %lld", (long long)k);
+                return NULL;
+            }
+            if (k == -1)
+                to.d[j] = *xd;
+            else if (xd && (xd->sym || (xd->k != 1 && xd->k != k))) {
+                error_at(b->c, at,
+                         "expand(): the expanded size of the tensor (%lld) must match the existing size (%s) at "
+                         "non-singleton dimension %d (tensor sizes %s)",
+                         (long long)k, xd->sym ? b->batch : arena_printf(&b->c->arena, "%lld", (long long)xd->k),
+                         j, shp(b, &x->sh));
+                return NULL;
+            } else
+                to.d[j] = (dim){k, false};
+        }
+        nsym += to.d[j].sym;
+    }
+    if (nsym > 1) {
+        error_at(b->c, at, "expand(): only one dim can be the batch size");
+        return NULL;
+    }
+    if (!numel_ok(&to)) {
+        error_at(b->c, at, "expand(): the result %s is too large: more than 2^40 elements", shp(b, &to));
+        return NULL;
+    }
+    return expand_to(b, x, &to, at);
+}
+
+static ir_node *fn_expand(fcall *c) {
+    const fargs *a = c->a;
+    for (int i = 0; i < a->n; i++)
+        if (a->names[i]) {
+            error_at(c->b->c, a->kw_at[i], "expand() takes no keyword arguments");
+            return NULL;
+        }
+    if (a->n < 1 || a->v[0].k != SV_TENSOR) {
+        error_at(c->b->c, c->at, "expand() expects a tensor and sizes");
+        return NULL;
+    }
+    const sv *items = a->v + 1;
+    int n = a->n - 1;
+    if (n == 1 && (items[0].k == SV_TUPLE || items[0].k == SV_LIST)) {
+        n = items[0].n;
+        items = items[0].items;
+    }
+    return expand_sizes(c, a->v[0].t, items, n, c->at);
+}
+
+static ir_node *fn_expand_as(fcall *c) {
+    ir_node *x, *y;
+    sv to;
+    if (!tensor_arg(c, 0, &x) || !tensor_arg(c, 1, &y) || !shape_tuple(c->b, y, c->sat[1], &to))
+        return NULL;
+    return expand_sizes(c, x, to.items, to.n, c->at);
+}
+
+static ir_node *fn_contiguous(fcall *c) {
+    ir_node *x;
+    return tensor_arg(c, 0, &x) ? x : NULL; /* views are materialised where an op needs it */
+}
+
+/* split and chunk: pieces of x along d, of the given sizes. */
+static bool pieces(fcall *c, ir_node *x, int d, const int64_t *sizes, int n, sv *out) {
+    out->k = SV_TUPLE;
+    out->n = n;
+    out->items = arena_alloc(&c->b->c->arena, sizeof(sv) * (size_t)(n + 1));
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        ir_node *p = narrow(c->b, x, d, at, sizes[i], c->at);
+        if (!p)
+            return false;
+        out->items[i] = (sv){.k = SV_TENSOR, .t = p};
+        at += sizes[i];
+    }
+    return true;
+}
+
+#define MAX_PIECES 4096
+
+static bool split_dim(fcall *c, ir_node *x, int slot, int *d) {
+    int64_t dd = 0;
+    if (c->g[slot] && !want_int(c->b, &c->s[slot], c->sat[slot], "dim", &dd))
+        return false;
+    if (x->sh.rank == 0) {
+        error_at(c->b->c, c->at, "%s() expects at least a 1-dimensional tensor", c->fn);
+        return false;
+    }
+    if (!norm_dim(c->b, dd, x->sh.rank, c->sat[slot], d))
+        return false;
+    if (x->sh.d[*d].sym) {
+        error_at(c->b->c, c->at, "%s() along the batch dim (dim %d) is not supported: DataParallel splits it across replicas",
+                 c->fn, *d);
+        return false;
+    }
+    return true;
+}
+
+/* split(x, size or [sizes], dim=0) */
+static bool fn_split(fcall *c, sv *out) {
+    builder *b = c->b;
+    ir_node *x;
+    int d;
+    if (!tensor_arg(c, 0, &x) || !split_dim(c, x, 2, &d))
+        return false;
+    int64_t len = x->sh.d[d].k, *sizes;
+    int n = 0;
+    const sv *s = &c->s[1];
+    if (s->k == SV_TUPLE || s->k == SV_LIST) {
+        if (s->n > MAX_PIECES) {
+            error_at(b->c, c->sat[1], "split(): more than %d pieces", MAX_PIECES);
+            return false;
+        }
+        sizes = arena_alloc(&b->c->arena, sizeof(int64_t) * (size_t)(s->n + 1));
+        int64_t sum = 0;
+        for (int i = 0; i < s->n; i++) {
+            if (!want_int(b, &s->items[i], c->sat[1], "a split size", &sizes[i]))
+                return false;
+            if (sizes[i] < 0) {
+                error_at(b->c, c->sat[1], "split(): split_sizes cannot be negative, got %lld", (long long)sizes[i]);
+                return false;
+            }
+            sum += sizes[i];
+        }
+        n = s->n;
+        if (sum != len) {
+            error_at(b->c, c->sat[1],
+                     "split_with_sizes expects split_sizes to sum exactly to %lld (input tensor's size at dimension %d), "
+                     "but they sum to %lld",
+                     (long long)len, d, (long long)sum);
+            return false;
+        }
+    } else {
+        int64_t k;
+        if (!want_int(b, s, c->sat[1], "split_size", &k))
+            return false;
+        if (k <= 0 && !(k == 0 && len == 0)) {
+            error_at(b->c, c->sat[1], "split(): split_size must be positive, got %lld", (long long)k);
+            return false;
+        }
+        int64_t cnt = k ? (len + k - 1) / k : 1;
+        if (cnt < 1)
+            cnt = 1;
+        if (cnt > MAX_PIECES) {
+            error_at(b->c, c->sat[1], "split(): more than %d pieces", MAX_PIECES);
+            return false;
+        }
+        n = (int)cnt;
+        sizes = arena_alloc(&b->c->arena, sizeof(int64_t) * (size_t)(n + 1));
+        for (int i = 0; i < n; i++)
+            sizes[i] = len - (int64_t)i * k < k ? len - (int64_t)i * k : k;
+    }
+    return pieces(c, x, d, sizes, n, out);
+}
+
+/* chunk(x, chunks, dim=0): pieces of ceil(len / chunks), maybe fewer. */
+static bool fn_chunk(fcall *c, sv *out) {
+    builder *b = c->b;
+    ir_node *x;
+    int d;
+    int64_t k;
+    if (!tensor_arg(c, 0, &x) || !want_int(b, &c->s[1], c->sat[1], "chunks", &k) || !split_dim(c, x, 2, &d))
+        return false;
+    if (k <= 0) {
+        error_at(b->c, c->sat[1], "chunk expects `chunks` to be greater than 0, got: %lld", (long long)k);
+        return false;
+    }
+    if (k > MAX_PIECES) {
+        error_at(b->c, c->sat[1], "chunk(): more than %d pieces", MAX_PIECES);
+        return false;
+    }
+    int64_t len = x->sh.d[d].k, size = (len + k - 1) / k;
+    int n = size ? (int)((len + size - 1) / size) : (int)k;
+    int64_t *sizes = arena_alloc(&b->c->arena, sizeof(int64_t) * (size_t)(n + 1));
+    for (int i = 0; i < n; i++)
+        sizes[i] = len - i * size < size ? len - i * size : size;
+    return pieces(c, x, d, sizes, n, out);
+}
+
+static ir_node *fn_t(fcall *c) {
+    ir_node *x;
+    if (!tensor_arg(c, 0, &x))
+        return NULL;
+    if (x->sh.rank > 2) {
+        error_at(c->b->c, c->at, "t() expects a tensor with <= 2 dimensions, but self is %dD", x->sh.rank);
+        return NULL;
+    }
+    int perm[2] = {1, 0};
+    return x->sh.rank < 2 ? x : permute(c->b, x, perm, c->at);
+}
+
+static ir_node *fn_adaptive_avg_pool2d(fcall *c) {
+    builder *b = c->b;
+    ir_node *x;
+    if (!want_tensor(b, &c->s[0], c->sat[0], c->fn, &x))
+        return NULL;
+    if (x->sh.rank != 4) {
+        error_at(b->c, c->at, "adaptive_avg_pool2d() expects a 4-D input [N, C, H, W], got %s", shp(b, &x->sh));
+        return NULL;
+    }
+    const sv *o = &c->s[1];
+    sv two[2] = {*o, *o};
+    const sv *e = two;
+    if (o->k == SV_TUPLE || o->k == SV_LIST) {
+        if (o->n != 2) {
+            error_at(b->c, c->sat[1], "adaptive_avg_pool2d(): output_size must be an int or a pair");
+            return NULL;
+        }
+        e = o->items;
+    }
+    ir_node *n = mk_op(b, OP_ADAPTIVE_AVGPOOL2D, c->at, NULL, x, NULL, NULL);
+    if (!n)
+        return NULL;
+    n->sh = x->sh;
+    for (int i = 0; i < 2; i++) {
+        int64_t k;
+        if (e[i].k == SV_NONE)
+            continue;
+        if (!want_int(b, &e[i], c->sat[1], "output_size", &k))
+            return NULL;
+        if (k <= 0) {
+            error_at(b->c, c->sat[1], "adaptive_avg_pool2d(): output_size must be positive, got %lld", (long long)k);
+            return NULL;
+        }
+        n->sh.d[2 + i] = (dim){k, false};
+    }
+    return n;
+}
+
+/* An elementwise op of two values, one of them a tensor. */
+static ir_node *binary_of(fcall *c, ir_op op, const sv *l, loc lat, const sv *r, loc rat) {
+    if (l->k != SV_TENSOR && r->k != SV_TENSOR) {
+        error_at(c->b->c, c->at, "%s() expects a tensor", c->fn);
+        return NULL;
+    }
+    ir_node *x = as_tensor(c->b, l, lat, c->fn), *y = x ? as_tensor(c->b, r, rat, c->fn) : NULL;
+    return y ? elementwise(c->b, op, x, y, c->at, NULL) : NULL;
+}
+
+static ir_node *fn_pow(fcall *c) { return binary_of(c, OP_POW, &c->s[0], c->sat[0], &c->s[1], c->sat[1]); }
+
+/* clamp(x, min, max) = min(max(x, min), max), as PyTorch (NaN stays NaN). */
+static ir_node *fn_clamp(fcall *c) {
+    bool lo = c->g[1] && c->s[1].k != SV_NONE, hi = c->g[2] && c->s[2].k != SV_NONE;
+    if (c->fn[5] == '_') { /* clamp_min, clamp_max: one bound, required */
+        lo = c->fn[7] == 'i';
+        hi = !lo;
+        c->s[2] = c->s[1];
+        c->sat[2] = c->sat[1];
+    }
+    ir_node *x;
+    if (!tensor_arg(c, 0, &x))
+        return NULL;
+    if (!lo && !hi) {
+        error_at(c->b->c, c->at, "clamp(): at least one of 'min' or 'max' must not be None");
+        return NULL;
+    }
+    sv cur = {.k = SV_TENSOR, .t = x};
+    if (lo && !(cur.t = binary_of(c, OP_CLAMP_MIN, &cur, c->at, &c->s[1], c->sat[1])))
+        return NULL;
+    if (hi && !(cur.t = binary_of(c, OP_CLAMP_MAX, &cur, c->at, &c->s[2], c->sat[2])))
+        return NULL;
+    return cur.t;
+}
+
+static const char *const P_SIZE[] = {"input", "dim"};
+static const char *const P_SPLIT[] = {"tensor", "split_size_or_sections", "dim"};
+static const char *const P_CHUNK[] = {"input", "chunks", "dim"};
+static const char *const P_AS[] = {"input", "other"};
+static const char *const P_AAP[] = {"input", "output_size"};
+static const char *const P_POW[] = {"input", "exponent"};
+static const char *const P_CLAMP[] = {"input", "min", "max"};
+static const char *const P_CMIN[] = {"input", "min"};
+static const char *const P_CMAX[] = {"input", "max"};
+
 static const char *const P_X[] = {"input"};
 static const char *const P_GELU[] = {"input", "approximate"};
 static const char *const P_SOFTMAX[] = {"input", "dim"};
@@ -1169,6 +1572,23 @@ static const fndef FUNCTIONS[] = {
     {"tril", P_TRI, 2, 1, fn_tri},
     {"triu", P_TRI, 2, 1, fn_tri},
     {"scaled_dot_product_attention", P_SDPA, 7, 3, fn_sdpa},
+    /* indexing and shape functions (W1) */
+    {"view", NULL, 0, 0, fn_reshape_call},
+    {"size", P_SIZE, 2, 1, NULL, fn_size},
+    {"dim", P_X, 1, 1, NULL, fn_dim},
+    {"unsqueeze", P_SIZE, 2, 2, fn_unsqueeze},
+    {"squeeze", P_SIZE, 2, 1, fn_squeeze},
+    {"expand", NULL, 0, 0, fn_expand},
+    {"expand_as", P_AS, 2, 2, fn_expand_as},
+    {"contiguous", P_X, 1, 1, fn_contiguous},
+    {"split", P_SPLIT, 3, 2, NULL, fn_split},
+    {"chunk", P_CHUNK, 3, 2, NULL, fn_chunk},
+    {"t", P_X, 1, 1, fn_t},
+    {"adaptive_avg_pool2d", P_AAP, 2, 2, fn_adaptive_avg_pool2d},
+    {"pow", P_POW, 2, 2, fn_pow},
+    {"clamp", P_CLAMP, 3, 1, fn_clamp},
+    {"clamp_min", P_CMIN, 2, 2, fn_clamp},
+    {"clamp_max", P_CMAX, 2, 2, fn_clamp},
 };
 #define NFUNCTIONS ((int)(sizeof FUNCTIONS / sizeof *FUNCTIONS))
 
@@ -1214,6 +1634,8 @@ DPC_NOINLINE bool call_function(builder *b, const char *fn, const fargs *a, loc 
         c->sat[i] = at;
     if (d.params && !fbind(b, fn, a, d.params, d.np, d.nrequired, c->s, c->g, c->sat, at))
         return false;
+    if (d.call)
+        return d.call(c, out);
     ir_node *r = d.lower(c);
     if (!r || !check_size(b, r, at, fn))
         return false;

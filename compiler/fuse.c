@@ -1,7 +1,7 @@
 /* fuse.c - lowers the graph IR to kernels.
  *
  * Ops are classified by pattern: leaves (inputs, parameters, constants,
- * scalars), views (reshape of contiguous data, permute read through
+ * scalars), views (reshape of contiguous data; permute, slice, expand read through
  * strides), elementwise (arithmetic, activations, eval-mode batch norm),
  * and roots (GEMM, convolution, pooling, row reductions, gathers). One
  * greedy pass in topological order then grows chains: an elementwise op
@@ -97,20 +97,44 @@ static ir_node *copy_of(fuser *f, ir_node *x) {
 }
 
 /* Ops that read their input as plain contiguous memory call this: a
- * permuted view is materialised (once) first. */
+ * strided view (permute, slice, expand) is materialised (once) first. */
 static void need_contig(fuser *f, ir_node *x, ir_node *consumer) {
     kaccess a = f->kg->acc[x->id];
     /* a tensor created in forward (ones(S, S), arange(S)) is a leaf computed
      * from its index wherever it is read; an op reading memory gets it written out */
     bool created = a.kind == ACC_LEAF && x->sh.rank > 0;
-    if (a.kind != ACC_PERM && !created)
+    if (a.kind != ACC_STRIDED && !created)
         return;
     kernel *k = new_kernel(f, KK_COPY, x, x);
     k->src = a;
     /* new_kernel made x contiguous in its own buffer */
     note_unfused(f, x, consumer,
                  created ? "a tensor created in forward feeding an op that reads memory is materialised"
-                         : "a permuted view feeding an op that needs contiguous memory is materialised");
+                         : "a strided view feeding an op that needs contiguous memory is materialised");
+}
+
+/* x's access as strides: a contiguous x over its own shape (x may be a
+ * reshape of its base's data, which is contiguous over the base buffer),
+ * or the view x already is. */
+static kaccess strided_of(fuser *f, ir_node *x) {
+    kaccess a = f->kg->acc[x->id];
+    if (a.kind == ACC_STRIDED)
+        return a;
+    a = (kaccess){.kind = ACC_STRIDED, .base = x};
+    dim st = {1, false};
+    for (int i = x->sh.rank - 1; i >= 0; i--) {
+        a.stride[i] = st;
+        st.k *= x->sh.d[i].k;
+        st.sym |= x->sh.d[i].sym;
+    }
+    return a;
+}
+
+static void add_off(kaccess *a, int64_t c, dim stride) {
+    if (stride.sym)
+        a->off_n += c * stride.k;
+    else
+        a->off += c * stride.k;
 }
 
 static void visit_view(fuser *f, ir_node *n) {
@@ -119,29 +143,34 @@ static void visit_view(fuser *f, ir_node *n) {
     /* a view of an iota (arange) moves its index: read it from memory */
     if (ax->kind == ACC_LEAF && ax->base->op == OP_IOTA)
         need_contig(f, ax->base, n);
-    if (n->op == OP_RESHAPE) {
-        if (ax->kind == ACC_PERM)
-            need_contig(f, x, n);
-        if (ax->kind == ACC_LEAF) {
-            f->kg->acc[n->id] = *ax;
-            return;
-        }
-        f->kg->acc[n->id] = (kaccess){.kind = ACC_CONTIG, .base = ax->base};
-        return;
-    }
-    /* permute */
-    if (ax->kind == ACC_PERM)
-        need_contig(f, x, n);
-    if (ax->kind == ACC_LEAF) {
+    if (ax->kind == ACC_LEAF) { /* a constant reads the same everywhere */
         f->kg->acc[n->id] = *ax;
         return;
     }
-    kaccess a = {.kind = ACC_PERM, .base = ax->base};
-    /* the base may be a reshape of x's data: perm is relative to x's own
-     * shape, which is contiguous over the base buffer */
-    a.base = x;
-    for (int i = 0; i < n->sh.rank; i++)
-        a.perm[i] = n->attr.perm.perm[i];
+    if (n->op == OP_RESHAPE) {
+        if (ax->kind == ACC_STRIDED)
+            need_contig(f, x, n);
+        f->kg->acc[n->id] = (kaccess){.kind = ACC_CONTIG, .base = ax->base};
+        return;
+    }
+    /* permute, slice, expand: new strides over the same buffer */
+    kaccess in = strided_of(f, x), a = in;
+    for (int j = 0; j < n->sh.rank; j++) {
+        if (n->op == OP_PERMUTE) {
+            a.stride[j] = in.stride[n->attr.perm.perm[j]];
+            continue;
+        }
+        int s = n->attr.view.src[j];
+        if (s < 0 || (n->op == OP_EXPAND && x->sh.d[s].k == 1 && !x->sh.d[s].sym))
+            a.stride[j] = (dim){0, false};
+        else if (n->op == OP_SLICE)
+            a.stride[j] = (dim){in.stride[s].k * n->attr.view.step[s], in.stride[s].sym};
+        else
+            a.stride[j] = in.stride[s];
+    }
+    if (n->op == OP_SLICE)
+        for (int i = 0; i < x->sh.rank; i++)
+            add_off(&a, n->attr.view.start[i], in.stride[i]);
     f->kg->acc[n->id] = a;
 }
 
@@ -253,7 +282,7 @@ static void plan_buffers(fuser *f) {
         for (int j = 0; j < kg->outputs.len; j++)
             if (kg->outputs.items[j] == o)
                 oi = j;
-        kg->buf_of[o->id] = add_buf(f, oi >= 0 ? BUF_OUTPUT : BUF_TEMP, &o->sh, 4, oi, o->scope);
+        kg->buf_of[o->id] = add_buf(f, oi >= 0 ? BUF_OUTPUT : BUF_TEMP, &o->sh, o->dt == IR_I64 ? 8 : 4, oi, o->scope);
         if (kr->kind == KK_CONV) {
             /* im2col of one image: [Cin/g * kh * kw, Ho * Wo] */
             /* all images at once, so the GEMM is wide even when Ho*Wo is small */
@@ -394,7 +423,7 @@ void fuse_print(const kgraph *kg, dpc_buf *out) {
                            kr->root->at.file ? kr->root->at.file->path : "", kr->root->at.line);
         if (kr->kind == KK_COPY)
             dpc_buf_printf(out, "      copy of %%%d (%s)\n", kr->src.base->id,
-                           kr->src.kind == ACC_PERM ? "permuted view" : "contiguous");
+                           kr->src.kind == ACC_STRIDED ? "strided view" : "contiguous");
         for (int i = 0; i < kr->ops.len; i++) {
             const ir_node *o = kr->ops.items[i];
             dpc_buf_printf(out, "      %%%d = %s  # %s:%d\n", o->id, ir_op_name(o->op), o->at.file ? o->at.file->path : "",

@@ -114,6 +114,36 @@ static void print_leaf(const ir_node *n, dpc_buf *out) {
     dpc_buf_printf(out, " %s%s", n->op == OP_SCALAR ? "default=" : "", num);
 }
 
+/* A slice as PyTorch's index: [:, 0, 1:5:2, None]. */
+static void print_slice(const ir_node *n, dpc_buf *out) {
+    const view_attr *v = &n->attr.view;
+    int in = 0;
+    dpc_buf_puts(out, " [");
+    for (int j = 0; j <= n->sh.rank; j++) {
+        int upto = j < n->sh.rank ? v->src[j] : v->rank_in;
+        if (upto < 0) {
+            dpc_buf_printf(out, "%sNone", j || in ? ", " : "");
+            continue;
+        }
+        for (; in < upto; in++) /* indexed dims before this one */
+            dpc_buf_printf(out, "%s%lld", j || in ? ", " : "", (long long)v->start[in]);
+        if (j == n->sh.rank)
+            break;
+        const char *sep = j || in ? ", " : "";
+        const dim *d = &n->sh.d[j];
+        if (d->sym)
+            dpc_buf_printf(out, "%s:", sep);
+        else {
+            long long st = v->start[in], stop = d->k ? st + (d->k - 1) * v->step[in] + 1 : st;
+            dpc_buf_printf(out, "%s%lld:%lld", sep, st, stop);
+            if (v->step[in] != 1)
+                dpc_buf_printf(out, ":%lld", (long long)v->step[in]);
+        }
+        in++;
+    }
+    dpc_buf_puts(out, "]");
+}
+
 /* The attributes by op class: each class's attribute struct (ir.h). */
 static void print_attrs(const ir_node *n, dpc_buf *out) {
     char num[64];
@@ -135,6 +165,8 @@ static void print_attrs(const ir_node *n, dpc_buf *out) {
     case OC_REDUCE: dpc_buf_printf(out, " dim=%d%s", n->attr.ax.axis, n->attr.ax.keepdim ? " keepdim" : ""); break;
     case OC_CAT: dpc_buf_printf(out, " dim=%d", n->attr.ax.axis); break;
     case OC_VIEW:
+        if (n->op == OP_SLICE)
+            print_slice(n, out);
         if (n->op != OP_PERMUTE)
             break;
         dpc_buf_puts(out, " perm=(");

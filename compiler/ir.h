@@ -46,7 +46,7 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(PARAM, "param", OC_INPUT, 0, NOEXPR, NOEXPR, NOFN)           /* a weight from the state_dict */      \
     X(CONST, "const", OC_LEAF, 0, NOEXPR, NOEXPR, NOFN)            /* a scalar constant (rank 0) */        \
     X(BATCH, "batch_size", OC_LEAF, 0, NOEXPR, NOEXPR, NOFN)       /* this replica's N (rank 0) */         \
-    X(NEG, "neg", OC_UNARY, 1, "-$x", "-$x", NOFN)                                                         \
+    X(NEG, "neg", OC_UNARY, 1, "-$x", "-$x", "neg")                                                         \
     X(RELU, "relu", OC_UNARY, 1, "fmaxf($x, 0.0f)", "fmaxf($x, 0.0f)", "relu")                             \
     X(GELU, "gelu", OC_UNARY, 1, IR_EXPR_GELU, IR_EXPR_GELU, NOFN) /* gelu(x, approximate="none") */  \
     X(GELU_TANH, "gelu_tanh", OC_UNARY, 1, IR_EXPR_GELU_TANH, IR_EXPR_GELU_TANH, NOFN)                     \
@@ -99,7 +99,15 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(TO_BOOL, "to_bool", OC_UNARY, 1, IR_EXPR_TOBOOL, IR_EXPR_TOBOOL, NOFN)                              \
     X(TO_LONG, "to_long", OC_UNARY, 1, "truncf((float)($x))", "truncf((float)($x))", NOFN)                 \
     X(TO_FLOAT, "to_float", OC_UNARY, 1, "(float)($x)", "(float)($x)", NOFN)                               \
-    X(WHERE, "where", OC_TERNARY, 3, IR_EXPR_WHERE, IR_EXPR_WHERE, NOFN)
+    X(WHERE, "where", OC_TERNARY, 3, IR_EXPR_WHERE, IR_EXPR_WHERE, NOFN) \
+    /* indexing and shape functions (W1): views read through strides, and elementwise functions */        \
+    X(SLICE, "slice", OC_VIEW, 1, NOEXPR, NOEXPR, NOFN)            /* x[i, a:b:s, None, ...] */            \
+    X(EXPAND, "expand", OC_VIEW, 1, NOEXPR, NOEXPR, NOFN)          /* size-1 dims read with stride 0 */    \
+    X(POW, "pow", OC_BINARY, 2, "powf($x, $y)", "powf($x, $y)", NOFN)                                      \
+    X(ERF, "erf", OC_UNARY, 1, "erff($x)", "erff($x)", "erf")                                              \
+    X(RSQRT, "rsqrt", OC_UNARY, 1, "1.0f / sqrtf($x)", "1.0f / sqrtf($x)", "rsqrt")                        \
+    X(CLAMP_MIN, "clamp_min", OC_BINARY, 2, "($x < $y ? $y : $x)", "($x < $y ? $y : $x)", NOFN) /* NaN stays */ \
+    X(CLAMP_MAX, "clamp_max", OC_BINARY, 2, "($x > $y ? $y : $x)", "($x > $y ? $y : $x)", NOFN)
 
 /* The longer expressions of the table. */
 #define IR_EXPR_GELU "0.5f * $x * (1.0f + erff($x * 0.70710678118654752f))"
@@ -134,7 +142,7 @@ typedef enum op_class {
     OC_REDUCE,  /* sum, mean, amax over one axis */
     OC_EMBED,   /* embedding gather */
     OC_CAT,     /* concatenation */
-    OC_VIEW,    /* reshape, permute: no kernel of their own */
+    OC_VIEW,    /* reshape, permute, slice, expand: no kernel of their own */
     OC_COUNT
 } op_class;
 
@@ -205,6 +213,13 @@ typedef struct axis_attr {   /* SOFTMAX, LOG_SOFTMAX, SUM, MEAN, AMAX, CAT */
 typedef struct perm_attr {   /* PERMUTE */
     int perm[IR_MAX_RANK];
 } perm_attr;
+typedef struct view_attr {   /* SLICE, EXPAND */
+    int64_t start[IR_MAX_RANK]; /* SLICE, per input dim: the first element read */
+    int64_t step[IR_MAX_RANK];  /* SLICE, per input dim: the step (>= 1), 0 for an index (the dim is dropped) */
+    int src[IR_MAX_RANK];       /* per output dim: the input dim it reads, -1 for a new dim (None, or
+                                 * expand's leading dims) */
+    int rank_in;                /* the input's rank */
+} view_attr;
 typedef struct embed_attr {  /* EMBEDDING */
     int64_t num;             /* num_embeddings */
 } embed_attr;
@@ -215,6 +230,7 @@ typedef union ir_attr {
     norm_attr norm;
     axis_attr ax;
     perm_attr perm;
+    view_attr view;
     embed_attr embed;
 } ir_attr;
 

@@ -627,6 +627,14 @@ static DPC_NOINLINE bool binop_values(builder *b, const node *n, const sv *l, co
         out->v = (val){.kind = V_BOOL, .i = n->op == OP_ISNOT};
         return true;
     }
+    if (l->k == SV_TUPLE && r->k == SV_TUPLE && n->op == '+') { /* x.size()[:-1] + (heads, d) */
+        out->k = SV_TUPLE;
+        out->n = l->n + r->n;
+        out->items = arena_alloc(&b->c->arena, sizeof(sv) * (size_t)(out->n + 1));
+        memcpy(out->items, l->items, sizeof(sv) * (size_t)l->n);
+        memcpy(out->items + l->n, r->items, sizeof(sv) * (size_t)r->n);
+        return true;
+    }
     if (n->op == '@') {
         ir_node *x, *y;
         if (!want_tensor(b, l, n->at, "'@'", &x) || !want_tensor(b, r, n->at, "'@'", &y))
@@ -637,7 +645,8 @@ static DPC_NOINLINE bool binop_values(builder *b, const node *n, const sv *l, co
     }
     if (mask_binop(b, n->op, l, r, n->at, n->lhs->at, n->rhs->at, out))
         return out->k == SV_TENSOR;
-    ir_op op = n->op == '+' ? OP_ADD : n->op == '-' ? OP_SUB : n->op == '*' ? OP_MUL : n->op == '/' ? OP_DIV : OP_COUNT;
+    ir_op op = n->op == '+' ? OP_ADD : n->op == '-' ? OP_SUB : n->op == '*' ? OP_MUL : n->op == '/' ? OP_DIV
+             : n->op == 'p' ? OP_POW : OP_COUNT;
     if (op == OP_COUNT) {
         bool logic = n->op == OP_EQ || n->op == OP_NE || n->op == OP_LT || n->op == OP_GT || n->op == OP_LE ||
                      n->op == OP_GE || n->op == OP_IS || n->op == OP_ISNOT || n->op == OP_AND || n->op == OP_OR;
@@ -755,7 +764,48 @@ static DPC_NOINLINE bool eval_index(builder *b, frame *f, const node *n, sv *out
     sv *bi = arena_alloc(&b->c->arena, 2 * sizeof *bi);
     if (!eval(b, f, n->lhs, &bi[0]) || !eval(b, f, n->rhs, &bi[1]))
         return false;
+    if (bi[0].k == SV_TENSOR) { /* x[i], x[None] */
+        ixitem *it = arena_alloc(&b->c->arena, sizeof *it);
+        *it = (ixitem){.kind = bi[1].k == SV_NONE ? 'n' : 'i', .v = {bi[1]}, .has = {true}, .at = n->rhs->at};
+        return subscript_value(b, &bi[0], it, 1, n->at, out);
+    }
     return index_value(b, n, &bi[0], &bi[1], out);
+}
+
+/* base[a, b:c, None, ...]: the items evaluated, then index.c. */
+static DPC_NOINLINE bool eval_subscript(builder *b, frame *f, const node *n, sv *out) {
+    sv *base = arena_alloc(&b->c->arena, sizeof *base);
+    int ni = n->args.len;
+    ixitem *items = arena_alloc(&b->c->arena, sizeof(ixitem) * (size_t)(ni + 1));
+    if (!eval(b, f, n->lhs, base))
+        return false;
+    for (int i = 0; i < ni; i++) {
+        const node *e = n->args.items[i];
+        ixitem *it = &items[i];
+        it->at = e->at;
+        if (e->kind == ND_ELLIPSIS)
+            it->kind = 'e';
+        else if (e->kind == ND_SLICE) {
+            it->kind = 's';
+            const node *parts[3] = {e->lhs, e->rhs, e->third};
+            for (int k = 0; k < 3; k++)
+                if (parts[k] && !(it->has[k] = true, eval(b, f, parts[k], &it->v[k])))
+                    return false;
+        } else {
+            if (!eval(b, f, e, &it->v[0]))
+                return false;
+            it->has[0] = true;
+            it->kind = it->v[0].k == SV_NONE ? 'n' : 'i';
+        }
+    }
+    return subscript_value(b, base, items, ni, n->at, out);
+}
+
+static DPC_NOINLINE bool eval_attr(builder *b, frame *f, const node *n, sv *out) {
+    sv *base = arena_alloc(&b->c->arena, sizeof *base);
+    if (!eval(b, f, n->lhs, base))
+        return false;
+    return attr_value(b, base, n->str, n->at, out);
 }
 
 static DPC_NOINLINE bool eval_seq(builder *b, frame *f, const node *n, sv *out) {
@@ -810,10 +860,8 @@ static bool eval_node(builder *b, frame *f, const node *n, sv *out) {
             return eval(b, f, n->lhs->args.len == 1 ? ((const arg *)n->lhs->args.items[0])->value : n->lhs, v) &&
                    finfo_value(b, n->lhs->args.len == 1 ? v : NULL, n->str, n->at, out);
         }
-        /* fall through */
-    case ND_SUBSCRIPT:
-        error_at(b->c, n->at, "%s is not supported yet", n->kind == ND_ATTR ? "attribute access" : "slicing");
-        return false;
+        return eval_attr(b, f, n, out);
+    case ND_SUBSCRIPT: return eval_subscript(b, f, n, out);
     case ND_SLICE:
     case ND_ELLIPSIS:
         error_at(b->c, n->at, "a slice is only allowed inside [...]");

@@ -117,6 +117,28 @@ ir_node *permute(builder *b, ir_node *x, const int *perm, loc at);
 ir_node *matmul(builder *b, ir_node *x, ir_node *y, loc at);
 ir_node *cat(builder *b, const sv *list, int64_t d, loc at);
 
+/* ------------------------------------- index.c: indexing and shapes */
+
+/* One item of x[...], evaluated: 'i' an index (v[0]), 's' a slice
+ * (v[0]:v[1]:v[2], has[k] when written), 'n' None, 'e' the ellipsis. */
+typedef struct ixitem {
+    char kind;
+    sv v[3];
+    bool has[3];
+    loc at;
+} ixitem;
+
+/* x.shape: a tuple of ints, the batch dim as the batch size. */
+bool shape_tuple(builder *b, const ir_node *x, loc at, sv *out);
+/* base.name (x.shape, x.ndim). */
+bool attr_value(builder *b, const sv *base, const char *name, loc at, sv *out);
+/* base[items]: a tensor's view or a tuple's slice. */
+bool subscript_value(builder *b, const sv *base, const ixitem *items, int n, loc at, sv *out);
+/* x expanded to `to` (checked by the caller), a view. */
+ir_node *expand_to(builder *b, ir_node *x, const shape *to, loc at);
+/* x[..., start:start+count, ...] along dim d, a view. */
+ir_node *narrow(builder *b, ir_node *x, int d, int64_t start, int64_t count, loc at);
+
 /* ------------------------------------------- irbuild.c, functions.c */
 
 bool call_module(builder *b, inst *mod, const fargs *a, loc call_at, sv *out);

@@ -6,7 +6,7 @@
  * topological order because every materialised operand is itself a tail
  * with a smaller id. Values that are not materialised are either inside a
  * fused chain (registers), views of a buffer (reshape of a contiguous value,
- * permute read through strides), or leaves (constants and scalars). */
+ * permute, slice and expand read through strides), or leaves (constants and scalars). */
 #ifndef DPC_KERNEL_H
 #define DPC_KERNEL_H
 
@@ -23,17 +23,22 @@ typedef enum kkind {
     KK_REDUCE,   /* sum, mean, amax over one axis */
     KK_EMBED,    /* embedding gather */
     KK_CAT,      /* concatenation */
-    KK_COPY,     /* materialise a view (permute) as a contiguous tensor */
+    KK_COPY,     /* materialise a view (permute, slice, expand) as a contiguous tensor */
 } kkind;
 
 /* How a value is read: from the buffer of `base` (a materialised value,
- * input or parameter) in its contiguous layout, through a permutation of the
- * base's dims, or as a leaf (constant / scalar, base == the leaf). */
-typedef enum acc_kind { ACC_CONTIG, ACC_PERM, ACC_LEAF } acc_kind;
+ * input or parameter) in its contiguous layout, through strides (a view:
+ * permute, slice, index, expand), or as a leaf (constant / scalar, base ==
+ * the leaf). */
+typedef enum acc_kind { ACC_CONTIG, ACC_STRIDED, ACC_LEAF } acc_kind;
 typedef struct kaccess {
     acc_kind kind;
     ir_node *base;
-    int perm[IR_MAX_RANK]; /* ACC_PERM: view dim i is base dim perm[i] */
+    /* ACC_STRIDED: element (c0, c1, ...) of the view is element
+     * off + off_n * N + sum(c_i * stride[i]) of base's buffer; a stride is
+     * k or k*N (dim.sym), 0 for an expanded dim */
+    dim stride[IR_MAX_RANK];
+    int64_t off, off_n;
 } kaccess;
 
 typedef struct kernel {

@@ -212,8 +212,9 @@ bool broadcast(builder *b, const shape *x, const shape *y, loc at, const char *w
 ir_node *elementwise(builder *b, ir_op op, ir_node *x, ir_node *y, loc at, const char *scope) {
     shape s;
     if (y) {
-        static const char *const what[] = {[OP_ADD] = "'+'", [OP_SUB] = "'-'", [OP_MUL] = "'*'", [OP_DIV] = "'/'"};
-        if (!broadcast(b, &x->sh, &y->sh, at, what[op], &s))
+        static const char *const what[OP_COUNT] = {[OP_ADD] = "'+'", [OP_SUB] = "'-'", [OP_MUL] = "'*'", [OP_DIV] = "'/'",
+                                                   [OP_POW] = "'**'", [OP_CLAMP_MIN] = "clamp", [OP_CLAMP_MAX] = "clamp"};
+        if (!broadcast(b, &x->sh, &y->sh, at, what[op] ? what[op] : ir_op_name(op), &s))
             return NULL;
         if (x->dt == IR_BOOL || y->dt == IR_BOOL) {
             error_at(b->c, at, "arithmetic on a bool tensor: convert it first (.float())");

@@ -1633,6 +1633,187 @@ def gen_matmul8(R):
 GROUP8 = {"activation": gen_activation8, "norm": gen_norm8, "pool": gen_pool8, "matmul": gen_matmul8}
 
 
+# ---------------------------------------------------------------------------
+# index: tensor indexing and slicing, x.shape / size(), the shape functions
+# (view, unsqueeze, squeeze, expand, split, chunk, ...); pointwise: pow and
+# **, clamp, erf, rsqrt, neg, adaptive_avg_pool2d as a function
+# ---------------------------------------------------------------------------
+
+def _rand_slice(R, n):
+    """A random Python slice of a dim of size n, as text: bounds negative,
+    omitted or past the end."""
+    def bound():
+        r = R.random()
+        if r < 0.25:
+            return ""
+        if r < 0.45:
+            return str(-R.randint(1, n + 2))
+        return str(R.randint(0, n + 2))
+    while True:  # non-empty (the CUDA emulator's comparison needs elements)
+        a, b = bound(), bound()
+        step = R.choice(["", "", "1", "2", "3"])
+        sl = slice(int(a) if a else None, int(b) if b else None, int(step) if step else None)
+        if len(range(n)[sl]):
+            return "%s:%s%s" % (a, b, (":" + step) if step else "")
+
+
+def gen_index(R):
+    cases = []
+    c = Case("index", "slice", "x[...] on tensors: integer indices (negative too), slices with "
+                               "negative, omitted and out-of-range bounds and steps, '...', None, mixes")
+    d1, d2, d3 = R.randint(3, 6), R.randint(3, 6), R.randint(2, 5)
+    x = c.inp([d1, d2, d3])
+    c.ret("%s[:, 0]" % x, "index dim 1")
+    c.ret("%s[:, -1, %d]" % (x, R.randint(-d3, d3 - 1)), "two indices, negative")
+    c.ret("%s[..., %d]" % (x, R.randint(0, d3 - 1)), "ellipsis, index the last dim")
+    c.ret("%s[:, None]" % x, "None after the batch dim")
+    c.ret("%s[:, :, None, :, None]" % x, "two Nones")
+    c.ret("%s[None]" % x, "None first (the batch dim moves)")
+    c.rets.pop()  # a None first moves the batch dim: DataParallel gathers on dim 0
+    for _ in range(4):
+        c.ret("%s[:, %s, %s]" % (x, _rand_slice(R, d1), _rand_slice(R, d2)), "random slices")
+    c.ret("%s[:, 1:, ::2]" % x, "start only, step only")
+    c.ret("%s[..., 1:]" % x, "ellipsis then a slice")
+    c.ret("%s[:, 1, ..., None]" % x, "index, ellipsis, None")
+    c.ret("%s[:]" % x, "the whole tensor")
+    c.ret("%s[:, 1:3][:, :, 1]" % x, "a slice of a slice")
+    c.ret("%s[:, ::2] * 2 + 1" % x, "then elementwise")
+    c.ret("%s[:, 1] + %s[:, 0]" % (x, x), "two views added")
+    c.ret("sum(%s[:, ::2, 1:], -1)" % x, "then a reduction (materialised)")
+    c.ret("permute(%s[:, 1:], 0, 3, 1, 2)" % x, "a permuted slice")
+    c.ret("permute(%s, 0, 2, 3, 1)[:, 1:, ::2]" % x, "a slice of a permuted tensor")
+    c.ret("permute(%s, 0, 3, 2, 1)[:, :, 1][:, ::2, 1:] + 1" % x, "slices of slices of a permuted tensor, elementwise")
+    c.ret("reshape(%s[:, :, 1:], N, -1)" % x, "reshape of a slice")
+    c.ret("cat([%s[:, 0:1], %s[:, -1:]], 1)" % (x, x), "cat of slices")
+    lin = c.member("Linear(%d, 4)" % d3)
+    c.ret("%s(%s[:, 1])" % (lin, x), "Linear of an indexed tensor (ViT's x[:, 0])")
+    c.ret("%s(%s)[:, -1]" % (lin, x), "index a Linear's output")
+    cases.append(c)
+
+    c = Case("index", "shape", "x.shape and x.size(): tuple unpacking, the batch size in reshape and "
+                               "view, size()[:-1] + (heads, d) (HF's transpose_for_scores), ndim, dim(), "
+                               "method forms of permute/transpose/flatten/t/contiguous/unsqueeze/squeeze")
+    s, h, dh = R.randint(2, 5), R.randint(2, 3), R.randint(2, 4)
+    x = c.inp([s, h * dh])
+    y = c.inp([R.randint(2, 4), R.randint(2, 4), R.randint(2, 4)])
+    c.body.append("n, l, e = %s.shape" % x)
+    c.body.append("a, b, cc, dd = %s.size()" % y)
+    c.body.append("t4 = %s.view(%s.size()[:-1] + (%d, %d))" % (x, x, h, dh))
+    c.ret("t4.permute(0, 2, 1, 3)", "transpose_for_scores")
+    c.ret("%s.reshape(n, l * e)" % x, "reshape with the batch size and ints of the shape")
+    c.ret("%s.view(n, -1, %s.size(-1) * %s.shape[1])" % (y, y, y), "view with -1, size(-1), shape[1]")
+    c.ret("%s.transpose(-1, -2) * (%s.dim() + %s.ndim)" % (x, x, y), "transpose with negative dims, dim(), ndim")
+    c.ret("%s.flatten(1)" % y, "flatten method form")
+    c.ret("%s.permute(0, -1, 1, -2).contiguous()" % y, "permute with negative dims, contiguous")
+    c.ret("%s.unsqueeze(1)" % x, "unsqueeze")
+    c.ret("%s.unsqueeze(-1) + 1" % x, "unsqueeze -1")
+    c.ret("%s[:, None].squeeze(1)" % x, "squeeze a dim of 1")
+    c.ret("%s.squeeze(-1)" % x, "squeeze a dim that is not 1 (no change)")
+    c.ret("%s[:, 0:1, :, 0:1].squeeze(-1).squeeze(1)" % y, "squeeze twice")
+    c.ret("%s[:, 0].t()" % y, "t()")
+    c.rets.pop()  # t() of [N, k] moves the batch dim
+    c.ret("%s[:, 0, 0, 0:1] * t4[:, 0, 0]" % y, "broadcast of views")
+    cases.append(c)
+
+    c = Case("index", "expand", "expand with -1, the batch size (given or -1), sizes of 1 kept; "
+                                "expand_as; ViT's class token: expand(n, -1, -1) then cat")
+    d = R.randint(2, 5)
+    x = c.inp([R.randint(2, 4), d])
+    z = c.inp([1, d])
+    c.body.append("n = %s.shape[0]" % x)
+    c.ret("%s.expand(n, 3, -1)" % z, "a dim of 1 grows")
+    c.ret("%s.expand(-1, %s.size(1), %d)" % (z, x, d), "-1 keeps the batch dim")
+    c.ret("%s[:, :, None].expand(n, -1, -1, 3)" % x, "None then expand")
+    c.rets.pop()
+    c.ret("%s[:, :, None].expand(n, -1, 3, -1)" % x, "None then expand")
+    c.ret("%s.expand_as(%s)" % (z, x), "expand_as")
+    c.ret("%s.expand(n, 4, %d) * 2 - %s[:, 0:1]" % (z, d, x), "then elementwise with broadcasting")
+    c.ret("cat([%s, %s], dim=1)" % (z, x), "cat of a class token and tokens")
+    c.ret("sum(%s.expand(-1, 5, -1), 1)" % z, "reduce an expanded tensor")
+    c.ret("%s[:, 0].expand(n, %d)" % (x, d), "expand to the same shape")
+    cases.append(c)
+
+    c = Case("index", "expand_lead", "expand with new leading dims, the batch size among them")
+    c.single_device = "the output's first dim is not the batch dim"
+    d = R.randint(2, 5)
+    x = c.inp([d])
+    c.body.append("n = %s.shape[0]" % x)
+    c.ret("%s.expand(3, n, -1)" % x, "new leading dim before the batch")
+    c.ret("%s[:, None].expand(2, -1, 4, -1)" % x, "new dim, batch kept, a dim of 1 grows")
+    cases.append(c)
+
+    c = Case("index", "split", "split by a size (even and uneven), by sizes, chunk (even, uneven, "
+                               "fewer pieces than asked), keyword and negative dims, tuple unpacking, "
+                               "GPT-2's q, k, v = c_attn(x).split(n, dim=2)")
+    e = R.randint(2, 4)
+    x = c.inp([R.randint(2, 4), 3 * e])
+    w = c.inp([7, 2])
+    qkv = c.member("Linear(%d, %d)" % (3 * e, 3 * e))
+    c.body.append("q, k, v = %s(%s).split(%d, dim=2)" % (qkv, x, e))
+    c.ret("q * k + v", "q, k, v from a Linear")
+    c.body.append("p0, p1, p2 = %s.split(3, 1)" % w)
+    c.ret("p0", "split 7 by 3: first")
+    c.ret("p2", "split 7 by 3: the last piece is smaller")
+    c.body.append("r0, r1 = %s.split([5, 2], dim=-2)" % w)
+    c.ret("r0 + 1", "split by sizes")
+    c.ret("r1", "split by sizes, second")
+    c.body.append("u0, u1, u2 = chunk(%s, 3, 1)" % w)
+    c.ret("u1 - u0", "chunk 7 in 3 (3, 3, 1)")
+    c.ret("u2", "chunk: the last piece")
+    c.body.append("v0, v1 = %s.chunk(2, dim=-1)" % x)
+    c.ret("v0[:, :, 0:1] * v1", "chunk of the last dim in 2")
+    c.body.append("f0, f1, f2 = chunk(%s[:, 0:6], 4, 1)" % w)
+    c.ret("f2 - f0", "chunk 6 in 4 gives 3 pieces of 2")
+    c.ret("cat(%s.split(1, 2), 2)" % w, "split into ones, cat back")
+    cases.append(c)
+    return cases
+
+
+def gen_pointwise(R):
+    cases = []
+    c = Case("pointwise", "pow", "x ** p and pow(): squares, square roots, integer and negative powers, "
+                                 "a number to a tensor power, tensor ** tensor")
+    dims = [R.randint(2, 4), R.randint(2, 5)]
+    x = c.inp(dims)
+    y = c.inp(dims)
+    c.ret("%s ** 2" % x, "** 2")
+    c.ret("(abs(%s) + 0.1) ** 0.5" % x, "** 0.5")
+    c.ret("%s ** 3" % x, "** 3")
+    c.ret("(abs(%s) + 0.5) ** -1.5" % x, "negative power")
+    c.ret("2 ** %s" % x, "number ** tensor")
+    c.ret("pow(abs(%s) + 0.5, %s)" % (x, y), "pow(tensor, tensor)")
+    c.ret("pow(%s, 2) + %s.pow(3)" % (x, y), "pow function and method")
+    c.ret("%s ** 2 ** 0.5" % (x,), "right associative (x ** (2 ** 0.5))")
+    c.rets.pop()
+    cases.append(c)
+
+    c = Case("pointwise", "clamp", "clamp with min, max, both (min > max too), tensor bounds, "
+                                   "clamp_min, clamp_max; erf, rsqrt, neg")
+    dims = [R.randint(2, 4), R.randint(2, 5)]
+    x = c.inp(dims)
+    y = c.inp(dims)
+    c.ret("clamp(%s, min=-0.5)" % x, "min only")
+    c.ret("clamp(%s, max=0.25)" % x, "max only")
+    c.ret("clamp(%s, -0.3, 0.6)" % x, "both, positional")
+    c.ret("%s.clamp(min=0.5, max=-0.5)" % x, "min > max: all max")
+    c.ret("clamp(%s, min=%s)" % (x, y), "a tensor bound")
+    c.ret("clamp_min(%s, 0.1) + %s.clamp_max(-0.1)" % (x, y), "clamp_min, clamp_max")
+    c.ret("erf(%s * 2)" % x, "erf")
+    c.ret("rsqrt(abs(%s) + 0.2)" % x, "rsqrt")
+    c.ret("neg(%s) + %s.neg()" % (x, y), "neg")
+    cases.append(c)
+
+    c = Case("pointwise", "adaptive_avg_pool2d", "adaptive_avg_pool2d as a function: int, pair and None "
+                                                 "output sizes, larger than the input too")
+    x = c.inp([R.randint(1, 3), R.randint(4, 7), R.randint(4, 7)])
+    c.ret("adaptive_avg_pool2d(%s, 1)" % x, "global")
+    c.ret("adaptive_avg_pool2d(%s, (2, 3))" % x, "a pair")
+    c.ret("adaptive_avg_pool2d(%s, (None, 2))" % x, "None keeps a dim")
+    c.ret("adaptive_avg_pool2d(%s, output_size=9)" % x, "larger than the input")
+    cases.append(c)
+    return cases
+
+
 def _with_large(fam, fn):
     def gen(R):
         cases = fn(R)
@@ -1654,6 +1835,8 @@ FAMILIES = {
     "embedding": gen_embedding,
     "fusion": gen_fusion,
     "mask": gen_mask,
+    "index": gen_index,
+    "pointwise": gen_pointwise,
 }
 
 

@@ -308,6 +308,7 @@ DictComp = _node("DictComp", "key value var range_args")
 Subscript = _node("Subscript", "value items")  # x[1:, ...] (parsed; not part of the language yet)
 Slice = _node("Slice", "start stop step")
 Ellipsis_ = _node("Ellipsis_", "")
+EllipsisItem = Ellipsis_  # the name the indexing code uses
 # statements
 Assign = _node("Assign", "targets value")     # targets: list of (name, pos)
 For = _node("For", "var iter body")
@@ -1145,6 +1146,15 @@ def _layer_norm(a, pos):
     return F.layer_norm(a["input"], shape, a["weight"], a["bias"], a["eps"])
 
 
+def _squeeze(a, pos):
+    x, d = a["input"], a["dim"]
+    if d is None:
+        return torch.squeeze(x)
+    for k in sorted((d if isinstance(d, (list, tuple)) else [d]), key=lambda k: k % x.dim(), reverse=True):
+        x = torch.squeeze(x, k % a["input"].dim())
+    return x
+
+
 def _cat(a, pos):
     ts = a["tensors"]
     if not isinstance(ts, (list, tuple)) or not ts:
@@ -1189,6 +1199,37 @@ BUILTIN_FUNCTIONS = {
                     ("bias", None), ("eps", 1e-5)], _layer_norm, ("input",)),
     "dropout": ([("input", REQUIRED), ("p", 0.5)],
                 lambda a, p: F.dropout(a["input"], a["p"], training=False), ("input",)),
+    # indexing and shape functions (W1)
+    "view": (None, lambda a, p: a["input"].view(_shape_args("view", a, p)), ("input",)),
+    "size": ([("input", REQUIRED), ("dim", None)],
+             lambda a, p: tuple(int(d) for d in a["input"].size()) if a["dim"] is None
+             else int(a["input"].size(a["dim"])), ("input",)),
+    "dim": ([("input", REQUIRED)], lambda a, p: a["input"].dim(), ("input",)),
+    "unsqueeze": ([("input", REQUIRED), ("dim", REQUIRED)],
+                  lambda a, p: torch.unsqueeze(a["input"], a["dim"]), ("input",)),
+    "squeeze": ([("input", REQUIRED), ("dim", None)], _squeeze, ("input",)),
+    "expand": (None, lambda a, p: a["input"].expand(*_shape_args("expand", a, p)), ("input",)),
+    "expand_as": ([("input", REQUIRED), ("other", REQUIRED)],
+                  lambda a, p: a["input"].expand_as(a["other"]), ("input", "other")),
+    "contiguous": ([("input", REQUIRED)], lambda a, p: a["input"].contiguous(), ("input",)),
+    "split": ([("tensor", REQUIRED), ("split_size_or_sections", REQUIRED), ("dim", 0)],
+              lambda a, p: tuple(torch.split(a["tensor"], a["split_size_or_sections"], a["dim"])), ("tensor",)),
+    "chunk": ([("input", REQUIRED), ("chunks", REQUIRED), ("dim", 0)],
+              lambda a, p: tuple(torch.chunk(a["input"], a["chunks"], a["dim"])), ("input",)),
+    "t": ([("input", REQUIRED)], lambda a, p: torch.t(a["input"]), ("input",)),
+    "adaptive_avg_pool2d": ([("input", REQUIRED), ("output_size", REQUIRED)],
+                            lambda a, p: F.adaptive_avg_pool2d(a["input"], a["output_size"]), ("input",)),
+    "pow": ([("input", REQUIRED), ("exponent", REQUIRED)],
+            lambda a, p: torch.pow(a["input"], a["exponent"]), ()),
+    "clamp": ([("input", REQUIRED), ("min", None), ("max", None)],
+              lambda a, p: torch.clamp(a["input"], a["min"], a["max"]), ("input",)),
+    "clamp_min": ([("input", REQUIRED), ("min", REQUIRED)],
+                  lambda a, p: torch.clamp_min(a["input"], a["min"]), ("input",)),
+    "clamp_max": ([("input", REQUIRED), ("max", REQUIRED)],
+                  lambda a, p: torch.clamp_max(a["input"], a["max"]), ("input",)),
+    "erf": ([("input", REQUIRED)], _unary(torch.erf), ()),
+    "rsqrt": ([("input", REQUIRED)], _unary(torch.rsqrt), ()),
+    "neg": ([("input", REQUIRED)], _unary(torch.neg), ()),
     # models.md group 8 (inplace is dropped: in-place ops would overwrite a value the model reads again)
     "relu6": ([("input", REQUIRED), ("inplace", False)], lambda a, p: F.relu6(a["input"]), ("input",)),
     "hardswish": ([("input", REQUIRED), ("inplace", False)], lambda a, p: F.hardswish(a["input"]), ("input",)),
@@ -2317,6 +2358,10 @@ class _Interpreter:
             v = self.eval(e.value)
             if isinstance(v, torch.finfo) and e.name in ("min", "max", "eps", "tiny"):
                 return float(getattr(v, e.name))
+            if isinstance(v, torch.Tensor) and e.name == "shape":
+                return tuple(int(d) for d in v.shape)
+            if isinstance(v, torch.Tensor) and e.name == "ndim":
+                return v.dim()
             raise DpError(e.pos, f"no attribute '{e.name}' on {_type_name(v)}")
         if isinstance(e, Unary) and e.op == "~":
             v = self.eval(e.operand)
@@ -2356,9 +2401,7 @@ class _Interpreter:
         if isinstance(e, Call):
             return self.call_expr(e)
         if isinstance(e, Subscript):
-            raise DpError(e.pos, "slicing is not supported yet")
-        if isinstance(e, Attr):
-            raise DpError(e.pos, "attribute access is not supported yet")
+            return self.subscript(e)
         if isinstance(e, (Slice, Ellipsis_)):
             raise DpError(e.pos, "a slice is only allowed inside [...]")
         raise DpError(e.pos, "unsupported expression")
@@ -2372,6 +2415,8 @@ class _Interpreter:
 
     def binary(self, e: Binary, a, b):
         ta, tb = isinstance(a, torch.Tensor), isinstance(b, torch.Tensor)
+        if isinstance(a, tuple) and isinstance(b, tuple) and e.op == "+":
+            return a + b  # x.size()[:-1] + (heads, d)
         if e.op in ("==", "!=", "<", "<=", ">", ">=", "&", "|"):
             if not (ta or tb):
                 raise DpError(e.pos, f"{e.op} on two numbers is not a tensor operation")
@@ -2416,9 +2461,39 @@ class _Interpreter:
             raise DpError(e.pos, f"{e.op} cannot combine {sa} and {sb}: {_first_line(ex)}") from None
         raise DpError(e.pos, f"unknown operator {e.op}")
 
+    def subscript(self, e: Subscript):
+        v = self.eval(e.value)
+        items = []
+        for it in e.items:
+            if isinstance(it, EllipsisItem):
+                items.append(Ellipsis)
+            elif isinstance(it, Slice):
+                parts = [None if p is None else self.eval(p) for p in (it.start, it.stop, it.step)]
+                for p in parts:
+                    if p is not None and (not isinstance(p, int) or isinstance(p, bool)):
+                        raise DpError(it.pos, f"a slice bound is an integer, got {_type_name(p)}")
+                items.append(slice(*parts))
+            else:
+                items.append(self.eval(it))
+        if isinstance(v, tuple):
+            if len(items) != 1 or not isinstance(items[0], slice):
+                raise DpError(e.pos, "a tuple takes one index or one slice")
+            return v[items[0]]
+        if not isinstance(v, torch.Tensor):
+            raise DpError(e.pos, f"cannot slice a {_type_name(v)}")
+        try:
+            return v[tuple(items)]
+        except Exception as ex:
+            raise DpError(e.pos, f"indexing: {_first_line(ex)}") from None
+
     def index(self, e: Index):
         v = self.eval(e.value)
         i = self.eval(e.index)
+        if isinstance(v, torch.Tensor) and (i is None or (isinstance(i, int) and not isinstance(i, bool))):
+            try:
+                return v[i]
+            except Exception as ex:
+                raise DpError(e.pos, f"indexing: {_first_line(ex)}") from None
         if not isinstance(i, int) or isinstance(i, bool):
             raise DpError(e.index.pos, f"an index is an integer, got {_type_name(i)}")
         if isinstance(v, (nn.ModuleList, nn.Sequential, tuple)):
