@@ -458,8 +458,8 @@ static int unit_dpa(const char *path, dpc_unit **u) {
     if (rc)
         return rc;
     *u = m->unit; /* the model is unbound: nothing else to keep */
-    m->unit = NULL;
-    m->sig = NULL;
+    m->unit = m->gunit = NULL;
+    m->sig = m->gsig = NULL;
     m->front = NULL;
     dpc_model_free(m);
     return 0;

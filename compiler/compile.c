@@ -311,7 +311,7 @@ void dpc_unit_print(const dpc_unit *u, dpc_buf *out) { repr_model(&u->front->m, 
 
 void dpc_unit_ir(const dpc_unit *u, bool fused, dpc_buf *out) {
     if (fused) {
-        if (u->stage == DPC_STAGE_FUSED)
+        if (u->stage == DPC_STAGE_FUSED && !u->sig.unbound)
             fuse_print(&u->kg, out);
     } else if (u->stage >= DPC_STAGE_IR && !u->sig.unbound)
         ir_print(&u->front->g, out);

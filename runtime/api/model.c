@@ -674,7 +674,6 @@ void dpc_model_free(dpc_model *m) {
         }
         for (int k = 0; k < m->nspecs; k++)
             spec_free(&m->specs[k]);
-        free(m->specs);
         m->be = NULL;
         m->ndev = 0;
         m->unit = m->gunit;
@@ -691,6 +690,7 @@ void dpc_model_free(dpc_model *m) {
         for (int i = 0; i < dpc_model_gsig(m)->nparams; i++)
             free(m->params[i]);
     free(m->params);
+    free(m->specs);
     dpc_cu_images_free(m->images);
     dpc_unit_free(m->unit);
     free(m);
