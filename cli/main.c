@@ -32,14 +32,14 @@ static const char *USAGE =
     "  dpc compile MODEL.dp|OLD.dpa [-o MODEL.dpa] [--weights W.safetensors] [--arch sm_90[,sm_80...]]\n"
     "  dpc inspect MODEL.dpa                summary of a compiled artifact\n"
     "  dpc print   MODEL.dp|MODEL.dpa       module tree, exactly as print(model) in PyTorch\n"
-    "  dpc ir      MODEL.dp|MODEL.dpa [--stage parsed|fused]\n"
-    "  dpc graph   MODEL.dp [-o FILE.dot|FILE.svg]\n"
-    "  dpc source  MODEL.dp|MODEL.dpa [--target cpu|cuda] [--dtype f32|bf16|f16]\n"
+    "  dpc ir      MODEL.dp|MODEL.dpa [--stage parsed|fused] [--bind S=16 ...]\n"
+    "  dpc graph   MODEL.dp [-o FILE.dot|FILE.svg] [--bind S=16 ...]\n"
+    "  dpc source  MODEL.dp|MODEL.dpa [--target cpu|cuda] [--dtype f32|bf16|f16] [--bind S=16 ...]\n"
     "  dpc init    MODEL.dp -o W.safetensors [--seed S]\n"
     "  dpc run     MODEL.dp|MODEL.dpa [--weights W.safetensors] --input X.npy [--input Y.npy ...]\n"
     "              [--kw NAME=VALUE ...] [--devices LIST] [--dtype f32|bf16|f16] [-v] -o OUT.npy [-o OUT2.npy ...]\n"
     "              [--mpi]  (implied under mpirun -np P: each rank runs its share of the batch)\n"
-    "  dpc bench   MODEL.dp --batch B [--devices LIST] [--dtype f32|bf16|f16] [--weights W] [--iters K] [--json]\n"
+    "  dpc bench   MODEL.dp --batch B [--bind S=16 ...] [--devices LIST] [--dtype f32|bf16|f16] [--weights W] [--iters K] [--json]\n"
     "  dpc cache   ls|clear\n";
 
 static int usage_error(const char *fmt, const char *arg) {
