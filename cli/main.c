@@ -32,14 +32,14 @@ static const char *USAGE =
     "  dpc compile MODEL.dp|OLD.dpa [-o MODEL.dpa] [--weights W.safetensors] [--arch sm_90[,sm_80...]]\n"
     "  dpc inspect MODEL.dpa                summary of a compiled artifact\n"
     "  dpc print   MODEL.dp|MODEL.dpa       module tree, exactly as print(model) in PyTorch\n"
-    "  dpc ir      MODEL.dp|MODEL.dpa [--stage parsed|fused]\n"
-    "  dpc graph   MODEL.dp [-o FILE.dot|FILE.svg]\n"
-    "  dpc source  MODEL.dp|MODEL.dpa [--target cpu|cuda] [--dtype f32|bf16|f16]\n"
+    "  dpc ir      MODEL.dp|MODEL.dpa [--stage parsed|fused] [--bind S=16 ...]\n"
+    "  dpc graph   MODEL.dp [-o FILE.dot|FILE.svg] [--bind S=16 ...]\n"
+    "  dpc source  MODEL.dp|MODEL.dpa [--target cpu|cuda] [--dtype f32|bf16|f16] [--bind S=16 ...]\n"
     "  dpc init    MODEL.dp -o W.safetensors [--seed S]\n"
     "  dpc run     MODEL.dp|MODEL.dpa [--weights W.safetensors] --input X.npy [--input Y.npy ...]\n"
     "              [--kw NAME=VALUE ...] [--devices LIST] [--dtype f32|bf16|f16] [-v] -o OUT.npy [-o OUT2.npy ...]\n"
     "              [--mpi]  (implied under mpirun -np P: each rank runs its share of the batch)\n"
-    "  dpc bench   MODEL.dp --batch B [--devices LIST] [--dtype f32|bf16|f16] [--weights W] [--iters K] [--json]\n"
+    "  dpc bench   MODEL.dp --batch B [--bind S=16 ...] [--devices LIST] [--dtype f32|bf16|f16] [--weights W] [--iters K] [--json]\n"
     "  dpc cache   ls|clear\n";
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -63,6 +63,8 @@ typedef struct opts {
     int ninputs;
     const char *kw[DPC_MAX_SCALARS];
     int nkw;
+    const char *bind[DPC_MAX_RTDIMS]; /* --bind S=16 */
+    int nbind;
     const char *weights, *devices, *stage, *target, *seed, *arch, *batch, *iters, *dtype;
     bool verbose, json, mpi;
 } opts;
@@ -80,6 +82,7 @@ static const opt_spec VALUE_OPTS[] = {
     {"-o", "--output", 'o', 0},
     {"--input", "-i", 'i', 0},
     {"--kw", NULL, 'k', 0},
+    {"--bind", NULL, 'B', 0},
     {"--weights", "-w", 'w', offsetof(opts, weights)},
     {"--devices", NULL, 'd', offsetof(opts, devices)},
     {"--stage", NULL, 's', offsetof(opts, stage)},
@@ -98,15 +101,15 @@ static const opt_spec *value_opt(const char *a) {
     return NULL;
 }
 
-/* Stores the value of option a (spec sp): once, or appended for -o, --input, --kw. */
+/* Stores the value of option a (spec sp): once, or appended for -o, --input, --kw, --bind. */
 static int store_opt(opts *o, const opt_spec *sp, const char *a, const char *v) {
     if (sp->slot) {
         *(const char **)((char *)o + sp->slot) = v;
         return 0;
     }
-    int *n = sp->key == 'o' ? &o->nout : sp->key == 'i' ? &o->ninputs : &o->nkw;
-    const char **arr = sp->key == 'o' ? o->out : sp->key == 'i' ? o->inputs : o->kw;
-    if (*n >= (sp->key == 'k' ? DPC_MAX_SCALARS : MAX_IO))
+    int *n = sp->key == 'o' ? &o->nout : sp->key == 'i' ? &o->ninputs : sp->key == 'B' ? &o->nbind : &o->nkw;
+    const char **arr = sp->key == 'o' ? o->out : sp->key == 'i' ? o->inputs : sp->key == 'B' ? o->bind : o->kw;
+    if (*n >= (sp->key == 'k' ? DPC_MAX_SCALARS : sp->key == 'B' ? DPC_MAX_RTDIMS : MAX_IO))
         return usage_error("too many '%s' options", a);
     arr[(*n)++] = v;
     return 0;
@@ -183,14 +186,17 @@ static int check_outputs(const opts *o, const char *const *outs, int nout) {
 }
 
 static int unit_dpa(const char *path, dpc_unit **u);
-/* The model of path (a .dp source or a .dpa) compiled up to stage. */
+/* The model of path (a .dp source or a .dpa) compiled up to stage; a model
+ * with run-time dims (`ids: i64[N, S]`) stops after its inputs
+ * (dpc_compile_opts.defer_dims): see graph_unit. */
 static int front(const char *path, dpc_stage st, dpc_unit **u) {
     if (dpc_artifact_path(path))
         return unit_dpa(path, u);
     dpc_buf diags;
     dpc_err e;
     dpc_buf_init(&diags);
-    dpc_status s = dpc_compile_file(path, st, u, &diags, &e);
+    dpc_compile_opts co = {.path = path, .stage = st, .defer_dims = true};
+    dpc_status s = dpc_compile(&co, u, &diags, &e);
     if (s != DPC_OK) {
         if (diags.len)
             fputs(diags.data, stderr);
@@ -200,6 +206,80 @@ static int front(const char *path, dpc_stage st, dpc_unit **u) {
         return s == DPC_EUSAGE ? 2 : 1;
     }
     dpc_buf_free(&diags);
+    return 0;
+}
+
+/* The values --bind gives u's run-time dims, in signature order: each one
+ * must be given (where the unit is unbound) and name one of them. */
+static int bind_values(const opts *o, const dpc_signature *g, int64_t *values) {
+    char names[DPC_MAX_RTDIMS][128], msg[1024];
+    dpc_dim_bind b[DPC_MAX_RTDIMS];
+    dpc_err e;
+    for (int i = 0; i < o->nbind; i++) {
+        dpc_status s = dpc_dim_bind_parse(o->bind[i], names[i], sizeof names[i], &b[i], &e);
+        if (s != DPC_OK)
+            return usage_error("%s", e.msg);
+        bool found = false;
+        for (int r = 0; r < g->nrtdims; r++)
+            found |= strcmp(g->rtdims[r].name, b[i].name) == 0;
+        if (!found) {
+            size_t pos = 0;
+            msg[0] = 0;
+            for (int r = 0; r < g->nrtdims && pos < sizeof msg; r++)
+                pos += (size_t)snprintf(msg + pos, sizeof msg - pos, "%s%s", r ? ", " : "", g->rtdims[r].name);
+            fprintf(stderr, "dpc: error: --bind %s: forward of %s has no run-time dim '%s' (%s%s)\n", o->bind[i],
+                    g->model_name, b[i].name, g->nrtdims ? "its run-time dims: " : "it has none", msg);
+            return 1;
+        }
+    }
+    for (int r = 0; r < g->nrtdims; r++) {
+        values[r] = g->rtdims[r].value;
+        for (int i = 0; i < o->nbind; i++)
+            if (strcmp(b[i].name, g->rtdims[r].name) == 0)
+                values[r] = b[i].value;
+        if (values[r] == 0) {
+            const dpc_sig_rtdim *d = &g->rtdims[r];
+            fprintf(stderr,
+                    "dpc: error: %s has the run-time dim %s (dim %d of input '%s'), bound from the input when it runs; "
+                    "its graph is built for one value: give it with --bind %s=VALUE (e.g. --bind %s=16)\n",
+                    g->model_name, d->name, d->dim, g->inputs[d->input].name, d->name, d->name);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The unit of path with a graph up to stage (ir, source, graph): a model
+ * with run-time dims specialised to the --bind values. */
+static int graph_unit(const opts *o, dpc_stage st, dpc_unit **u) {
+    int rc = front(o->model, st, u);
+    if (rc)
+        return rc;
+    const dpc_signature *g = dpc_unit_signature(*u);
+    int64_t values[DPC_MAX_RTDIMS];
+    if (!g->unbound && !o->nbind)
+        return 0;
+    if ((rc = bind_values(o, g, values))) {
+        dpc_unit_free(*u);
+        return rc;
+    }
+    dpc_unit *spec;
+    dpc_buf diags;
+    dpc_err e;
+    dpc_buf_init(&diags);
+    dpc_status s = dpc_unit_specialise(*u, values, st, &spec, &diags, &e);
+    dpc_unit_free(*u);
+    *u = NULL;
+    if (s != DPC_OK) {
+        if (diags.len)
+            fputs(diags.data, stderr);
+        else
+            fprintf(stderr, "dpc: error: %s\n", e.msg);
+        dpc_buf_free(&diags);
+        return s == DPC_EUSAGE ? 2 : 1;
+    }
+    dpc_buf_free(&diags);
+    *u = spec;
     return 0;
 }
 
@@ -245,7 +325,7 @@ static int cmd_print(int argc, char **argv) {
 
 static int cmd_ir(int argc, char **argv) {
     opts o;
-    int rc = parse_opts(argc, argv, &o, "s");
+    int rc = parse_opts(argc, argv, &o, "sB");
     if (rc)
         return rc;
     bool fused = false;
@@ -255,19 +335,11 @@ static int cmd_ir(int argc, char **argv) {
         return usage_error("unknown stage '%s' (parsed or fused)", o.stage);
     dpc_buf out;
     dpc_buf_init(&out);
-    if (!fused) {
-        dpc_unit *u;
-        if ((rc = front(o.model, DPC_STAGE_IR, &u)))
-            return rc;
-        dpc_unit_ir(u, false, &out);
-        dpc_unit_free(u);
-    } else {
-        dpc_model *m;
-        if ((rc = compile_model(o.model, &m)))
-            return rc;
-        dpc_unit_ir(m->unit, true, &out);
-        dpc_model_free(m);
-    }
+    dpc_unit *u;
+    if ((rc = graph_unit(&o, fused ? DPC_STAGE_FUSED : DPC_STAGE_IR, &u)))
+        return rc;
+    dpc_unit_ir(u, fused, &out);
+    dpc_unit_free(u);
     return emit(&out);
 }
 
@@ -281,7 +353,7 @@ static int dtype_opt(const opts *o, kprec *p) {
 
 static int cmd_source(int argc, char **argv) {
     opts o;
-    int rc = parse_opts(argc, argv, &o, "tD");
+    int rc = parse_opts(argc, argv, &o, "tDB");
     if (rc)
         return rc;
     const char *t = o.target ? o.target : "cpu";
@@ -292,13 +364,13 @@ static int cmd_source(int argc, char **argv) {
         return rc;
     if (prec != KP_F32 && strcmp(t, "cuda") != 0)
         return usage_error("--dtype %s applies to --target cuda (the CPU backend computes in f32)", o.dtype);
-    dpc_model *m;
-    if ((rc = compile_model(o.model, &m)))
+    dpc_unit *u;
+    if ((rc = graph_unit(&o, DPC_STAGE_FUSED, &u)))
         return rc;
     dpc_buf out;
     dpc_buf_init(&out);
-    dpc_unit_source(m->unit, strcmp(t, "cpu") == 0 ? DPC_DIALECT_C : DPC_DIALECT_CUDA, prec, &out);
-    dpc_model_free(m);
+    dpc_unit_source(u, strcmp(t, "cpu") == 0 ? DPC_DIALECT_C : DPC_DIALECT_CUDA, prec, &out);
+    dpc_unit_free(u);
     return emit(&out);
 }
 
@@ -386,8 +458,8 @@ static int unit_dpa(const char *path, dpc_unit **u) {
     if (rc)
         return rc;
     *u = m->unit; /* the model is unbound: nothing else to keep */
-    m->unit = NULL;
-    m->sig = NULL;
+    m->unit = m->gunit = NULL;
+    m->sig = m->gsig = NULL;
     m->front = NULL;
     dpc_model_free(m);
     return 0;
@@ -635,8 +707,8 @@ static dpc_status run_forward(const opts *o, cli_mpi *x, dpc_model *m, dpc_tenso
     const dpc_tensor *vp[MAX_IO];
     bool whole[MAX_IO];
     for (int i = 0; i < o->ninputs; i++) {
-        names[i] = m->sig->inputs[i].name, vp[i] = &views[i];
-        whole[i] = dpc_sig_input_whole(&m->sig->inputs[i]);
+        names[i] = dpc_model_gsig(m)->inputs[i].name, vp[i] = &views[i];
+        whole[i] = dpc_sig_input_whole(&dpc_model_gsig(m)->inputs[i]);
     }
     dpc_status s =
         dpc_mpi_take_share(&x->mpi, (const dpc_tensor *const *)in, o->ninputs, names, whole, views, &x->share, e);
@@ -804,7 +876,7 @@ static int cmd_run(int argc, char **argv) {
         goto done;
     const dpc_signature *g = m->sig;
     rc = 1;
-    if (o.nout != g->noutputs) {
+    if (!g->unbound && o.nout != g->noutputs) { /* run-time dims: known once the inputs are read */
         fprintf(stderr, "dpc: error: %s returns %d tensor%s but %d -o option%s given\n", g->model_name, g->noutputs,
                 g->noutputs == 1 ? "" : "s", o.nout, o.nout == 1 ? " was" : "s were");
         rc = 2;
@@ -839,6 +911,16 @@ static int cmd_run(int argc, char **argv) {
         goto failed;
     if ((s = dpc_model_faults_from_env(m, &e)) != DPC_OK)
         goto failed;
+    if (g->unbound) { /* the specialisation for these inputs' run-time dims says what forward returns */
+        if ((s = dpc_model_select(m, (const dpc_tensor *const *)in, o.ninputs, &e)) != DPC_OK)
+            goto failed;
+        if (o.nout != m->sig->noutputs) {
+            fprintf(stderr, "dpc: error: %s returns %d tensor%s but %d -o option%s given\n", g->model_name,
+                    m->sig->noutputs, m->sig->noutputs == 1 ? "" : "s", o.nout, o.nout == 1 ? " was" : "s were");
+            rc = 2;
+            goto done;
+        }
+    }
     if ((s = run_forward(&o, &x, m, in, scalars, out, &e)) != DPC_OK)
         goto failed;
     for (int w = 0; w < m->last.nwarnings && w < DPC_DP_MAX_WARNINGS; w++)
@@ -921,20 +1003,20 @@ out:
 
 static int cmd_graph(int argc, char **argv) {
     opts o;
-    int rc = parse_opts(argc, argv, &o, "o");
+    int rc = parse_opts(argc, argv, &o, "oB");
     if (rc)
         return rc;
     if (o.nout > 1)
         return usage_error("%s", "graph writes one file: give -o once");
     if ((rc = check_outputs(&o, o.out, o.nout)))
         return rc;
-    dpc_model *m;
-    if ((rc = compile_model(o.model, &m)))
+    dpc_unit *u;
+    if ((rc = graph_unit(&o, DPC_STAGE_FUSED, &u)))
         return rc;
     dpc_buf b;
     dpc_buf_init(&b);
-    dpc_unit_dot(m->unit, &b);
-    dpc_model_free(m);
+    dpc_unit_dot(u, &b);
+    dpc_unit_free(u);
     if (o.nout == 0)
         return emit(&b);
     dpc_err e;
@@ -969,7 +1051,7 @@ static int cmp_double(const void *a, const void *b) {
  * counted, the memory plan is made by the warm-up runs. */
 static int cmd_bench(int argc, char **argv) {
     opts o;
-    int rc = parse_opts(argc, argv, &o, "bdwnD");
+    int rc = parse_opts(argc, argv, &o, "bdwnDB");
     if (rc)
         return rc;
     kprec prec;
@@ -995,6 +1077,11 @@ static int cmd_bench(int argc, char **argv) {
     dpc_tensor *in[MAX_IO] = {0}, *out[MAX_IO] = {0};
     dpc_safetensors *st = NULL;
     double scalars[DPC_MAX_SCALARS] = {0}, *times = NULL;
+    int64_t rt[DPC_MAX_RTDIMS]; /* the run-time dims of the inputs: --bind */
+    if ((g->unbound || o.nbind) && (rc = bind_values(&o, g, rt))) {
+        dpc_model_free(m);
+        return rc;
+    }
     rc = 1;
     if (!o.weights)
         s = dpc_model_bind_init(m, 0, &e); /* dpc init's weights, seed 0 */
@@ -1006,9 +1093,13 @@ static int cmd_bench(int argc, char **argv) {
         scalars[i] = g->scalars[i].def;
     uint64_t rng = 88172645463325252ull;
     for (int i = 0; i < g->ninputs; i++) {
-        const dpc_sig_tensor *p = &g->inputs[i];
-        if ((s = dpc_model_input_new(m, i, batch, &in[i], &e)) != DPC_OK)
+        if ((s = dpc_model_input_new(m, i, batch, g->nrtdims ? rt : NULL, &in[i], &e)) != DPC_OK)
             goto failed;
+        if (i == g->ninputs - 1 && (s = dpc_model_select(m, (const dpc_tensor *const *)in, g->ninputs, &e)) != DPC_OK)
+            goto failed; /* a specialisation's index limits are known once it is compiled */
+    }
+    for (int i = 0; i < g->ninputs; i++) {
+        const dpc_sig_tensor *p = &g->inputs[i];
         int64_t limit = dpc_model_input_limit(m, i) ? dpc_model_input_limit(m, i) : 1;
         int64_t cnt = dpc_tensor_numel(in[i]);
         for (int64_t k = 0; k < cnt; k++) {

@@ -20,14 +20,33 @@ struct dpc_unit {
 
 /* ------------------------------------------------------------ signature */
 
-static dpc_sig_tensor sig_tensor(dpc_front *f, const ir_node *n) {
+static dpc_sig_tensor sig_tensor(dpc_front *f, const ir_node *n, bool input) {
     dpc_sig_tensor t = {.name = n->name, .rank = n->sh.rank, .line = n->at.line};
     t.dtype = n->dt == IR_I64 ? DPC_I64 : n->dt == IR_I32 ? DPC_I32 : DPC_F32;
     t.dtype_name = ir_dtype_name(n->dt);
     for (int d = 0; d < n->sh.rank; d++)
-        t.dim[d] = (dpc_sig_dim){n->sh.d[d].k, n->sh.d[d].sym};
+        t.dim[d] = (dpc_sig_dim){n->sh.d[d].k, n->sh.d[d].sym, 0};
+    for (int i = 0; input && i < f->g.rtuses.len; i++) {
+        const ir_rtuse *r = f->g.rtuses.items[i];
+        if (r->input == n->input_index)
+            t.dim[r->dim].rt = r->rt + 1;
+    }
     char sh[512];
     shape_str(&n->sh, f->g.batch_name, sh, sizeof sh);
+    if (f->g.deferred && input) { /* unbound run-time dims by name: "[N, S]" */
+        size_t pos = (size_t)snprintf(sh, sizeof sh, "[");
+        for (int d = 0; d < n->sh.rank && pos < sizeof sh; d++) {
+            shape one = {1, {n->sh.d[d]}};
+            char os[64];
+            shape_str(&one, f->g.batch_name, os, sizeof os);
+            os[strlen(os) - 1] = 0;
+            const ir_rtdim *r = t.dim[d].rt ? f->g.rtdims.items[t.dim[d].rt - 1] : NULL;
+            pos += (size_t)snprintf(sh + pos, sizeof sh - pos, "%s%s", d ? ", " : "",
+                                    r && !r->value ? r->name : os + 1);
+        }
+        if (pos < sizeof sh)
+            snprintf(sh + pos, sizeof sh - pos, "]");
+    }
     t.shape = arena_strdup(&f->ctx.arena, sh);
     t.file = n->at.file ? n->at.file->path : NULL;
     return t;
@@ -59,11 +78,11 @@ static void sig_io(dpc_unit *u) {
     dpc_sig_tensor *out = arena_alloc(a, sizeof *out * (size_t)(s->noutputs + 1));
     dpc_sig_scalar *sc = arena_alloc(a, sizeof *sc * (size_t)(s->nscalars + 1));
     for (int i = 0; i < s->ninputs; i++) {
-        in[i] = sig_tensor(f, g->inputs.items[i]);
+        in[i] = sig_tensor(f, g->inputs.items[i], true);
         in[i].limit = input_limit(g, g->inputs.items[i]);
     }
     for (int i = 0; i < s->noutputs; i++) {
-        out[i] = sig_tensor(f, g->outputs.items[i]);
+        out[i] = sig_tensor(f, g->outputs.items[i], false);
         out[i].name = NULL;
     }
     for (int i = 0; i < s->nscalars; i++) {
@@ -71,6 +90,19 @@ static void sig_io(dpc_unit *u) {
         const leaf_attr *l = &n->attr.leaf;
         sc[i] = (dpc_sig_scalar){n->name, (dpc_sig_scalar_type)l->type, l->has_default, l->has_default ? l->value : 0};
     }
+    dpc_sig_rtdim *rt = arena_alloc(a, sizeof *rt * (size_t)(g->rtdims.len + 1));
+    for (int i = 0; i < g->rtdims.len; i++) {
+        const ir_rtdim *r = g->rtdims.items[i];
+        rt[i] = (dpc_sig_rtdim){r->name, r->value, -1, -1};
+    }
+    for (int i = g->rtuses.len - 1; i >= 0; i--) { /* the first use wins */
+        const ir_rtuse *r = g->rtuses.items[i];
+        rt[r->rt].input = r->input;
+        rt[r->rt].dim = r->dim;
+    }
+    s->nrtdims = g->rtdims.len;
+    s->rtdims = rt;
+    s->unbound = g->deferred;
     s->inputs = in;
     s->outputs = out;
     s->scalars = sc;
@@ -121,7 +153,7 @@ static dpc_status lower(dpc_unit *u, const char *path, dpc_err *e) {
     dpc_front *f = u->front;
     if (setjmp(f->oom))
         return dpc_errf(e, DPC_ENOMEM, "out of memory while lowering '%s'", path);
-    if (u->stage == DPC_STAGE_FUSED)
+    if (u->stage == DPC_STAGE_FUSED && !f->g.deferred)
         fuse_graph(&f->ctx, &f->g, &u->kg);
     sig_build(u);
     return DPC_OK;
@@ -134,8 +166,11 @@ dpc_status dpc_compile(const dpc_compile_opts *o, dpc_unit **out, dpc_buf *diags
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
     u->stage = o->stage;
     front_stage fs = o->stage == DPC_STAGE_TREE ? FRONT_TREE : FRONT_IR;
-    dpc_status s = front_run_mem(o->path, o->text, o->len, fs, o->read_import, o->import_ud,
-                                 &u->front, diags, e);
+    if (o->nbinds < 0 || o->nbinds > DPC_MAX_RTDIMS || (o->nbinds && !o->binds)) {
+        free(u);
+        return dpc_errf(e, DPC_EUSAGE, "at most %d run-time dim binds", DPC_MAX_RTDIMS);
+    }
+    dpc_status s = front_run_opts(o, fs, &u->front, diags, e);
     if (s == DPC_OK)
         s = lower(u, o->path, e);
     if (s != DPC_OK) {
@@ -143,6 +178,85 @@ dpc_status dpc_compile(const dpc_compile_opts *o, dpc_unit **out, dpc_buf *diags
         return s;
     }
     *out = u;
+    return DPC_OK;
+}
+
+/* ------------------------------------------------------- specialising */
+
+/* "a/./b/../c" as "a/c": how the imports of a unit are matched, whatever
+ * their spelling (on disk, realpath matched them). */
+static void norm_path(const char *p, char *out, size_t n) {
+    const char *comp[256];
+    size_t len[256];
+    int nc = 0;
+    bool abs = p[0] == '/';
+    while (*p) {
+        size_t l = strcspn(p, "/");
+        if (l == 0 || (l == 1 && p[0] == '.'))
+            ;
+        else if (l == 2 && p[0] == '.' && p[1] == '.' && nc > 0 && !(len[nc - 1] == 2 && comp[nc - 1][0] == '.'))
+            nc--;
+        else if (nc < 256)
+            comp[nc] = p, len[nc++] = l;
+        p += l + (p[l] == '/');
+    }
+    size_t pos = 0;
+    if (abs && pos + 1 < n)
+        out[pos++] = '/';
+    for (int i = 0; i < nc && pos + len[i] + 2 < n; i++) {
+        if (i)
+            out[pos++] = '/';
+        memcpy(out + pos, comp[i], len[i]);
+        pos += len[i];
+    }
+    out[pos < n ? pos : n - 1] = 0;
+}
+
+/* dpc_compile_opts.read_import over the files a unit read. */
+static bool unit_import(void *ud, const char *path, char *real, size_t real_n, const char **text, size_t *len) {
+    const dpc_unit *u = ud;
+    char want[4096], have[4096];
+    norm_path(path, want, sizeof want);
+    for (int i = 1; i < dpc_unit_nfiles(u); i++) {
+        const char *name = dpc_unit_file(u, i, text, len);
+        norm_path(name, have, sizeof have);
+        if (strcmp(have, want) == 0) {
+            snprintf(real, real_n, "%s%s", want[0] == '/' ? "" : "/", want);
+            return true;
+        }
+    }
+    return false;
+}
+
+dpc_status dpc_unit_specialise(const dpc_unit *u, const int64_t *values, dpc_stage stage, dpc_unit **out,
+                               dpc_buf *diags, dpc_err *e) {
+    const dpc_signature *sig = &u->sig;
+    dpc_dim_bind binds[DPC_MAX_RTDIMS];
+    for (int i = 0; i < sig->nrtdims && i < DPC_MAX_RTDIMS; i++)
+        binds[i] = (dpc_dim_bind){sig->rtdims[i].name, values[i]};
+    const char *text;
+    size_t len;
+    const char *root = dpc_unit_file(u, 0, &text, &len);
+    dpc_compile_opts o = {.path = root, .text = text, .len = len, .read_import = unit_import,
+                          .import_ud = (void *)u, .stage = stage, .binds = binds, .nbinds = sig->nrtdims};
+    return dpc_compile(&o, out, diags, e);
+}
+
+dpc_status dpc_dim_bind_parse(const char *text, char *buf, size_t bufn, dpc_dim_bind *b, dpc_err *e) {
+    const char *eq = strchr(text, '=');
+    size_t l = eq ? (size_t)(eq - text) : 0;
+    if (!eq || l == 0 || l + 1 > bufn)
+        return dpc_errf(e, DPC_EUSAGE, "--bind needs NAME=VALUE, got '%.100s'", text);
+    memcpy(buf, text, l);
+    buf[l] = 0;
+    char *end;
+    errno = 0;
+    long long v = strtoll(eq + 1, &end, 10);
+    if (errno || *end || !eq[1] || v < 1 || v > DPC_MAX_DIM)
+        return dpc_errf(e, DPC_EUSAGE, "--bind %s: the value must be an integer between 1 and %lld, got '%.100s'",
+                        buf, (long long)DPC_MAX_DIM, eq + 1);
+    b->name = buf;
+    b->value = v;
     return DPC_OK;
 }
 
@@ -175,7 +289,7 @@ int dpc_unit_nbufs(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? u->
 const kbuf *dpc_unit_buf(const dpc_unit *u, int id) { return u->kg.bufs.items[id]; }
 
 dpc_status dpc_unit_cuda_program(const dpc_unit *u, kprec prec, char **source, dpc_cu_plan *plan, dpc_err *e) {
-    if (u->stage != DPC_STAGE_FUSED)
+    if (u->stage != DPC_STAGE_FUSED || u->sig.unbound)
         return dpc_errf(e, DPC_EINTERNAL, "the unit was not compiled to kernels");
     return dpc_cuda_program(&u->kg, prec, source, plan, e);
 }
@@ -197,14 +311,14 @@ void dpc_unit_print(const dpc_unit *u, dpc_buf *out) { repr_model(&u->front->m, 
 
 void dpc_unit_ir(const dpc_unit *u, bool fused, dpc_buf *out) {
     if (fused) {
-        if (u->stage == DPC_STAGE_FUSED)
+        if (u->stage == DPC_STAGE_FUSED && !u->sig.unbound)
             fuse_print(&u->kg, out);
-    } else if (u->stage >= DPC_STAGE_IR)
+    } else if (u->stage >= DPC_STAGE_IR && !u->sig.unbound)
         ir_print(&u->front->g, out);
 }
 
 void dpc_unit_dot(const dpc_unit *u, dpc_buf *out) {
-    if (u->stage == DPC_STAGE_FUSED)
+    if (u->stage == DPC_STAGE_FUSED && !u->sig.unbound)
         kgraph_dot(&u->kg, out);
 }
 
@@ -216,7 +330,7 @@ void dpc_kgraph_source(const kgraph *kg, dpc_dialect d, kprec prec, dpc_buf *out
 }
 
 void dpc_unit_source(const dpc_unit *u, dpc_dialect d, kprec prec, dpc_buf *out) {
-    if (u->stage == DPC_STAGE_FUSED)
+    if (u->stage == DPC_STAGE_FUSED && !u->sig.unbound)
         dpc_kgraph_source(&u->kg, d, prec, out);
 }
 

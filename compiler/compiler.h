@@ -98,6 +98,11 @@ typedef struct dpc_ctx {
      * (a canonical name containing '/', for cycle detection) and text. */
     bool (*read_import)(void *ud, const char *path, char *real, size_t real_n, const char **text, size_t *len);
     void *import_ud;
+    /* the entry's run-time dims: values given (dpc_compile_opts.binds), and
+     * whether one without a value stops the IR after the entry */
+    const dpc_dim_bind *binds;
+    int nbinds;
+    bool defer_dims;
 } dpc_ctx;
 
 void error_at(dpc_ctx *c, loc at, const char *fmt, ...) __attribute__((format(printf, 3, 4)));

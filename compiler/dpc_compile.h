@@ -59,6 +59,17 @@ typedef enum dpc_stage { DPC_STAGE_TREE, DPC_STAGE_IR, DPC_STAGE_FUSED } dpc_sta
 typedef bool (*dpc_import_fn)(void *ud, const char *path, char *real, size_t real_n, const char **text,
                               size_t *len);
 
+/* A value for a run-time dim of the entry: `forward(ids: i64[N, S])` names
+ * S, neither the batch nor a constructor value, so S is bound from the
+ * input at run time; a graph is built for one value of it (`dpc ir --bind
+ * S=16`, or the runtime's specialisation for the S an input has). */
+typedef struct dpc_dim_bind {
+    const char *name;
+    int64_t value;             /* 1 .. 2^31 - 1 */
+} dpc_dim_bind;
+/* At most this many run-time dims at the entry (and binds). */
+#define DPC_MAX_RTDIMS 8
+
 typedef struct dpc_compile_opts {
     const char *path;          /* the root source: read from here, or its name when text is set */
     const char *text;          /* in-memory root source (len bytes), or NULL to read path */
@@ -66,6 +77,17 @@ typedef struct dpc_compile_opts {
     dpc_import_fn read_import; /* NULL: imports from the file system */
     void *import_ud;
     dpc_stage stage;
+    /* values for the entry's run-time dims; each name must be one of them */
+    const dpc_dim_bind *binds;
+    int nbinds;
+    /* An entry with a run-time dim not in binds: false (the default) makes
+     * that an error at DPC_STAGE_IR and later, asking for a value; true
+     * stops the compilation after the entry instead: the unit is
+     * "unbound" (signature.unbound): it has the module tree, the state_dict
+     * and the inputs (with their run-time dims), but no graph, no outputs
+     * and no kernels. The runtime compiles it again per value
+     * (dpc_unit_specialise). */
+    bool defer_dims;
 } dpc_compile_opts;
 
 typedef struct dpc_unit dpc_unit;
@@ -74,6 +96,14 @@ typedef struct dpc_unit dpc_unit;
  * DPC_EUSER with the rendered diagnostics in diags (may be NULL); on
  * exhaustion DPC_ENOMEM. */
 dpc_status dpc_compile(const dpc_compile_opts *o, dpc_unit **out, dpc_buf *diags, dpc_err *e);
+/* The unit of u's very sources (the files it read, served from memory:
+ * the disk is not read again) compiled to stage with these values for its
+ * run-time dims, each value 1 .. 2^31 - 1, in signature.rtdims order. */
+dpc_status dpc_unit_specialise(const dpc_unit *u, const int64_t *values, dpc_stage stage, dpc_unit **out,
+                               dpc_buf *diags, dpc_err *e);
+/* Parses "S=16" (`--bind`) into b (name pointing into text, cut at '='
+ * in buf, which must hold strlen(text) + 1 bytes). */
+dpc_status dpc_dim_bind_parse(const char *text, char *buf, size_t bufn, dpc_dim_bind *b, dpc_err *e);
 /* The same for a file, the common case. */
 dpc_status dpc_compile_file(const char *path, dpc_stage stage, dpc_unit **out, dpc_buf *diags, dpc_err *e);
 void dpc_unit_free(dpc_unit *u);
@@ -81,11 +111,23 @@ dpc_stage dpc_unit_stage(const dpc_unit *u);
 
 /* ------------------------------------------------------- the signature */
 
-/* A dim: k, or k * N for the batch dim (batch true). */
+/* A dim: k, or k * N for the batch dim (batch true). rt: 1 + the index in
+ * signature.rtdims of the run-time dim it is (k then its bound value, 0
+ * while unbound), 0 for a dim fixed in the source. */
 typedef struct dpc_sig_dim {
     int64_t k;
     bool batch;
+    int rt;
 } dpc_sig_dim;
+
+/* A run-time dim of the entry (S of `ids: i64[N, S]`): its name, its value
+ * in this unit (0 when unbound) and the input dim it is first read from
+ * (other inputs may name it too: their dim[].rt says so). */
+typedef struct dpc_sig_rtdim {
+    const char *name;
+    int64_t value;
+    int input, dim;
+} dpc_sig_rtdim;
 
 /* A tensor of forward: an input (named) or an output (name NULL). */
 typedef struct dpc_sig_tensor {
@@ -160,6 +202,13 @@ typedef struct dpc_signature {
     const dpc_sig_tensor *inputs, *outputs; /* outputs: at DPC_STAGE_IR and later */
     const dpc_sig_scalar *scalars;
     const dpc_sig_param *params;
+    /* the entry's run-time dims (DPC_STAGE_IR and later, or an unbound
+     * unit), in the order the inputs first name them */
+    int nrtdims;
+    const dpc_sig_rtdim *rtdims;
+    /* some run-time dim has no value (dpc_compile_opts.defer_dims): inputs
+     * only, noutputs 0, no graph */
+    bool unbound;
 } dpc_signature;
 
 const dpc_signature *dpc_unit_signature(const dpc_unit *u);

@@ -20,6 +20,14 @@ dpc_status front_run(const char *path, const char *text, size_t len, front_stage
 
 dpc_status front_run_mem(const char *path, const char *text, size_t len, front_stage stage,
                          front_import_fn read_import, void *ud, dpc_front **out, dpc_buf *diags, dpc_err *e) {
+    dpc_compile_opts o = {.path = path, .text = text, .len = len, .read_import = read_import, .import_ud = ud};
+    return front_run_opts(&o, stage, out, diags, e);
+}
+
+dpc_status front_run_opts(const dpc_compile_opts *o, front_stage stage, dpc_front **out, dpc_buf *diags,
+                          dpc_err *e) {
+    const char *path = o->path, *text = o->text;
+    size_t len = o->len;
     *out = NULL;
     dpc_front *f = calloc(1, sizeof *f);
     if (!f)
@@ -27,8 +35,11 @@ dpc_status front_run_mem(const char *path, const char *text, size_t len, front_s
     f->ctx.max_errors = 50;
     f->ctx.max_depth = 200;
     f->ctx.arena.oom_jump = &f->oom;
-    f->ctx.read_import = read_import;
-    f->ctx.import_ud = ud;
+    f->ctx.read_import = o->read_import;
+    f->ctx.import_ud = o->import_ud;
+    f->ctx.binds = o->binds;
+    f->ctx.nbinds = o->nbinds;
+    f->ctx.defer_dims = o->defer_dims;
     if (setjmp(f->oom)) {
         front_free(f);
         return dpc_errf(e, DPC_ENOMEM, "out of memory while compiling '%s'", path);

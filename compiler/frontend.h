@@ -23,6 +23,10 @@ dpc_status front_run(const char *path, const char *text, size_t len, front_stage
 typedef dpc_import_fn front_import_fn; /* dpc_compile.h */
 dpc_status front_run_mem(const char *path, const char *text, size_t len, front_stage stage,
                          front_import_fn read_import, void *ud, dpc_front **out, dpc_buf *diags, dpc_err *e);
+/* The same with everything dpc_compile_opts says (its stage aside): the
+ * run-time dims' binds too. */
+dpc_status front_run_opts(const dpc_compile_opts *o, front_stage stage, dpc_front **out, dpc_buf *diags,
+                          dpc_err *e);
 void front_free(dpc_front *f);
 
 #endif

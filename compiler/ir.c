@@ -191,6 +191,10 @@ void ir_print(const ir_graph *g, dpc_buf *out) {
         dpc_buf_printf(out, ", %s: %s", n->name, n->attr.leaf.type == 0 ? "float" : n->attr.leaf.type == 1 ? "int" : "bool");
     }
     dpc_buf_puts(out, ")\n");
+    for (int i = 0; i < g->rtdims.len; i++) { /* the values this graph was built for */
+        const ir_rtdim *r = g->rtdims.items[i];
+        dpc_buf_printf(out, "  # run-time dim %s = %lld\n", r->name, (long long)r->value);
+    }
     for (int i = 0; i < g->nodes.len; i++) {
         const ir_node *n = g->nodes.items[i];
         dpc_buf_printf(out, "  %%%d = %s", n->id, ir_op_name(n->op));

@@ -261,7 +261,21 @@ typedef struct ir_graph {
     const char *batch_name; /* "N" */
     const char *model_name;
     const char *file;
+    /* the entry's run-time dims (`ids: i64[N, S]`): ir_rtdim*, and each
+     * input dim that names one, ir_rtuse*; deferred: one has no value
+     * (dpc_ctx.defer_dims), the graph stops after the inputs */
+    vec rtdims, rtuses;
+    bool deferred;
 } ir_graph;
+
+typedef struct ir_rtdim {
+    const char *name;
+    int64_t value; /* 0: unbound */
+    loc at;        /* its first use */
+} ir_rtdim;
+typedef struct ir_rtuse {
+    int rt, input, dim;
+} ir_rtuse;
 
 /* irbuild.c: interprets the root module's forward symbolically. */
 bool ir_build(dpc_ctx *c, model *m, ir_graph *g);

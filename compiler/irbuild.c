@@ -1033,6 +1033,77 @@ static ir_dtype parse_dtype(builder *b, const param *p) {
     return IR_F32;
 }
 
+/* Dim k of input `input` names a run-time dim (neither the batch nor a
+ * constructor value: `ids: i64[N, S]`): its value in this compilation
+ * (dpc_ctx.binds), 0 while unbound; each use is recorded for the
+ * signature. */
+static DPC_NOINLINE bool runtime_dim(builder *b, const node *dn, int input, int k, int64_t *value) {
+    ir_graph *g = b->g;
+    int rt = -1;
+    for (int i = 0; i < g->rtdims.len; i++)
+        if (strcmp(((ir_rtdim *)g->rtdims.items[i])->name, dn->str) == 0)
+            rt = i;
+    if (rt < 0) {
+        if (g->rtdims.len == DPC_MAX_RTDIMS) {
+            error_at(b->c, dn->at, "the entry names more than %d run-time dims", DPC_MAX_RTDIMS);
+            return false;
+        }
+        ir_rtdim *d = arena_alloc(g->arena, sizeof *d);
+        *d = (ir_rtdim){.name = dn->str, .at = dn->at};
+        for (int i = 0; i < b->c->nbinds; i++)
+            if (strcmp(b->c->binds[i].name, dn->str) == 0)
+                d->value = b->c->binds[i].value;
+        rt = g->rtdims.len;
+        vec_push(g->arena, &g->rtdims, d);
+    }
+    ir_rtuse *u = arena_alloc(g->arena, sizeof *u);
+    *u = (ir_rtuse){rt, input, k};
+    vec_push(g->arena, &g->rtuses, u);
+    *value = ((ir_rtdim *)g->rtdims.items[rt])->value;
+    return true;
+}
+
+/* After the inputs: every bind names a run-time dim and has a valid value;
+ * the bound ones are ints in forward's body (S in reshape(N, S, -1)); an
+ * unbound one is an error unless the compilation stops here (defer_dims). */
+static DPC_NOINLINE void runtime_dims_done(builder *b, frame *f, const module_def *d) {
+    ir_graph *g = b->g;
+    char names[256] = "";
+    for (int i = 0; i < g->rtdims.len; i++) {
+        size_t l = strlen(names);
+        snprintf(names + l, sizeof names - l, "%s%s", i ? ", " : "", ((ir_rtdim *)g->rtdims.items[i])->name);
+    }
+    for (int i = 0; i < b->c->nbinds; i++) {
+        const dpc_dim_bind *bd = &b->c->binds[i];
+        bool found = false;
+        for (int k = 0; k < g->rtdims.len; k++)
+            found |= strcmp(((ir_rtdim *)g->rtdims.items[k])->name, bd->name) == 0;
+        for (int k = 0; k < i; k++)
+            if (strcmp(b->c->binds[k].name, bd->name) == 0)
+                error_at(b->c, d->forward_at, "run-time dim '%s' bound twice", bd->name);
+        if (!found)
+            error_at(b->c, d->forward_at, "cannot bind '%s': the entry of %s has no run-time dim of that name (%s%s)",
+                     bd->name, d->name, g->rtdims.len ? "its run-time dims: " : "it has none", names);
+        else if (bd->value < 1 || bd->value > DPC_MAX_DIM)
+            error_at(b->c, d->forward_at, "run-time dim %s = %lld: a value must be between 1 and %lld", bd->name,
+                     (long long)bd->value, (long long)DPC_MAX_DIM);
+    }
+    for (int i = 0; i < g->rtdims.len; i++) {
+        const ir_rtdim *r = g->rtdims.items[i];
+        if (r->value > 0) {
+            sv v = {.k = SV_NUM, .v = {.kind = V_INT, .i = r->value}};
+            bind(b, f, r->name, &v);
+        } else if (b->c->defer_dims)
+            g->deferred = true;
+        else
+            error_at(b->c, r->at,
+                     "dim '%s' is a run-time dim (neither the batch name '%s' nor a constructor value): the graph "
+                     "is built for one value of it; give one (dpc ir --bind %s=16), or run the model, which binds "
+                     "it from the input",
+                     r->name, b->batch, r->name);
+    }
+}
+
 static DPC_NOINLINE bool root_inputs(builder *b, frame *f) {
     inst *root = b->m->root;
     const module_def *d = root->def;
@@ -1109,11 +1180,9 @@ static DPC_NOINLINE bool root_inputs(builder *b, frame *f) {
                 continue;
             }
             if (dn->kind == ND_NAME && !sema_eval_has(root, dn->str)) {
-                error_at(b->c, dn->at,
-                         "dim '%s' of input '%s' is neither the batch name '%s' nor a constructor value: the "
-                         "entry's other dims are fixed when it is compiled (run-time dims other than the batch "
-                         "are not supported yet)",
-                         dn->str, p->name, b->batch);
+                int64_t value;
+                if (runtime_dim(b, dn, n->input_index, k, &value))
+                    n->sh.d[k] = (dim){value, false};
                 continue;
             }
             if (!sema_eval(b->c, b->m, root, dn, &dv))
@@ -1141,6 +1210,8 @@ static DPC_NOINLINE bool root_inputs(builder *b, frame *f) {
     }
     if (b->g->inputs.len == 0 && b->c->nerrors == before)
         error_at(b->c, d->forward_at, "forward of '%s' needs at least one tensor input", d->name);
+    if (b->c->nerrors == before)
+        runtime_dims_done(b, f, d);
     return b->c->nerrors == before;
 }
 
@@ -1187,6 +1258,8 @@ bool ir_build(dpc_ctx *c, model *m, ir_graph *g) {
     if (!root_inputs(&b, &f))
         return false;
     g->batch_name = b.batch;
+    if (g->deferred) /* a run-time dim without a value: the inputs are all there is */
+        return c->nerrors == 0;
     b.depth = 1;
     if (!exec_block(&b, &f, &root->def->body))
         return false;

@@ -258,12 +258,26 @@ dpc_status dpc_program_set_dtype(dpc_program *cp, const char *dtype) {
 
 /* ------------------------------------------------- forward's signature */
 
-static const dpc_signature *signature(const dpc_program *p) { return p->sig->sig; }
+/* The signature of the inputs, scalars and state_dict; outputs are the
+ * current specialisation's for a model with run-time dims. */
+static const dpc_signature *signature(const dpc_program *p) { return dpc_model_gsig(p->sig); }
+/* The unit whose graph, outputs and sources the program shows: the
+ * artifact's, or for a model with run-time dims that of the latest run. */
+static const dpc_unit *shown_unit(const dpc_program *p) {
+    return p->m && p->m->gunit && p->m->cur >= 0 ? p->m->unit : p->sig->unit;
+}
 
 const char *dpc_program_name(const dpc_program *p) { return p ? signature(p)->model_name : ""; }
 int dpc_program_num_inputs(const dpc_program *p) { return p ? signature(p)->ninputs : 0; }
 int dpc_program_num_scalars(const dpc_program *p) { return p ? signature(p)->nscalars : 0; }
-int dpc_program_num_outputs(const dpc_program *p) { return p ? signature(p)->noutputs : 0; }
+int dpc_program_num_outputs(const dpc_program *p) { return p ? dpc_unit_signature(shown_unit(p))->noutputs : 0; }
+
+const char *dpc_program_input_rtdim(const dpc_program *p, int i, int d) {
+    if (!p || i < 0 || i >= signature(p)->ninputs || d < 0 || d >= signature(p)->inputs[i].rank)
+        return NULL;
+    int r = signature(p)->inputs[i].dim[d].rt;
+    return r ? signature(p)->rtdims[r - 1].name : NULL;
+}
 
 static void tensor_shape(const dpc_sig_tensor *t, int *rank, int64_t *shape) {
     if (rank)
@@ -280,7 +294,7 @@ dpc_status dpc_program_input(const dpc_program *cp, int i, const char **name, dp
     const dpc_signature *g = signature(p);
     if (i < 0 || i >= g->ninputs)
         return leave(p, failf(p, DPC_EUSAGE, "input %d out of range: %s has %d", i, g->model_name, g->ninputs));
-    const dpc_sig_tensor *t = &g->inputs[i];
+    const dpc_sig_tensor *t = &g->inputs[i]; /* a run-time dim is 0 (dpc_program_input_rtdim) */
     if (name)
         *name = t->name;
     if (dtype)
@@ -293,7 +307,7 @@ dpc_status dpc_program_output(const dpc_program *cp, int i, dpc_dtype *dtype, in
     if (!cp)
         return fail(NULL, DPC_EUSAGE, "dpc_program_output: program is NULL");
     dpc_program *p = enter(cp);
-    const dpc_signature *g = signature(p);
+    const dpc_signature *g = dpc_unit_signature(shown_unit(p));
     if (i < 0 || i >= g->noutputs)
         return leave(p, failf(p, DPC_EUSAGE, "output %d out of range: %s returns %d", i, g->model_name,
                               g->noutputs));
@@ -363,7 +377,8 @@ dpc_status dpc_program_run(dpc_program *cp, const dpc_tensor *const *inputs, int
         return fail(NULL, DPC_EUSAGE, "dpc_program_run: program is NULL");
     dpc_program *p = enter(cp);
     const dpc_signature *g = signature(p);
-    if (noutputs != g->noutputs || (noutputs && !outputs))
+    /* run-time dims: the outputs are known once the inputs chose the specialisation */
+    if (!g->unbound && (noutputs != g->noutputs || (noutputs && !outputs)))
         return leave(p, failf(p, DPC_EUSAGE, "%s returns %d tensor%s, dpc_program_run was given %d output slot%s",
                               g->model_name, g->noutputs, g->noutputs == 1 ? "" : "s", noutputs,
                               noutputs == 1 ? "" : "s"));
@@ -388,6 +403,14 @@ dpc_status dpc_program_run(dpc_program *cp, const dpc_tensor *const *inputs, int
     s = dpc_model_widen_inputs(p->m, inputs, ninputs, wide, &e);
     for (int i = 0; i < ninputs; i++)
         in[i] = wide[i] ? wide[i] : inputs[i];
+    if (s == DPC_OK && g->unbound && (s = dpc_model_select(p->m, in, ninputs, &e)) == DPC_OK &&
+        (noutputs != p->m->sig->noutputs || (noutputs && !outputs))) {
+        for (int i = 0; i < ninputs; i++)
+            dpc_tensor_free(wide[i]);
+        return leave(p, failf(p, DPC_EUSAGE, "%s returns %d tensor%s, dpc_program_run was given %d output slot%s",
+                              g->model_name, p->m->sig->noutputs, p->m->sig->noutputs == 1 ? "" : "s", noutputs,
+                              noutputs == 1 ? "" : "s"));
+    }
     if (s == DPC_OK)
         s = dpc_model_run(p->m, in, ninputs, scalars, outputs, &e);
     for (int i = 0; i < ninputs; i++)
@@ -461,7 +484,7 @@ dpc_status dpc_program_ir(const dpc_program *cp, int fused, char *buf, size_t ca
         return leave(p, s);
     dpc_buf b;
     dpc_buf_init(&b);
-    dpc_unit_ir(p->sig->unit, fused, &b);
+    dpc_unit_ir(shown_unit(p), fused, &b);
     return leave(p, put_text(p, &b, buf, cap, len));
 }
 
@@ -477,7 +500,7 @@ dpc_status dpc_program_source(const dpc_program *cp, const char *target, char *b
         return leave(p, failf(p, DPC_EUSAGE, "unknown target '%.40s' (cpu or cuda)", target ? target : "(null)"));
     dpc_buf b;
     dpc_buf_init(&b);
-    dpc_unit_source(p->sig->unit, cuda ? DPC_DIALECT_CUDA : DPC_DIALECT_C, KP_F32, &b);
+    dpc_unit_source(shown_unit(p), cuda ? DPC_DIALECT_CUDA : DPC_DIALECT_C, KP_F32, &b);
     return leave(p, put_text(p, &b, buf, cap, len));
 }
 

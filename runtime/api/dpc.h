@@ -141,8 +141,19 @@ DPC_API int dpc_program_num_inputs(const dpc_program *p);   /* tensor parameters
 DPC_API int dpc_program_num_scalars(const dpc_program *p);  /* scalar (keyword) parameters */
 DPC_API int dpc_program_num_outputs(const dpc_program *p);  /* returned tensors */
 /* Input i: name, dtype (DPC_F32 or DPC_I64), rank and dims; a dim that
- * scales with the batch is given as -k (k times the batch: usually -1).
- * Any out pointer may be NULL; shape needs DPC_MAX_RANK entries. */
+ * scales with the batch is given as -k (k times the batch: usually -1),
+ * a run-time dim (below) as 0. Any out pointer may be NULL; shape needs
+ * DPC_MAX_RANK entries.
+ *
+ * Run-time dims: a forward such as `forward(ids: i64[N, S])` takes any S;
+ * each S met is compiled at its first run and cached with its kernels,
+ * memory plan and CUDA graphs (at most 16 values, the least recently run
+ * evicted first; $DPC_SPEC_CACHE, read at load, sets the bound). Inputs
+ * naming the same dim must agree on it. The outputs (dpc_program_num_outputs,
+ * dpc_program_output), the IR and the sources are those of the latest run's
+ * value (none before the first run); dpc_program_run checks noutputs once
+ * the inputs have chosen it. */
+DPC_API const char *dpc_program_input_rtdim(const dpc_program *p, int i, int d); /* "S", or NULL: not a run-time dim */
 DPC_API dpc_status dpc_program_input(const dpc_program *p, int i, const char **name, dpc_dtype *dtype, int *rank,
                                      int64_t *shape);
 DPC_API dpc_status dpc_program_output(const dpc_program *p, int i, dpc_dtype *dtype, int *rank, int64_t *shape);

@@ -56,7 +56,7 @@ static void fill_tensor(const dpc_sig_param *p, rng *r, void *data, size_t count
 /* The initial value of every parameter, as tensors named by their
  * state_dict keys (*ts, *n; free with free_tensors). */
 static dpc_status init_tensors(const dpc_model *m, uint64_t seed, dpc_st_tensor **out, int *nout, dpc_err *e) {
-    const dpc_signature *sig = m->sig;
+    const dpc_signature *sig = dpc_model_gsig(m);
     rng r;
     uint64_t x = seed;
     for (int i = 0; i < 4; i++)

@@ -22,6 +22,23 @@ dpc_status dpc_model_from_unit(dpc_unit *u, dpc_model **out, dpc_err *e) {
     m->unit = u;
     m->sig = dpc_unit_signature(u);
     m->front = dpc_unit_front(u);
+    m->cur = -1;
+    if (m->sig->unbound) {
+        /* run-time dims: specialised per value as it runs */
+        long max = DPC_SPEC_CACHE_DEFAULT;
+        bool set;
+        dpc_status s = dpc_env_long("DPC_SPEC_CACHE", 1, 4096, &max, &set, e);
+        m->gunit = u;
+        m->gsig = m->sig;
+        m->maxspecs = (int)max;
+        m->specs = s == DPC_OK ? dpc_calloc((size_t)max, sizeof *m->specs) : NULL;
+        if (s == DPC_OK && !m->specs)
+            s = dpc_errf(e, DPC_ENOMEM, "out of memory");
+        if (s != DPC_OK) {
+            dpc_model_free(m);
+            return s;
+        }
+    }
     *out = m;
     return DPC_OK;
 }
@@ -29,7 +46,8 @@ dpc_status dpc_model_from_unit(dpc_unit *u, dpc_model **out, dpc_err *e) {
 dpc_status dpc_model_compile(const char *path, dpc_model **out, dpc_buf *diags, dpc_err *e) {
     *out = NULL;
     dpc_unit *u;
-    dpc_status s = dpc_compile_file(path, DPC_STAGE_FUSED, &u, diags, e);
+    dpc_compile_opts o = {.path = path, .stage = DPC_STAGE_FUSED, .defer_dims = true};
+    dpc_status s = dpc_compile(&o, &u, diags, e);
     return s == DPC_OK ? dpc_model_from_unit(u, out, e) : s;
 }
 
@@ -162,8 +180,9 @@ static dpc_status constant_f32(const dpc_sig_param *p, float **out, dpc_err *e) 
 /* f32 copies of the picked tensors, each replacing the parameter's old one;
  * the non-persistent buffers forward reads, from their constant values. */
 static dpc_status keep_f32(dpc_model *m, const dpc_st_tensor **picks, dpc_err *e) {
-    for (int i = 0; i < m->sig->nparams; i++) {
-        const dpc_sig_param *sp = &m->sig->params[i];
+    const dpc_signature *sig = dpc_model_gsig(m);
+    for (int i = 0; i < sig->nparams; i++) {
+        const dpc_sig_param *sp = &sig->params[i];
         if (sp->nonpersistent && !sp->ignored && !m->params[i]) {
             dpc_status s = constant_f32(sp, &m->params[i], e);
             if (s != DPC_OK)
@@ -171,7 +190,7 @@ static dpc_status keep_f32(dpc_model *m, const dpc_st_tensor **picks, dpc_err *e
             continue;
         }
         const dpc_st_tensor *t = picks[i];
-        if (!t || m->sig->params[i].ignored)
+        if (!t || sp->ignored)
             continue;
         dpc_tensor src = {.dtype = t->dtype, .rank = t->rank, .data = t->data, .nbytes = t->nbytes};
         memcpy(src.shape, t->shape, sizeof src.shape);
@@ -200,15 +219,33 @@ static dpc_status rebuild_backend(dpc_model *m, dpc_err *e) {
     return dpc_model_set_devices(m, devs, n, e);
 }
 
+/* Every specialisation's backend and replicas freed (new weights, new
+ * devices): they are made again at their next run. */
+static void drop_backends(dpc_model *m) {
+    for (int k = 0; k < m->nspecs; k++) {
+        dpc_spec *sp = &m->specs[k];
+        if (sp->be) {
+            for (int i = 0; i < sp->ndev; i++)
+                sp->be->replica_free(sp->be, sp->rep[i]);
+            sp->be->destroy(sp->be);
+        }
+        sp->be = NULL;
+        sp->ndev = 0;
+    }
+    m->be = NULL;
+    m->ndev = 0;
+}
+
 dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warnings, dpc_err *e) {
-    int nparams = m->sig->nparams;
+    const dpc_signature *gsig = dpc_model_gsig(m);
+    int nparams = gsig->nparams;
     if (!m->params)
         m->params = dpc_calloc((size_t)nparams + 1, sizeof(float *));
     const dpc_st_tensor **picks = dpc_calloc((size_t)nparams + 1, sizeof *picks);
     dpc_buf extra;
     dpc_buf_init(&extra);
     dpc_status s = !m->params || !picks ? dpc_errf(e, DPC_ENOMEM, "out of memory")
-                                        : dpc_weights_match(m->sig, st, picks, &extra, e);
+                                        : dpc_weights_match(gsig, st, picks, &extra, e);
     if (s == DPC_OK)
         s = keep_f32(m, picks, e);
     if (s == DPC_OK && extra.len && warnings)
@@ -219,6 +256,14 @@ dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warn
         return s;
     /* the backend is created with the devices (dpc_model_set_devices, or
      * the CPU by default at the first run): a CUDA run needs no C compiler */
+    if (m->gunit) { /* the CPU backends read params; the others hold copies */
+        bool copies = false;
+        for (int k = 0; k < m->nspecs; k++)
+            copies |= m->specs[k].be && strcmp(m->specs[k].be->name, "cpu") != 0;
+        if (copies)
+            drop_backends(m);
+        return DPC_OK;
+    }
     if (m->be && strcmp(m->be->name, "cpu") != 0 && m->ndev > 0)
         return rebuild_backend(m, e);
     return DPC_OK;
@@ -226,10 +271,11 @@ dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warn
 
 void dpc_model_set_precision(dpc_model *m, kprec prec) { m->prec = prec; }
 
-static dpc_status set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e) {
+static dpc_status check_devices(const dpc_model *m, const dpc_device *devs, int n, int *ncudap, dpc_err *e) {
     int ncuda = 0;
     for (int i = 0; i < n; i++)
         ncuda += devs[i].kind == DPC_DEV_CUDA;
+    *ncudap = ncuda;
     if (ncuda && ncuda != n)
         return dpc_errf(e, DPC_EUSER, "the device list mixes cpu and cuda devices; use one kind");
     if (!ncuda && m->prec != KP_F32)
@@ -237,6 +283,15 @@ static dpc_status set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_e
                         kprec_name(m->prec));
     if (!m->params)
         return dpc_errf(e, DPC_EUSAGE, "bind the weights (dpc_model_bind) before choosing devices");
+    return DPC_OK;
+}
+
+/* The backend and replicas of m->unit for devs. */
+static dpc_status set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e) {
+    int ncuda;
+    dpc_status cs = check_devices(m, devs, n, &ncuda, e);
+    if (cs != DPC_OK)
+        return cs;
     /* replicas share the cores: each replica's GEMMs get its share, unless
      * DPC_GEMM_THREADS says otherwise */
     long threads = dpc_dp_threads_per_replica(0, n);
@@ -294,9 +349,162 @@ static dpc_status set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_e
 /* The backend compiles here (prepare, and each GPU's first replica): a
  * refused kernel cache is noted in the model's own note. */
 dpc_status dpc_model_set_devices(dpc_model *m, const dpc_device *devs, int n, dpc_err *e) {
+    if (m->gunit) {
+        /* run-time dims: each specialisation makes its backend for these
+         * devices at its next run */
+        int ncuda;
+        dpc_status s = check_devices(m, devs, n, &ncuda, e);
+        if (s != DPC_OK)
+            return s;
+        if (n < 1 || n > DPC_MAX_DEVICES)
+            return dpc_errf(e, DPC_EUSAGE, "between 1 and %d devices", DPC_MAX_DEVICES);
+        drop_backends(m);
+        memcpy(m->want, devs, sizeof *devs * (size_t)n);
+        m->nwant = n;
+        if (!m->pool && n > 1 && (s = dpc_pool_create(n, &m->pool, e)) != DPC_OK)
+            return s;
+        return DPC_OK;
+    }
     dpc_kcache_note *prev = dpc_kcache_note_push(&m->kcache);
     dpc_status s = set_devices(m, devs, n, e);
     dpc_kcache_note_pop(prev);
+    return s;
+}
+
+/* ------------------------------------------------- run-time dims */
+
+/* The values of the run-time dims in these inputs (shapes checked against
+ * gsig): every input dim naming one must agree. */
+static dpc_status rt_values(const dpc_model *m, const dpc_tensor *const *in, int n, int64_t *values, dpc_err *e) {
+    const dpc_signature *g = m->gsig;
+    int from_in[DPC_MAX_RTDIMS], from_dim[DPC_MAX_RTDIMS];
+    for (int r = 0; r < g->nrtdims; r++)
+        values[r] = -1;
+    for (int i = 0; i < n && i < g->ninputs; i++)
+        for (int d = 0; d < g->inputs[i].rank && d < in[i]->rank; d++) {
+            int r = g->inputs[i].dim[d].rt - 1;
+            if (r < 0)
+                continue;
+            int64_t v = in[i]->shape[d];
+            if (values[r] < 0) {
+                values[r] = v, from_in[r] = i, from_dim[r] = d;
+                continue;
+            }
+            if (v != values[r])
+                return dpc_errf(e, DPC_EUSER,
+                                "inputs disagree on the run-time dim %s: input '%s' has %s = %lld (dim %d) but "
+                                "input '%s' has %s = %lld (dim %d)",
+                                g->rtdims[r].name, g->inputs[from_in[r]].name, g->rtdims[r].name,
+                                (long long)values[r], from_dim[r], g->inputs[i].name, g->rtdims[r].name,
+                                (long long)v, d);
+        }
+    for (int r = 0; r < g->nrtdims; r++)
+        if (values[r] < 1)
+            return dpc_errf(e, DPC_EUSER, "input '%s' has %s = %lld (dim %d): a run-time dim must be at least 1",
+                            g->inputs[from_in[r]].name, g->rtdims[r].name, (long long)values[r], from_dim[r]);
+    return DPC_OK;
+}
+
+static void spec_free(dpc_spec *sp) {
+    if (sp->be) {
+        for (int i = 0; i < sp->ndev; i++)
+            sp->be->replica_free(sp->be, sp->rep[i]);
+        sp->be->destroy(sp->be);
+    }
+    dpc_unit_free(sp->unit);
+    memset(sp, 0, sizeof *sp);
+}
+
+/* The specialisation for values: found, or compiled from the unbound
+ * unit's sources into a free slot (the least recently run one evicted
+ * when all are taken). */
+static dpc_status spec_find(dpc_model *m, const int64_t *values, int *out, dpc_err *e) {
+    const dpc_signature *g = m->gsig;
+    for (int k = 0; k < m->nspecs; k++)
+        if (!memcmp(m->specs[k].values, values, sizeof(int64_t) * (size_t)g->nrtdims)) {
+            *out = k;
+            return DPC_OK;
+        }
+    dpc_unit *u;
+    dpc_buf diags;
+    dpc_buf_init(&diags);
+    dpc_status s = dpc_unit_specialise(m->gunit, values, DPC_STAGE_FUSED, &u, &diags, e);
+    if (s != DPC_OK) {
+        char at[256] = "", msg[DPC_ERR_MSG];
+        for (int r = 0; r < g->nrtdims; r++)
+            snprintf(at + strlen(at), sizeof at - strlen(at), "%s%s = %lld", r ? ", " : "", g->rtdims[r].name,
+                     (long long)values[r]);
+        snprintf(msg, sizeof msg, "%s", diags.len ? diags.data : e->msg);
+        msg[strcspn(msg, "\n")] = 0;
+        dpc_buf_free(&diags);
+        return s == DPC_ENOMEM ? s : dpc_errf(e, s, "%s does not compile at %s: %s", g->model_name, at, msg);
+    }
+    dpc_buf_free(&diags);
+    int k = m->nspecs;
+    if (k == m->maxspecs) { /* evict the least recently run */
+        k = 0;
+        for (int j = 1; j < m->nspecs; j++)
+            if (m->specs[j].used < m->specs[k].used)
+                k = j;
+        if (k == m->cur) {
+            m->unit = m->gunit, m->sig = m->gsig, m->be = NULL, m->ndev = 0, m->cur = -1;
+        }
+        spec_free(&m->specs[k]);
+        m->spec_evictions++;
+    } else
+        m->nspecs++;
+    m->specs[k].unit = u;
+    memcpy(m->specs[k].values, values, sizeof(int64_t) * (size_t)g->nrtdims);
+    m->spec_compiles++;
+    *out = k;
+    return DPC_OK;
+}
+
+static dpc_status check_inputs(const dpc_model *m, const dpc_tensor *const *in, int n, dpc_err *e);
+
+dpc_status dpc_model_select(dpc_model *m, const dpc_tensor *const *in, int n, dpc_err *e) {
+    if (!m->gunit)
+        return DPC_OK;
+    int64_t values[DPC_MAX_RTDIMS];
+    int k;
+    dpc_status s = check_inputs(m, in, n, e);
+    if (s == DPC_OK)
+        s = rt_values(m, in, n, values, e);
+    if (s == DPC_OK)
+        s = spec_find(m, values, &k, e);
+    if (s != DPC_OK)
+        return s;
+    if (m->cur >= 0 && m->cur != k) { /* the current one's state goes back to its slot */
+        dpc_spec *old = &m->specs[m->cur];
+        old->be = m->be, old->be_prec = m->be_prec, old->ndev = m->ndev;
+        memcpy(old->rep, m->rep, sizeof m->rep);
+    }
+    dpc_spec *sp = &m->specs[k];
+    m->cur = k;
+    sp->used = ++m->clock;
+    m->unit = sp->unit;
+    m->sig = dpc_unit_signature(sp->unit);
+    m->be = sp->be, m->be_prec = sp->be_prec, m->ndev = sp->ndev;
+    memcpy(m->rep, sp->rep, sizeof m->rep);
+    return DPC_OK;
+}
+
+/* The current specialisation's backend and replicas, made for the devices
+ * asked for (the CPU by default) at its first run. */
+static dpc_status spec_backend(dpc_model *m, dpc_err *e) {
+    dpc_status s = DPC_OK;
+    dpc_spec *sp = &m->specs[m->cur];
+    if (!m->be || m->ndev == 0) {
+        dpc_device cpu = {DPC_DEV_CPU, 0};
+        dpc_device devs[DPC_MAX_DEVICES];
+        int nd = m->nwant ? m->nwant : 1;
+        memcpy(devs, m->nwant ? m->want : &cpu, sizeof *devs * (size_t)nd);
+        dpc_kcache_note *prev = dpc_kcache_note_push(&m->kcache);
+        s = set_devices(m, devs, nd, e);
+        dpc_kcache_note_pop(prev);
+        sp->be = m->be, sp->be_prec = m->be_prec, sp->ndev = m->ndev;
+        memcpy(sp->rep, m->rep, sizeof m->rep);
+    }
     return s;
 }
 
@@ -360,7 +568,7 @@ static dpc_status replica_sync(void *ctx, int r, const dpc_device *dev, dpc_repl
 }
 
 static dpc_status check_inputs(const dpc_model *m, const dpc_tensor *const *in, int n, dpc_err *e) {
-    const dpc_signature *g = m->sig;
+    const dpc_signature *g = dpc_model_gsig(m);
     if (n != g->ninputs)
         return dpc_errf(e, DPC_EUSER, "%s takes %d tensor input%s, got %d", g->model_name, g->ninputs,
                         g->ninputs == 1 ? "" : "s", n);
@@ -374,7 +582,7 @@ static dpc_status check_inputs(const dpc_model *m, const dpc_tensor *const *in, 
         bool ok = t->rank == p->rank;
         /* dim 0 is the batch, any size; an input without it has every dim fixed */
         for (int k = dpc_sig_input_whole(p) ? 0 : 1; ok && k < t->rank; k++)
-            ok = t->shape[k] == p->dim[k].k;
+            ok = t->shape[k] == p->dim[k].k || (m->gunit && p->dim[k].rt); /* a run-time dim: any size */
         if (!ok) {
             char got[256];
             dpc_shape_str(t->rank, t->shape, got, sizeof got);
@@ -424,6 +632,10 @@ dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninp
                          dpc_tensor **outputs, dpc_err *e) {
     dpc_status s = check_inputs(m, inputs, ninputs, e);
     if (s == DPC_OK)
+        s = dpc_model_select(m, inputs, ninputs, e);
+    if (s == DPC_OK && m->gunit)
+        s = spec_backend(m, e);
+    if (s == DPC_OK)
         s = check_empty_batch(m, inputs, ninputs, e);
     if (s != DPC_OK)
         return s;
@@ -454,6 +666,19 @@ dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninp
 void dpc_model_free(dpc_model *m) {
     if (!m)
         return;
+    if (m->gunit) { /* the current backend is its specialisation's */
+        if (m->cur >= 0) {
+            dpc_spec *sp = &m->specs[m->cur];
+            sp->be = m->be, sp->ndev = m->ndev;
+            memcpy(sp->rep, m->rep, sizeof m->rep);
+        }
+        for (int k = 0; k < m->nspecs; k++)
+            spec_free(&m->specs[k]);
+        m->be = NULL;
+        m->ndev = 0;
+        m->unit = m->gunit;
+        m->sig = m->gsig;
+    }
     if (m->be) {
         for (int i = 0; i < m->ndev; i++)
             m->be->replica_free(m->be, m->rep[i]);
@@ -462,20 +687,25 @@ void dpc_model_free(dpc_model *m) {
     if (m->pool)
         dpc_pool_destroy(m->pool);
     if (m->params && m->sig)
-        for (int i = 0; i < m->sig->nparams; i++)
+        for (int i = 0; i < dpc_model_gsig(m)->nparams; i++)
             free(m->params[i]);
     free(m->params);
+    free(m->specs);
     dpc_cu_images_free(m->images);
     dpc_unit_free(m->unit);
     free(m);
 }
 
-dpc_status dpc_model_input_new(const dpc_model *m, int i, int64_t n, dpc_tensor **out, dpc_err *e) {
-    const dpc_sig_tensor *p = &m->sig->inputs[i];
+dpc_status dpc_model_input_new(const dpc_model *m, int i, int64_t n, const int64_t *rt, dpc_tensor **out,
+                               dpc_err *e) {
+    const dpc_sig_tensor *p = &dpc_model_gsig(m)->inputs[i];
     int64_t shape[DPC_MAX_RANK];
     for (int d = 0; d < p->rank; d++)
-        shape[d] = p->dim[d].batch ? p->dim[d].k * n : p->dim[d].k;
+        shape[d] = p->dim[d].batch ? p->dim[d].k * n : rt && p->dim[d].rt ? rt[p->dim[d].rt - 1] : p->dim[d].k;
     return dpc_tensor_new(p->dtype == DPC_I64 ? DPC_I64 : DPC_F32, p->rank, shape, out, e);
 }
 
-int64_t dpc_model_input_limit(const dpc_model *m, int i) { return m->sig->inputs[i].limit; }
+int64_t dpc_model_input_limit(const dpc_model *m, int i) {
+    /* an unbound unit has no graph: the limit of the current specialisation */
+    return m->gunit && m->cur < 0 ? 0 : m->sig->inputs[i].limit;
+}

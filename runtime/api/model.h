@@ -9,8 +9,26 @@
 #include "kcache.h"
 #include "safetensors.h"
 
+/* One specialisation of a model with run-time dims (dpc_model.specs): the
+ * unit compiled for these values, its backend and replicas. */
+typedef struct dpc_spec {
+    int64_t values[DPC_MAX_RTDIMS];
+    dpc_unit *unit;
+    dpc_backend *be;
+    kprec be_prec;
+    dpc_replica *rep[DPC_MAX_DEVICES];
+    int ndev;
+    uint64_t used; /* the LRU clock at its last run */
+} dpc_spec;
+
+/* The default bound of the specialisation cache (DPC_SPEC_CACHE). */
+#define DPC_SPEC_CACHE_DEFAULT 16
+
 typedef struct dpc_model {
-    dpc_unit *unit;             /* the compilation, owned */
+    /* the compilation, owned; for a model with run-time dims (gunit set)
+     * the unit of the latest specialisation run (owned by specs), gunit
+     * before the first */
+    dpc_unit *unit;
     const dpc_signature *sig;   /* forward's signature, the unit's */
     dpc_front *front;           /* the unit's front end, opaque: for tests (frontend.h); the runtime reads the unit */
     float **params;        /* per model.params index (f32), owned */
@@ -24,9 +42,36 @@ typedef struct dpc_model {
     dpc_dp_report last;
     struct dpc_cu_images *images; /* a verified .dpa's CUBIN/PTX (dpc_artifact_instantiate), owned; NULL none */
     dpc_kcache_note kcache;       /* a refused kernel cache directory, met by this model's compiles */
+    /* Run-time dims (`ids: i64[N, S]`): the unbound unit (owned) and its
+     * signature (the inputs with their run-time dims, the state_dict), and
+     * the specialisations compiled from its sources, at most maxspecs
+     * (DPC_SPEC_CACHE, default DPC_SPEC_CACHE_DEFAULT), the least recently
+     * run evicted first. Every specialisation reads the same host weights
+     * (params). devs/ndev above are then those of the current one; want
+     * the device list asked for. NULL gunit: a model without run-time dims. */
+    dpc_unit *gunit;
+    const dpc_signature *gsig;
+    dpc_spec *specs;
+    int nspecs, maxspecs, cur;
+    uint64_t clock;
+    long spec_compiles, spec_evictions; /* counts, for tests */
+    dpc_device want[DPC_MAX_DEVICES];
+    int nwant;
 } dpc_model;
 
-/* Compiles path up to kernels; diagnostics rendered into diags. */
+/* The signature that holds the model's inputs and state_dict: gsig for a
+ * model with run-time dims, else sig. */
+static inline const dpc_signature *dpc_model_gsig(const dpc_model *m) { return m->gunit ? m->gsig : m->sig; }
+/* Checks the inputs, then selects (compiling on first use) the
+ * specialisation for their run-time dims and makes it current (m->unit,
+ * m->sig; its backend is made at its first run); DPC_OK with
+ * nothing to do for a model without run-time dims. Inputs that disagree on
+ * a run-time dim are refused, naming both. dpc_model_run calls it; the CLI
+ * to learn the outputs of a run before it. */
+dpc_status dpc_model_select(dpc_model *m, const dpc_tensor *const *inputs, int ninputs, dpc_err *e);
+
+/* Compiles path up to kernels; diagnostics rendered into diags. A model
+ * with run-time dims is compiled per value when it runs. */
 dpc_status dpc_model_compile(const char *path, dpc_model **out, dpc_buf *diags, dpc_err *e);
 /* A model of a unit compiled to DPC_STAGE_FUSED, which it takes (freed
  * with the model, or here on failure). */
@@ -68,8 +113,11 @@ dpc_status dpc_model_run(dpc_model *m, const dpc_tensor *const *inputs, int ninp
 void dpc_model_free(dpc_model *m);
 
 /* A new tensor for forward input i at batch n: its dtype (f32, or i64 for
- * indices) and shape with the batch dim times n; the data is zero. */
-dpc_status dpc_model_input_new(const dpc_model *m, int i, int64_t n, dpc_tensor **out, dpc_err *e);
+ * indices) and shape with the batch dim times n and its run-time dims
+ * rt[] (signature.rtdims order; NULL: their bound values); the data is
+ * zero. */
+dpc_status dpc_model_input_new(const dpc_model *m, int i, int64_t n, const int64_t *rt, dpc_tensor **out,
+                               dpc_err *e);
 /* For an index input i: the rows of the smallest embedding that reads it
  * (ids must stay below), or 0 when no embedding reads it. */
 int64_t dpc_model_input_limit(const dpc_model *m, int i);

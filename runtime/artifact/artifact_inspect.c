@@ -87,14 +87,21 @@ void dpc_artifact_describe(const dpc_artifact *a, const dpc_model *m, dpc_buf *o
         dpc_unit_kernel(m->unit, k, &kr);
         counts[kr.kind_index]++;
     }
-    dpc_buf_printf(out, "kernels:       %d", nk);
+    if (g->unbound) { /* no graph stored: compiled per value when it runs */
+        dpc_buf_puts(out, "kernels:       compiled when it runs, for each value of its run-time dim");
+        for (int r = 0; r < g->nrtdims; r++)
+            dpc_buf_printf(out, "%s%s", r ? ", " : (g->nrtdims > 1 ? "s " : " "), g->rtdims[r].name);
+        dpc_buf_puts(out, "\n");
+    } else
+        dpc_buf_printf(out, "kernels:       %d", nk);
     const char *sep = " (";
     for (int k = 0; k < DPC_KERNEL_KINDS; k++)
         if (counts[k]) {
             dpc_buf_printf(out, "%s%d %s", sep, counts[k], dpc_kernel_kind_name(k));
             sep = ", ";
         }
-    dpc_buf_puts(out, sep[0] == ',' ? ")\n" : "\n");
+    if (!g->unbound)
+        dpc_buf_puts(out, sep[0] == ',' ? ")\n" : "\n");
     if (!a->nimg)
         dpc_buf_puts(out, "architectures: none (CPU only; compile with --arch sm_XX for CUDA images)\n");
     for (int i = 0; i < a->nimg; i++) {

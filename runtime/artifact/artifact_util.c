@@ -162,7 +162,7 @@ static bool mem_import(void *ud, const char *path, char *real, size_t real_n, co
 dpc_status dpc_dpa_compile_sources(const src_set *s, dpc_model **out, dpc_buf *diags, dpc_err *e) {
     *out = NULL;
     dpc_compile_opts o = {.path = s->name[0], .text = s->text[0], .len = s->len[0], .read_import = mem_import,
-                          .import_ud = (void *)s, .stage = DPC_STAGE_FUSED};
+                          .import_ud = (void *)s, .stage = DPC_STAGE_FUSED, .defer_dims = true};
     dpc_unit *u;
     dpc_status st = dpc_compile(&o, &u, diags, e);
     return st == DPC_OK ? dpc_model_from_unit(u, out, e) : st;
@@ -192,12 +192,14 @@ static void json_str(dpc_buf *b, const char *s) {
     dpc_buf_puts(b, "\"");
 }
 
-static void json_shape(dpc_buf *b, const dpc_sig_tensor *t, const char *batch) {
+static void json_shape(dpc_buf *b, const dpc_signature *g, const dpc_sig_tensor *t, const char *batch) {
     dpc_buf_puts(b, "[");
     for (int i = 0; i < t->rank; i++) {
         if (i)
             dpc_buf_puts(b, ",");
-        if (!t->dim[i].batch)
+        if (t->dim[i].rt && !t->dim[i].k) /* a run-time dim, by name */
+            json_str(b, g->rtdims[t->dim[i].rt - 1].name);
+        else if (!t->dim[i].batch)
             dpc_buf_printf(b, "%lld", (long long)t->dim[i].k);
         else if (t->dim[i].k == 1)
             json_str(b, batch);
@@ -229,7 +231,7 @@ static void json_io(const dpc_signature *g, const char *batch, dpc_buf *b) {
         dpc_buf_puts(b, i ? ",{\"name\":" : "{\"name\":");
         json_str(b, n->name);
         dpc_buf_printf(b, ",\"dtype\":\"%s\",\"shape\":", n->dtype_name);
-        json_shape(b, n, batch);
+        json_shape(b, g, n, batch);
         dpc_buf_puts(b, "}");
     }
     dpc_buf_puts(b, "],\"scalars\":[");
@@ -255,7 +257,7 @@ static void json_io(const dpc_signature *g, const char *batch, dpc_buf *b) {
     for (int i = 0; i < g->noutputs; i++) {
         const dpc_sig_tensor *n = &g->outputs[i];
         dpc_buf_printf(b, "%s{\"dtype\":\"%s\",\"shape\":", i ? "," : "", n->dtype_name);
-        json_shape(b, n, batch);
+        json_shape(b, g, n, batch);
         dpc_buf_puts(b, "}");
     }
     dpc_buf_puts(b, "]");

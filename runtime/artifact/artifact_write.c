@@ -320,6 +320,11 @@ static dpc_status write_image(const src_set *src, const dpc_model *m, const arch
         dpc_buf_init(&images[i]);
 
     dpc_status s = embed_weights(m, wst, wname, &wt, &emb, warnings, e);
+    if (s == DPC_OK && plan->nimg && m->sig->unbound)
+        s = dpc_errf(e, DPC_EUSAGE,
+                     "--arch: %s has the run-time dim %s, so its kernels are compiled for each value when it runs "
+                     "(NVRTC, then the kernel cache): no CUDA images can be stored; compile it without --arch",
+                     m->sig->model_name, m->sig->rtdims[0].name);
     if (s == DPC_OK) {
         dpc_dpa_arch_list(plan, &archs);
         dpc_dpa_generate(m, bstr(&archs), &emb, &g);
@@ -417,7 +422,8 @@ dpc_status dpc_artifact_build(const char *path, const dpc_artifact_opts *o, dpc_
     char *repr_disk = NULL, *repr_mem = NULL;
     int disk_nodes = 0;
 
-    s = dpc_compile_file(path, DPC_STAGE_IR, &disk, diags, e);
+    dpc_compile_opts co = {.path = path, .stage = DPC_STAGE_IR, .defer_dims = true};
+    s = dpc_compile(&co, &disk, diags, e);
     if (s != DPC_OK)
         goto done;
     s = collect_sources(disk, path, &src, e);

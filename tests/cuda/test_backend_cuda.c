@@ -561,7 +561,7 @@ static int model_inputs(const dpc_model *m, int64_t n, dpc_tensor **t, bool bad_
     const ir_graph *g = &m->front->g;
     dpc_err e;
     for (int i = 0; i < g->inputs.len; i++) {
-        if (dpc_model_input_new(m, i, n, &t[i], &e) != DPC_OK)
+        if (dpc_model_input_new(m, i, n, NULL, &t[i], &e) != DPC_OK)
             return -1;
         int64_t cnt = dpc_tensor_numel(t[i]);
         if (t[i]->dtype == DPC_I64) {

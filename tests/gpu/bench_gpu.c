@@ -487,7 +487,7 @@ static int model_inputs(const dpc_model *m, int64_t n, dpc_tensor **t) {
     dpc_err e;
     uint64_t x = 88172645463325252ULL;
     for (int i = 0; i < g->inputs.len; i++) {
-        if (dpc_model_input_new(m, i, n, &t[i], &e) != DPC_OK) /* ids stay 0 */
+        if (dpc_model_input_new(m, i, n, NULL, &t[i], &e) != DPC_OK) /* ids stay 0 */
             return -1;
         int64_t cnt = dpc_tensor_numel(t[i]);
         if (t[i]->dtype == DPC_F32)

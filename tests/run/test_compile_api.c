@@ -138,8 +138,75 @@ static void from_memory(void) {
     dpc_buf_free(&diags);
 }
 
+/* A model with the run-time dim S (ids: i64[N, S], bias: [S, 16]): an
+ * error without a value, an unbound unit with defer_dims, a graph per
+ * bind, dpc_unit_specialise equal to compiling with the bind. */
+static void runtime_dims(const char *path) {
+    dpc_err e;
+    dpc_buf d;
+    dpc_buf_init(&d);
+    dpc_unit *u = NULL, *un = NULL, *b6 = NULL, *sp = NULL;
+    CHECK(dpc_compile_file(path, DPC_STAGE_IR, &u, &d, &e) == DPC_EUSER && d.data &&
+              strstr(d.data, "error: dim 'S' is a run-time dim (neither the batch name 'N' nor a constructor value)"),
+          "%s: no value is an error: %s", path, d.data ? d.data : e.msg);
+    dpc_buf_free(&d);
+    dpc_compile_opts o = {.path = path, .stage = DPC_STAGE_FUSED, .defer_dims = true};
+    CHECK(dpc_compile(&o, &un, NULL, &e) == DPC_OK, "%s: deferred: %s", path, e.msg);
+    if (!un)
+        return;
+    const dpc_signature *g = dpc_unit_signature(un);
+    CHECK(g->unbound && g->nrtdims == 1 && !strcmp(g->rtdims[0].name, "S") && g->rtdims[0].value == 0 &&
+              g->rtdims[0].input == 0 && g->rtdims[0].dim == 1,
+          "%s: the unbound signature lists S", path);
+    CHECK(g->ninputs == 2 && g->inputs[0].dim[1].rt == 1 && g->inputs[1].dim[0].rt == 1 &&
+              g->inputs[1].dim[1].rt == 0 && !strcmp(g->inputs[0].shape, "[N, S]") &&
+              !strcmp(g->inputs[1].shape, "[S, 16]"),
+          "%s: inputs name S (%s, %s)", path, g->inputs[0].shape, g->inputs[1].shape);
+    CHECK(g->noutputs == 0 && dpc_unit_nkernels(un) == 0 && g->nparams == 5, "%s: no graph, the state_dict", path);
+    dpc_buf_init(&d);
+    dpc_unit_ir(un, false, &d);
+    dpc_unit_ir(un, true, &d);
+    dpc_unit_source(un, DPC_DIALECT_C, KP_F32, &d);
+    dpc_unit_dot(un, &d);
+    CHECK(d.len == 0, "%s: an unbound unit has no IR, schedule, source or graph", path);
+    dpc_buf_free(&d);
+    dpc_dim_bind bind = {"S", 6};
+    o = (dpc_compile_opts){.path = path, .stage = DPC_STAGE_FUSED, .binds = &bind, .nbinds = 1};
+    CHECK(dpc_compile(&o, &b6, NULL, &e) == DPC_OK, "%s: S=6: %s", path, e.msg);
+    int64_t six = 6;
+    CHECK(dpc_unit_specialise(un, &six, DPC_STAGE_FUSED, &sp, NULL, &e) == DPC_OK, "%s: specialise: %s", path, e.msg);
+    if (b6 && sp) {
+        const dpc_signature *h = dpc_unit_signature(b6);
+        CHECK(!h->unbound && h->nrtdims == 1 && h->rtdims[0].value == 6 && h->inputs[0].dim[1].k == 6 &&
+                  h->inputs[0].dim[1].rt == 1 && h->noutputs == 2 && h->outputs[1].dim[1].k == 96,
+              "%s: the signature at S = 6", path);
+        for (int what = 1; what <= 3; what++) {
+            char *a = text_of(b6, what, KP_F32), *c = text_of(sp, what, KP_F32);
+            CHECK(a && c && *a && !strcmp(a, c), "%s: text %d of dpc_unit_specialise differs", path, what);
+            free(a), free(c);
+        }
+    }
+    dpc_unit_free(b6);
+    dpc_unit_free(sp);
+    dpc_dim_bind bad = {"T", 3};
+    o = (dpc_compile_opts){.path = path, .stage = DPC_STAGE_IR, .binds = &bad, .nbinds = 1, .defer_dims = true};
+    dpc_buf_init(&d);
+    dpc_unit *x = NULL;
+    CHECK(dpc_compile(&o, &x, &d, &e) == DPC_EUSER && d.data &&
+              strstr(d.data, "cannot bind 'T': the entry of SeqMean has no run-time dim of that name (its run-time "
+                             "dims: S)"),
+          "%s: a bind of no run-time dim: %s", path, d.data ? d.data : "");
+    dpc_buf_free(&d);
+    dpc_unit_free(x);
+    dpc_unit_free(un);
+}
+
 int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--rtdims") && i + 1 < argc) {
+            runtime_dims(argv[++i]);
+            continue;
+        }
         stages(argv[i]);
         same_as_model(argv[i]);
     }
