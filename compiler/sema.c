@@ -989,6 +989,7 @@ static DPC_NOINLINE bool instantiate_subclass(sema *s, const module_def *d, cons
     in->def = d;
     if (!builtin_bind_values(s->c, in, args, nargs, n->lhs->at))
         return false;
+    in->type_name = d->name; /* binding names it after the builtin; it prints as the subclass */
     out->kind = V_MODULE;
     out->mod = in;
     return true;
