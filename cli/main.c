@@ -189,6 +189,19 @@ static int unit_dpa(const char *path, dpc_unit **u);
 /* The model of path (a .dp source or a .dpa) compiled up to stage; a model
  * with run-time dims (`ids: i64[N, S]`) stops after its inputs
  * (dpc_compile_opts.defer_dims): see graph_unit. */
+/* Prints a failed compile's diagnostics (or its error) and frees them;
+ * true when s is a failure. */
+static bool compile_failed(dpc_status s, dpc_buf *diags, const dpc_err *e) {
+    if (s != DPC_OK) {
+        if (diags->len)
+            fputs(diags->data, stderr);
+        else
+            fprintf(stderr, "dpc: error: %s\n", e->msg);
+    }
+    dpc_buf_free(diags);
+    return s != DPC_OK;
+}
+
 static int front(const char *path, dpc_stage st, dpc_unit **u) {
     if (dpc_artifact_path(path))
         return unit_dpa(path, u);
@@ -197,15 +210,8 @@ static int front(const char *path, dpc_stage st, dpc_unit **u) {
     dpc_buf_init(&diags);
     dpc_compile_opts co = {.path = path, .stage = st, .defer_dims = true};
     dpc_status s = dpc_compile(&co, u, &diags, &e);
-    if (s != DPC_OK) {
-        if (diags.len)
-            fputs(diags.data, stderr);
-        else
-            fprintf(stderr, "dpc: error: %s\n", e.msg);
-        dpc_buf_free(&diags);
+    if (compile_failed(s, &diags, &e))
         return s == DPC_EUSAGE ? 2 : 1;
-    }
-    dpc_buf_free(&diags);
     return 0;
 }
 
@@ -270,15 +276,8 @@ static int graph_unit(const opts *o, dpc_stage st, dpc_unit **u) {
     dpc_status s = dpc_unit_specialise(*u, values, st, &spec, &diags, &e);
     dpc_unit_free(*u);
     *u = NULL;
-    if (s != DPC_OK) {
-        if (diags.len)
-            fputs(diags.data, stderr);
-        else
-            fprintf(stderr, "dpc: error: %s\n", e.msg);
-        dpc_buf_free(&diags);
+    if (compile_failed(s, &diags, &e))
         return s == DPC_EUSAGE ? 2 : 1;
-    }
-    dpc_buf_free(&diags);
     *u = spec;
     return 0;
 }
