@@ -1263,17 +1263,18 @@ def gen_mask(R):
     cases = []
     S, D = R.randint(3, 7), R.randint(2, 5)
     c = Case("mask", "compare", "comparisons of tensors and numbers to bool, & | ~, logical_*, "
-                                "where and masked_fill (bool results returned as float: 0/1 compared exactly)")
+                                "where and masked_fill (bool results returned as float times an input, so a "
+                                "perturbed input shows)")
     x, y = c.inp([S, D]), c.inp([S, D])
-    c.ret("(%s > %s).float()" % (x, y), "tensor > tensor")
-    c.ret("(%s <= 0.25).float()" % x, "tensor <= number")
-    c.ret("(%s == %s).float() + (%s != %s).float()" % (x, x, x, y), "== and !=")
-    c.ret("((%s > 0) & (%s < 0.5) | ~(%s >= -0.3)).float()" % (x, y, y), "& | ~")
-    c.ret("logical_and(%s > 0, logical_not(%s < 0)).float() + logical_or(%s > 1, %s < -1).float()" % (x, y, x, y),
-          "logical_and / _or / _not")
+    c.ret("(%s > %s).float() * %s" % (x, y, x), "tensor > tensor")
+    c.ret("(%s <= 0.25).float() * %s" % (x, y), "tensor <= number")
+    c.ret("((%s == %s).float() + (%s != %s).float()) * %s" % (x, x, x, y, y), "== and !=")
+    c.ret("((%s > 0) & (%s < 0.5) | ~(%s >= -0.3)).float() * %s" % (x, y, y, x), "& | ~")
+    c.ret("(logical_and(%s > 0, logical_not(%s < 0)).float() + logical_or(%s > 1, %s < -1).float()) * %s"
+          % (x, y, x, y, y), "logical_and / _or / _not")
     c.ret("where(%s > %s, %s, %s)" % (x, y, x, y), "where of two tensors")
-    c.ret("where(%s > 0, %s, -10000.0)" % (y, x), "where with a scalar")
-    c.ret("masked_fill(%s, %s < 0, -1000.0)" % (x, y), "masked_fill")
+    c.ret("where(%s > 0, %s, -1.0)" % (y, x), "where with a scalar")
+    c.ret("masked_fill(%s, %s < 0, -1.0)" % (x, y), "masked_fill")
     c.ret("softmax(masked_fill(%s, %s < 0, float(\"-inf\")), -1)" % (x, y), "masked_fill -inf then softmax")
     cases.append(c)
 
