@@ -1627,7 +1627,8 @@ def check_module(prog: Program, m: ModuleDef):
         n = sorted(clash)[0]
         raise DpError(f.pos, f"batch name '{n}' is also a parameter name")
     scope |= batch_names | (free_dims - scope)
-    protected = (set(members) - tensor_members) | set(ctor) | batch_names
+    # a local may take a member's name (HF: token_type_embeddings = self.token_type_embeddings(ids))
+    protected = set(ctor) | batch_names
 
     def check_expr(e, callee=False):
         """Every name must be defined; builtin functions only as callees."""
