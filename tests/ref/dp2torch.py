@@ -480,7 +480,12 @@ class Parser:
                 self.next()
                 items.append(Member(t.pos, t.value, self.parse_expr()))
             else:
-                items.append(Entry(t.pos, self.parse_expr()))
+                e = self.parse_expr()
+                if (isinstance(e, Call) and isinstance(e.func, Name)
+                        and e.func.id in ("register_buffer", "register_parameter")):
+                    items.append(_register_member(e))
+                else:
+                    items.append(Entry(t.pos, e))
             self.end_of_statement()
             self.skip_newlines()
         self.next()  # '}'
@@ -871,6 +876,23 @@ class Parser:
             self.expect_op("]", "',' or ']' in the list")
             return ListExpr(t.pos, elts)
         self.error("an expression")
+
+
+def _register_member(e: Call) -> Node:
+    """register_buffer("name", value, persistent=...) is `name = Buffer(value, ...)`;
+    register_parameter("name", Parameter(value)) is `name = Parameter(value)`."""
+    what = e.func.id
+    if not e.args or not isinstance(e.args[0], Const) or not isinstance(e.args[0].value, str):
+        raise DpError(e.pos, f"{what} takes the name as a string first: {what}(\"name\", ...)")
+    name = e.args[0].value
+    if what == "register_buffer":
+        return Member(e.pos, name, Call(e.pos, Name(e.func.pos, "Buffer"), list(e.args[1:]), list(e.kwargs)))
+    if len(e.args) != 2 or e.kwargs:
+        raise DpError(e.pos, "register_parameter takes a name and a Parameter(...)")
+    v = e.args[1]
+    if not (isinstance(v, Call) and isinstance(v.func, Name) and v.func.id == "Parameter"):
+        raise DpError(v.pos, "register_parameter takes a Parameter(...) value")
+    return Member(e.pos, name, v)
 
 
 def parse_source(src: Source) -> list[Node]:
@@ -1480,6 +1502,18 @@ def _body_names(items) -> set:
     return out
 
 
+def _tensor_member_names(items) -> set:
+    """The Parameter / Buffer members: a forward parameter may shadow one."""
+    out = set()
+    for it in items:
+        if (isinstance(it, Member) and isinstance(it.value, Call) and isinstance(it.value.func, Name)
+                and it.value.func.id in ("Parameter", "Buffer")):
+            out.add(it.name)
+        elif isinstance(it, MemberIf):
+            out |= _tensor_member_names(it.then) | _tensor_member_names(it.orelse)
+    return out
+
+
 def _ends_with_return(body) -> bool:
     if not body:
         return False
@@ -1507,12 +1541,23 @@ def check_module(prog: Program, m: ModuleDef):
         seen_default = seen_default or p.default is not None
         ctor[p.name] = p
     if m.base is not None and m.base.value != "Sequential":
-        raise DpError(m.base.pos, f"a module can extend only Sequential, not '{m.base.value}'")
-    if m.base is not None and m.forward is not None:
+        if m.base.value not in BUILTIN_MODULES or m.base.value in ("ModuleList", "Identity"):
+            raise DpError(m.base.pos, f"a module can extend Sequential or a builtin module, "
+                                      f"not '{m.base.value}'")
+        if m.params:
+            raise DpError(m.params[0].pos, f"module {m.name} extends {m.base.value}: it takes "
+                                           f"{m.base.value}'s constructor arguments, not its own")
+        if m.members:
+            raise DpError(m.members[0].pos, f"module {m.name} extends {m.base.value}: its body "
+                                            f"is only a forward")
+    if m.base is not None and m.base.value == "Sequential" and m.forward is not None:
         raise DpError(m.forward.pos, f"module {m.name} extends Sequential, which runs its entries "
                                      f"in order: it has no forward")
     module_names = set(prog.modules) | set(BUILTIN_MODULES)
     members = _body_names(m.members)  # members and constants
+    tensor_members = _tensor_member_names(m.members)
+    if m.base is not None and m.base.value != "Sequential":
+        members |= _builtin_attr_names(m.base.value)
 
     def check_items(items):
         for it in items:
@@ -1541,7 +1586,7 @@ def check_module(prog: Program, m: ModuleDef):
     for p in f.params:
         if p.name in scope:
             raise DpError(p.pos, f"duplicate parameter '{p.name}'")
-        if p.name in members or p.name in ctor:
+        if (p.name in members and p.name not in tensor_members) or p.name in ctor:
             raise DpError(p.pos, f"forward parameter '{p.name}' has the name of a "
                                  f"{'member' if p.name in members else 'constructor parameter'}")
         if isinstance(p, TensorParam):
@@ -1582,7 +1627,8 @@ def check_module(prog: Program, m: ModuleDef):
         n = sorted(clash)[0]
         raise DpError(f.pos, f"batch name '{n}' is also a parameter name")
     scope |= batch_names | (free_dims - scope)
-    protected = set(members) | set(ctor) | batch_names
+    # a local may take a member's name (HF: token_type_embeddings = self.token_type_embeddings(ids))
+    protected = set(ctor) | batch_names
 
     def check_expr(e, callee=False):
         """Every name must be defined; builtin functions only as callees."""
@@ -1660,6 +1706,9 @@ def _check_ctor_expr(e: Node, ctor_names: set, module_names: set):
                 walk(node.key, inner)
                 walk(node.value, inner)
             return
+        if isinstance(node, Call) and isinstance(node.func, Name) and node.func.id in TENSOR_MEMBER_KINDS:
+            _check_tensor_expr(node, ctor_names | bound)
+            return
         if isinstance(node, Call):
             if isinstance(node.func, Name):
                 n = node.func.id
@@ -1695,6 +1744,68 @@ def _check_ctor_expr(e: Node, ctor_names: set, module_names: set):
 # Module construction
 # ===========================================================================
 
+def _builtin_attr_names(base: str) -> set:
+    """What forward of `module X extends <base>` may read: the builtin's
+    constructor arguments and its usual attributes (weight, bias, ...)."""
+    sig = BUILTIN_MODULES[base][1] or []
+    return {n for n, _ in sig} | {"weight", "bias", "running_mean", "running_var", "eps", "momentum",
+                                  "normalized_shape", "elementwise_affine", "in_features",
+                                  "out_features", "in_channels", "out_channels", "kernel_size",
+                                  "stride", "padding", "dilation", "groups", "num_features",
+                                  "affine", "padding_mode", "p", "inplace", "num_embeddings",
+                                  "embedding_dim", "padding_idx"}
+
+
+# ---- Parameter / Buffer members (tensors created at construction) ----
+
+TENSOR_MEMBER_KINDS = ("Parameter", "Buffer")
+CT_CREATION = {"zeros", "ones", "empty", "randn", "rand", "full", "arange", "tensor",
+               "zeros_like", "ones_like", "tril", "triu"}
+CT_METHODS = {"normal_", "uniform_", "zero_", "fill_", "view", "reshape", "expand", "unsqueeze",
+              "float", "long", "bool", "clone", "contiguous", "detach"}
+CT_DTYPES = {"float32": torch.float32, "float": torch.float32, "int64": torch.int64,
+             "long": torch.int64, "bool": torch.bool}
+
+
+class TensorMember:
+    """The value of `Parameter(...)` / `Buffer(..., persistent=...)`."""
+
+    def __init__(self, kind, tensor, persistent=True):
+        self.kind = kind
+        self.tensor = tensor
+        self.persistent = persistent
+
+
+def _check_tensor_expr(e: Node, names: set):
+    def walk(node):
+        if isinstance(node, Name):
+            if node.id not in names and node.id not in CT_DTYPES and node.id not in CT_CREATION:
+                raise DpError(node.pos, f"unknown name '{node.id}'{_suggest(node.id, names)}")
+            return
+        if isinstance(node, Call):
+            if isinstance(node.func, Attr):
+                walk(node.func.value)
+            elif isinstance(node.func, Name):
+                if (node.func.id not in CT_CREATION and node.func.id not in TENSOR_MEMBER_KINDS
+                        and node.func.id not in CT_METHODS and node.func.id not in PY_BUILTINS):
+                    raise DpError(node.func.pos, f"'{node.func.id}' cannot make a Parameter or "
+                                                 f"buffer value")
+            for a in node.args:
+                walk(a)
+            for _, a, _ in node.kwargs:
+                walk(a)
+            return
+        if isinstance(node, Attr):
+            walk(node.value)
+            return
+        for x in _children(node):
+            walk(x)
+    for a in e.args:
+        walk(a)
+    for _, a, _ in e.kwargs:
+        walk(a)
+
+
 class DpModule(nn.Module):
     """Base class of every `.dp` user module.  A subclass is created per
     `.dp` module definition, named after it, so `repr` shows that name.
@@ -1715,6 +1826,14 @@ class DpModule(nn.Module):
 
     def extra_repr(self) -> str:
         return self.__dict__.get("_dp_extra_repr", "")
+
+
+class DpExtends:
+    """Mixin of `module X extends <builtin>`: the builtin's state and print,
+    the .dp forward."""
+
+    def forward(self, *args, **kwargs):
+        return _Interpreter(self).call(args, kwargs)
 
 
 class DpSequential(nn.Sequential):
@@ -1852,9 +1971,12 @@ class Builder:
         self.stack: list[str] = []
         self.class_values: dict[str, DpClass] = {}
         self.call_pos: Pos | None = None
+        self.ext_classes: dict[str, type] = {}
 
     def class_for(self, mdef: ModuleDef) -> type:
         cls = self.classes.get(mdef.name)
+        if cls is None and mdef.base is not None and mdef.base.value != "Sequential":
+            cls = self.ext_classes.get(mdef.name)
         if cls is None:
             base = DpSequential if mdef.base is not None else DpModule
             cls = type(mdef.name, (base,), {"__module__": "dp2torch.models",
@@ -1936,6 +2058,9 @@ class Builder:
             if e.op == "+" and type(left) is type(right) and isinstance(left, (list, tuple)):
                 return left + right  # [a] + [b]
             return scalar_arith(e.op, left, right, e.pos)
+        if (isinstance(e, Call) and isinstance(e.func, Name) and e.func.id in TENSOR_MEMBER_KINDS
+                and e.func.id not in env):
+            return self._tensor_member(e, env)
         if isinstance(e, Call):
             if (isinstance(e.func, Name) and e.func.id in PY_BUILTINS and e.func.id not in env
                     and e.func.id not in BUILTIN_MODULES and e.func.id not in self.prog.modules):
@@ -1946,6 +2071,86 @@ class Builder:
         if isinstance(e, Attr):
             raise DpError(e.pos, f"'.{e.name}' is only allowed in forward")
         raise DpError(e.pos, "this expression is not allowed in constructor arguments")
+
+    def _tensor_member(self, e: Call, env: dict) -> TensorMember:
+        kind = e.func.id
+        if len(e.args) != 1:
+            raise DpError(e.pos, f"{kind} takes one tensor value")
+        kw = {}
+        for k, v, p in e.kwargs:
+            ok = ("requires_grad",) if kind == "Parameter" else ("persistent",)
+            if k not in ok:
+                raise DpError(p, f"{kind} has no argument '{k}'")
+            kw[k] = self.ceval(v, env)
+        t = self.tensor_value(e.args[0], env)
+        if not isinstance(t, torch.Tensor):
+            raise DpError(e.args[0].pos, f"{kind} needs a tensor, got {_type_name(t)}")
+        if kind == "Parameter":
+            if not t.is_floating_point():
+                raise DpError(e.args[0].pos, "only float tensors can require gradients")
+            return TensorMember(kind, t)
+        persistent = kw.get("persistent", True)
+        if not isinstance(persistent, bool):
+            raise DpError(e.pos, "persistent= is True or False")
+        return TensorMember(kind, t, persistent)
+
+    def tensor_value(self, e: Node, env: dict):
+        """A Parameter/Buffer creation expression, evaluated with torch."""
+        if isinstance(e, Name) and e.id in CT_DTYPES and e.id not in env:
+            return CT_DTYPES[e.id]
+        if isinstance(e, Binary) and e.op in ("+", "-", "*", "/"):
+            a, b = self.tensor_value(e.left, env), self.tensor_value(e.right, env)
+            if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+                return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
+                        "/": lambda: a / b}[e.op]()
+            return scalar_arith(e.op, a, b, e.pos)
+        if isinstance(e, Unary) and e.op == "-":
+            v = self.tensor_value(e.operand, env)
+            return -v
+        if isinstance(e, TupleExpr):
+            return tuple(self.tensor_value(x, env) for x in e.elts)
+        if isinstance(e, ListExpr):
+            return [self.tensor_value(x, env) for x in e.elts]
+        if isinstance(e, Call):
+            args = [self.tensor_value(a, env) for a in e.args]
+            kw = {k: self.tensor_value(v, env) for k, v, _ in e.kwargs}
+            try:
+                if (isinstance(e.func, Name) and e.func.id in CT_METHODS and e.func.id not in env
+                        and args and isinstance(args[0], torch.Tensor)):
+                    obj, args = args[0], args[1:]
+                    m = e.func.id
+                    if m in ("view", "reshape", "expand") and len(args) == 1 and isinstance(args[0], (list, tuple)):
+                        args = list(args[0])
+                    return getattr(obj, m)(*args, **kw)
+                if isinstance(e.func, Name) and e.func.id in CT_CREATION and e.func.id not in env:
+                    n = e.func.id
+                    if n in ("zeros", "ones", "empty", "randn", "rand"):
+                        sizes = args[0] if len(args) == 1 and isinstance(args[0], (list, tuple)) else args
+                        t = getattr(torch, n)(*sizes, dtype=kw.pop("dtype", None) or torch.float32)
+                        if n == "empty":
+                            t.zero_()
+                        return t
+                    if n == "full":
+                        size = args[0] if isinstance(args[0], (list, tuple)) else (args[0],)
+                        return torch.full(tuple(size), args[1], dtype=kw.pop("dtype", None) or torch.float32)
+                    if n == "arange":
+                        return torch.arange(*args, **kw)
+                    if n == "tensor":
+                        d = kw.pop("dtype", None)
+                        if d is None and isinstance(args[0], float) or (
+                                isinstance(args[0], (list, tuple)) and any(isinstance(x, float) for x in args[0])):
+                            d = torch.float32
+                        return torch.tensor(args[0], dtype=d)
+                    return getattr(torch, n)(*args, **kw)
+            except DpError:
+                raise
+            except Exception as ex:
+                raise DpError(e.pos, f"{_first_line(ex)}") from None
+            if isinstance(e.func, Name) and e.func.id in PY_BUILTINS and not any(
+                    isinstance(a, torch.Tensor) for a in args):
+                return self.ceval(e, env)
+            raise DpError(e.pos, "this call is not allowed in a Parameter or buffer value")
+        return self.ceval(e, env)
 
     def _cargs(self, nodes, env):
         """Positional constructor arguments, `*xs` spread."""
@@ -2037,6 +2242,8 @@ class Builder:
             raise DpError(pos, f"module {mdef.name} contains itself: {chain}")
         # Defaults are evaluated per call, seeing the parameters before them
         # (b: int = a + 1); a parameter of any type may be None.
+        if mdef.base is not None and mdef.base.value != "Sequential":
+            return self._instantiate_ext(mdef, args, kwargs, pos)
         names = [p.name for p in mdef.params]
         given = bind_args(mdef.name, [(n, None) for n in names], args, kwargs, pos)
         present = {n for n in names[:len(args)]} | {k for k, _, _ in kwargs}
@@ -2052,6 +2259,8 @@ class Builder:
                 v = _coerce_scalar(p.type, v, f"{mdef.name} parameter '{p.name}'",
                                    pos if p.name in present else p.default.pos)
             env[p.name] = v
+        if mdef.base is not None and mdef.base.value != "Sequential":
+            return self._instantiate_ext(mdef, args, kwargs, pos)
         self.stack.append(mdef.name)
         try:
             inst = self.class_for(mdef)()
@@ -2063,6 +2272,24 @@ class Builder:
             inst._dp_sig = self._forward_sig(mdef, env)
         finally:
             self.stack.pop()
+        return inst
+
+    def _instantiate_ext(self, mdef: ModuleDef, args, kwargs, pos):
+        """`module X extends LayerNorm { forward ... }`: the builtin built with
+        its own constructor, as an instance of a subclass named X."""
+        inst = self._build_builtin(mdef.base.value, args, kwargs, pos)
+        base_cls = type(inst)
+        key = (mdef.name, base_cls)
+        cls = self.ext_classes.get(key)
+        if cls is None:
+            cls = type(mdef.name, (DpExtends, base_cls), {"__module__": "dp2torch.models",
+                                                         "__qualname__": mdef.name})
+            self.ext_classes[key] = cls
+        inst.__class__ = cls
+        env = {k: v for k, v in inst.__dict__.items() if not k.startswith("_") and k != "training"}
+        inst._dp_def = mdef
+        inst._dp_env = env
+        inst._dp_sig = self._forward_sig(mdef, env)
         return inst
 
     def _body(self, inst, mdef, items, env, params, state):
@@ -2104,6 +2331,14 @@ class Builder:
                     raise DpError(mem.value.pos, f"entry {i} of member '{mem.name}' is a "
                                                  f"{_type_name(v)}, not a module")
             value = nn.ModuleList(value)
+        if isinstance(value, TensorMember):
+            if value.kind == "Parameter":
+                inst._parameters[mem.name] = nn.Parameter(value.tensor)
+            else:
+                inst._buffers[mem.name] = value.tensor
+                if not value.persistent:
+                    inst._non_persistent_buffers_set.add(mem.name)
+            return
         if isinstance(value, nn.Module):
             # Bypass add_module's attribute check: a member may be called
             # `eval` or `float` without shadowing nn.Module methods.
@@ -2164,13 +2399,8 @@ class Builder:
         inner = self.construct(expr, {})
         if getattr(inner, "_dp_sig", None) is None:
             raise DpError(expr.pos, f"module {expr.func.id} has no forward")
-        for p in inner._dp_sig:
-            for d in p.get("dims", [])[1:]:
-                if isinstance(d, tuple):
-                    raise DpError(d[2], f"the entry model's input '{p['name']}' needs every dim "
-                                        f"after the batch known: '{d[1]}' is not a constructor "
-                                        f"parameter or constant (a dim named freely takes its size "
-                                        f"from the caller, and the entry model has none)")
+        # a dim named freely at the entry (input_ids: i64[N, S]) is a run-time
+        # dim: it takes the size of the input given (info shows it by name)
         if dp_kwargs is None:
             return inner, inner, None
         return _make_data_parallel(inner), inner, dp_kwargs
@@ -2339,6 +2569,10 @@ class _Interpreter:
             return self.locals[n]
         if n in self.m._modules:
             return self.m._modules[n]
+        if n in self.m._parameters:
+            return self.m._parameters[n]
+        if n in self.m._buffers:
+            return self.m._buffers[n]
         if n in self.env:
             return self.env[n]
         if n in DTYPE_VALUES:
@@ -2522,7 +2756,8 @@ class _Interpreter:
         f = e.func
         # A builtin function, unless a local/member/parameter has that name.
         if (isinstance(f, Name) and f.id in BUILTIN_FUNCTIONS and f.id not in self.locals
-                and f.id not in self.m._modules and f.id not in self.env):
+                and f.id not in self.m._modules and f.id not in self.env
+                and f.id not in self.m._parameters and f.id not in self.m._buffers):
             return self.call_builtin(e, f.id)
         callee = self.eval(f)
         label = _callee_label(f)
@@ -2538,7 +2773,7 @@ class _Interpreter:
                                  f"an entry: {label}[0](x)")
         args = self._fargs(e.args)
         kwargs = {k: self.eval(v) for k, v, _ in e.kwargs}
-        if isinstance(callee, DpModule):
+        if isinstance(callee, (DpModule, DpExtends)):
             return callee(*args, **kwargs)
         if isinstance(callee, nn.MultiheadAttention):
             # forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
@@ -2679,7 +2914,8 @@ def load_model(path: str):
         "entry": inner._dp_def.name,
         "data_parallel": dp_kwargs is not None,
         "dp_kwargs": dp_kwargs or {},
-        "tensor_params": [{"name": p["name"], "dtype": p["dtype"], "dims": list(p["dims"]),
+        "tensor_params": [{"name": p["name"], "dtype": p["dtype"],
+                           "dims": [d[1] if isinstance(d, tuple) else d for d in p["dims"]],
                            "batch_name": p["batch_name"]}
                           for p in inner._dp_sig if p["kind"] == "tensor"],
         "scalar_params": [{"name": p["name"], "type": p["type"],
