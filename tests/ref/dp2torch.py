@@ -1542,7 +1542,7 @@ def check_module(prog: Program, m: ModuleDef):
         ctor[p.name] = p
     if m.base is not None and m.base.value != "Sequential":
         if m.base.value not in BUILTIN_MODULES or m.base.value in ("ModuleList", "Identity"):
-            raise DpError(m.base.pos, f"a module can extend Sequential or a builtin module, "
+            raise DpError(m.base.pos, f"a module can extend only Sequential or a builtin module, "
                                       f"not '{m.base.value}'")
         if m.params:
             raise DpError(m.params[0].pos, f"module {m.name} extends {m.base.value}: it takes "
