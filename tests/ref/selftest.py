@@ -931,7 +931,7 @@ class TestErrors(TempDirCase):
             ("module M {\n    c = BatchNorm2d\n    forward(x: [N, 1]) { return c(x) }\n}\n",
              "3:33: error: 'c' is a module class"),
             ("module M {\n    forward(x: [N, 1]) { return x if x > 0 else x }\n}\n",
-             "2:40: error: '>' is given a tensor"),
+             "2:40: error: this condition is a tensor"),
         ]
         for i, (text, frag) in enumerate(cases):
             with self.subTest(case=i):
