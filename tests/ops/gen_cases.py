@@ -1289,8 +1289,9 @@ def gen_mask(R):
     c.ret("%s * ones_like(%s) + zeros_like(%s) + full_like(%s, 0.5)" % (x, x, x, x), "*_like")
     c.ret("tril(%s)" % x, "tril")
     c.ret("triu(%s, 1) + tril(%s, -1)" % (x, x), "triu/tril diagonal")
-    c.ret("where(tril(ones(%d, %d, dtype=bool)), %s, -10000.0)" % (S, S, x), "causal mask (GPT-2)")
-    c.ret("(1.0 - (%s > 0).to(float32)) * finfo(float32).min" % x, "extended attention mask (BERT)")
+    c.ret("where(tril(ones(%d, %d, dtype=bool)), %s, -1.0)" % (S, S, x), "causal mask (GPT-2)")
+    c.ret("softmax(%s + (1.0 - (%s > 0).to(float32)) * finfo(float32).min, -1)" % (x, x),
+          "extended attention mask (BERT), added before a softmax")
     c.ret("%s.long().float() + %s.bool().float() + %s.type_as(%s)" % (x, x, (x + " > 0").join("()"), x),
           "long(), bool(), type_as")
     cases.append(c)
@@ -1796,7 +1797,7 @@ def gen_pointwise(R):
     c.ret("clamp(%s, min=-0.5)" % x, "min only")
     c.ret("clamp(%s, max=0.25)" % x, "max only")
     c.ret("clamp(%s, -0.3, 0.6)" % x, "both, positional")
-    c.ret("%s.clamp(min=0.5, max=-0.5)" % x, "min > max: all max")
+    c.ret("%s.clamp(min=0.5, max=-0.5) * %s" % (x, x), "min > max: all max (times the input, so a perturbed input shows)")
     c.ret("clamp(%s, min=%s)" % (x, y), "a tensor bound")
     c.ret("clamp_min(%s, 0.1) + %s.clamp_max(-0.1)" % (x, y), "clamp_min, clamp_max")
     c.ret("erf(%s * 2)" % x, "erf")
