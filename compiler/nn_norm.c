@@ -88,17 +88,23 @@ static ir_node *batchnorm_4d(builder *b, inst *m, ir_node *x, loc at) {
     return n;
 }
 
+/* A batch norm's input: dim 1 is its num_features, and the dims after
+ * the batch are known when compiling. */
+static bool channels_ok(builder *b, inst *m, const ir_node *x, loc at) {
+    int64_t ch = inst_int(m, 0);
+    if (x->sh.d[1].sym || x->sh.d[1].k != ch) {
+        expects(b, at, who(m), &x->sh, 1, &ch, 1);
+        return false;
+    }
+    return need_concrete(b, x, 1, at, who(m));
+}
+
 static ir_node *batchnorm2d_lower(builder *b, inst *m, ir_node *x, loc at) {
     if (x->sh.rank != 4) {
         error_at(b->c, at, "%s: expected 4D input (got %dD input)", who(m), x->sh.rank);
         return NULL;
     }
-    int64_t ch = inst_int(m, 0);
-    if (x->sh.d[1].sym || x->sh.d[1].k != ch) {
-        expects(b, at, who(m), &x->sh, 1, &ch, 1);
-        return NULL;
-    }
-    if (!need_concrete(b, x, 1, at, who(m)))
+    if (!channels_ok(b, m, x, at))
         return NULL;
     return batchnorm_4d(b, m, x, at);
 }
@@ -184,12 +190,7 @@ static ir_node *batchnorm1d_lower(builder *b, inst *m, ir_node *x, loc at) {
         error_at(b->c, at, "%s: expected 2D or 3D input (got %dD input)", who(m), x->sh.rank);
         return NULL;
     }
-    int64_t ch = inst_int(m, 0);
-    if (x->sh.d[1].sym || x->sh.d[1].k != ch) {
-        expects(b, at, who(m), &x->sh, 1, &ch, 1);
-        return NULL;
-    }
-    if (!need_concrete(b, x, 1, at, who(m)))
+    if (!channels_ok(b, m, x, at))
         return NULL;
     shape x4 = {4, {x->sh.d[0], x->sh.d[1], x->sh.rank == 3 ? x->sh.d[2] : (dim){1, false}, {1, false}}};
     ir_node *v = reshape_to(b, x, &x4, at, m->path);
