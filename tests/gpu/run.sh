@@ -27,6 +27,10 @@
 #   bench        bench_gpu: G1, G4, G2, G3, G6, G5 (JSON in $OUT/bench)
 #   torch        bench_torch.py: PyTorch peers (JSON in $OUT/bench/torch.json)
 #   nographs     the models step again with DPC_CUDA_GRAPHS=0 (if time is left)
+#   zoo          bench_zoo.py: models/zoo/*.dp at batch 1, 8, 64, dpc against
+#                PyTorch eager on the same GPU (JSON in $OUT/bench/zoo.json);
+#                its own DPC_GPU_ZOO_BUDGET seconds (default 150, 0 skips it)
+#                after the BUDGET of the steps above
 # The first four steps and ops run at the same time (correctness only); the
 # benchmarks run alone afterwards.
 set -u
@@ -171,6 +175,13 @@ if [ "$left" -gt 40 ]; then
     DPC_CUDA_GRAPHS=0 run_step nographs $(( left - 5 )) "$TBC" gpu $MODELS
 fi
 
+# ---- the zoo at batch 1, 8, 64 (its own budget, after the others)
+ZOO_BUDGET=${DPC_GPU_ZOO_BUDGET:-150}
+if [ "$ZOO_BUDGET" -gt 0 ]; then
+    run_step zoo $(( ZOO_BUDGET + 60 )) "$PY" "$root/tests/gpu/bench_zoo.py" "$DPC" --out "$OUT/bench" \
+        --deadline "$ZOO_BUDGET"
+fi
+
 # ---- summary
 echo
 echo "=== dpc GPU run: $(grep -m1 'Product Name' "$OUT/machine.txt" | sed 's/.*: //'), $(elapsed) s ==="
@@ -194,6 +205,7 @@ if [ -f "$OUT/bench.log" ]; then
     sed -n '/^G[1-6]  /,$p' "$OUT/bench.log" | grep -v '^bench_gpu:' | head -120
 fi
 [ -f "$OUT/torch.log" ] && { echo; grep -E '^  G[0-9]' "$OUT/torch.log" | head -60; }
+[ -f "$OUT/zoo.log" ] && { echo; head -60 "$OUT/zoo.log"; }
 echo
 echo "logs and JSON: $OUT"
 exit $bad
