@@ -1,7 +1,7 @@
 /* peak.c - the measured FP32 FMA peak of one core and of all cores, and the
  * copy bandwidth: the hardware limits bench/zoo_bench.py reports against.
  *
- *     cc -O2 -std=c11 -pthread -o peak bench/peak.c && ./peak [--isa NAME] [THREADS]
+ *     cc -O2 -std=c11 -pthread -o peak bench/peak.c && ./peak [--quick] [--isa NAME] [THREADS]
  *
  * Built without -march: the FMA loop is chosen at run time from what the
  * CPU says it has (__builtin_cpu_supports): AVX-512F (16 floats a vector)
@@ -11,7 +11,8 @@
  * (default: the CPUs this process may run on) and divides the FLOPs of all
  * by the slowest thread's time. --isa avx2+fma (or sse2) measures a
  * narrower loop than the widest this CPU has, to compare them (one the CPU
- * lacks is refused). Prints one JSON object. */
+ * lacks is refused). --quick: fewer, shorter runs (the tests). Prints one
+ * JSON object. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
@@ -26,7 +27,8 @@
 #endif
 
 #define CHAINS 12 /* independent accumulators: more than latency x FMA units on current cores */
-#define ITERS 20000000L
+static long iters = 20000000L; /* per run of the loop; --quick: a tenth */
+static int reps = 5;            /* the best of (all cores: 3); --quick: 1 */
 
 static double now(void) {
     struct timespec t;
@@ -131,8 +133,8 @@ static double one_run(long iters) {
 
 static double core_peak(void) {
     double best = 0;
-    for (int rep = 0; rep < 5; rep++) {
-        double gf = one_run(ITERS);
+    for (int rep = 0; rep < reps; rep++) {
+        double gf = one_run(iters);
         if (gf > best)
             best = gf;
     }
@@ -148,7 +150,7 @@ static void *work(void *p) {
     worker *w = p;
     pthread_barrier_wait(w->start);
     w->t0 = now();
-    sink = K.loop(ITERS, 1.0f);
+    sink = K.loop(iters, 1.0f);
     w->t1 = now();
     return NULL;
 }
@@ -164,7 +166,7 @@ static double machine_peak(int n) {
         free(th);
         return 0;
     }
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < (reps < 3 ? reps : 3); rep++) {
         pthread_barrier_t start;
         pthread_barrier_init(&start, NULL, (unsigned)n);
         int made = 0;
@@ -186,7 +188,7 @@ static double machine_peak(int n) {
             last = w[i].t1 > last ? w[i].t1 : last;
         }
         pthread_barrier_destroy(&start);
-        double gf = (double)n * ITERS * CHAINS * K.floats * K.flops_per_lane / (last - first) * 1e-9;
+        double gf = (double)n * (double)iters * CHAINS * K.floats * K.flops_per_lane / (last - first) * 1e-9;
         if (gf > best)
             best = gf;
     }
@@ -206,7 +208,7 @@ static double copy_bw(void) {
     memset(a, 1, n);
     memset(b, 2, n);
     double best = 0;
-    for (int rep = 0; rep < 5; rep++) {
+    for (int rep = 0; rep < reps; rep++) {
         double t0 = now();
         memcpy(b, a, n);
         double t = now() - t0;
@@ -230,13 +232,17 @@ static int cpus(void) {
 int main(int argc, char **argv) {
     int n = cpus();
     const char *want = NULL;
+    if (argc >= 2 && strcmp(argv[1], "--quick") == 0) {
+        iters /= 10, reps = 1;
+        argc--, argv++;
+    }
     if (argc >= 3 && strcmp(argv[1], "--isa") == 0) {
         want = argv[2];
         argc -= 2, argv += 2;
     }
     char *end = NULL;
     if (argc > 2 || (argc == 2 && ((n = (int)strtol(argv[1], &end, 10)) < 1 || n > 4096 || *end))) {
-        fprintf(stderr, "usage: peak [--isa avx512f|avx2+fma|sse2] [THREADS]  (1 <= THREADS <= 4096; default: "
+        fprintf(stderr, "usage: peak [--quick] [--isa avx512f|avx2+fma|sse2] [THREADS]  (1 <= THREADS <= 4096; default: "
                         "the CPUs this process may use)\n");
         return 2;
     }
