@@ -3,7 +3,8 @@
 
     /usr/bin/python3 bench/zoo_bench.py [--models resnet18,alexnet,...] [--batches 1,8,64]
         [--threads 1,all] [--seq 128] [--engines dpc,torch,ort,ov] [--toys]
-        [--budget 1.0] [--json OUT] [--quick] [--dpc build/dpc]
+        [--budget 1.0] [--json OUT] [--md OUT.md] [--quick] [--dpc build/dpc]
+    /usr/bin/python3 bench/zoo_bench.py --from-json OUT     # the Markdown table of a run
 
 For every model of models/zoo/*.dp (or --models), every batch and every
 thread setting ("1" and "all" = the CPUs this process may use), one run
@@ -48,7 +49,8 @@ Printed per row: each engine's median in µs, the ratio fastest-peer/dpc
 (> 1: dpc is faster), dpc's GFLOP/s (FLOPs from dpc bench's JSON) and its
 fraction of the measured peak (bench/peak.c, built and run here: the
 per-core FMA peak for one thread, the all-cores peak for all). The header
-names the CPU model and the ISA peak.c measured. --json writes everything.
+names the CPU model and the ISA peak.c measured. --json writes everything,
+--md the table in Markdown (as docs/performance.md keeps it).
 
 --quick: a development run: alexnet, mobilenet_v2, resnet18 at batch 1
 and 8 (unless --models/--batches say otherwise) with the short budget.
@@ -83,6 +85,7 @@ SEQ_MODELS = ("bert", "gpt2")
 PEERS = ("torch", "ort", "ov")
 LABEL = {"dpc": "dpc", "torch": "PyTorch", "ort": "ORT", "ov": "OpenVINO"}
 OPSETS = (17, 14, 13)
+ARTEFACTS = 1  # bump when what _prepare makes changes (the cache is also keyed on the sources it uses)
 
 
 def log(msg: str) -> None:
@@ -167,7 +170,8 @@ def ensure_venv() -> str:
 
 def artefact_key(name: str, batches: list, seq: int) -> str:
     h = hashlib.sha256()
-    for p in (os.path.abspath(__file__), os.path.join(ROOT, "tests", "zoo", "zoo_check.py"),
+    h.update(str(ARTEFACTS).encode())
+    for p in (os.path.join(ROOT, "tests", "zoo", "zoo_check.py"),
               os.path.join(ROOT, "tests", "ref", "hf_models.py"), os.path.join(ROOT, "tests", "ref", "dp2torch.py"),
               TOYS.get(name, "")):
         if p and os.path.exists(p):
@@ -418,6 +422,26 @@ def fmt_us(r) -> str:
     return f"{us:.0f}" if us >= 100 else f"{us:.1f}"
 
 
+def markdown(res: dict) -> str:
+    """The rows as a Markdown table, with the header's machine line."""
+    cols = [p for p in PEERS if p in res["engines"]]
+    pk = res["peak"]
+    out = [f"{res['cpu']['model']}, {res['cores']} cores, ISA {pk['isa']} ({', '.join(res['cpu']['isa_flags'])}); "
+           f"measured FMA peak {pk['fma_gflops_per_core']:.1f} GFLOP/s one core, {pk['fma_gflops_all_cores']:.1f} "
+           f"all cores; {res['date']}" + (" (--quick)" if res["quick"] else "") +
+           "; versions: " + ", ".join(f"{LABEL[k]} {v.split('-')[0]}" for k, v in sorted(res["versions"].items())), "",
+           "| model | batch | threads | dpc µs | cfg | " + " | ".join(f"{LABEL[c]} µs" for c in cols) +
+           " | fastest peer / dpc | dpc GFLOP/s | of peak |",
+           "|---|---|---|---|---|" + "---|" * len(cols) + "---|---|---|"]
+    for r in res["rows"]:
+        d = r.get("dpc", {})
+        ratio = f"{r['ratio']:.2f} ({LABEL[r['fastest_peer']]})" if "ratio" in r else "-"
+        gf = f"{d['gflops']:.1f} | {100 * r['of_peak']:.0f}%" if "gflops" in d else "- | -"
+        out.append(f"| {r['model']} | {r['batch']} | {r['threads']} | {fmt_us(d)} | {d.get('config', '-')} | " +
+                   " | ".join(fmt_us(r.get(c)) for c in cols) + f" | {ratio} | {gf} |")
+    return "\n".join(out) + "\n"
+
+
 def int_list(s: str) -> list:
     try:
         out = [int(x) for x in s.split(",") if x.strip()]
@@ -534,6 +558,9 @@ def main_run(a) -> int:
         if a.json:  # after every model, so that an interrupted run keeps what it measured
             with open(a.json, "w") as f:
                 json.dump(res, f, indent=1)
+        if a.md:
+            with open(a.md, "w") as f:
+                f.write(markdown(res))
     return 0
 
 
@@ -564,8 +591,14 @@ def main(argv=None) -> int:
     ap.add_argument("--budget", type=float, default=None, help="seconds of repeats per time (default 1.0)")
     ap.add_argument("--quick", action="store_true", help="development run: 3 small models, batches 1,8, 0.25 s")
     ap.add_argument("--json", help="write the results here")
+    ap.add_argument("--md", help="write the table as Markdown here (for docs/performance.md)")
+    ap.add_argument("--from-json", metavar="JSON", help="print the Markdown table of an earlier run's JSON and exit")
     ap.add_argument("--dpc", default=os.path.join(ROOT, "build", "dpc"))
     a = ap.parse_args(argv)
+    if a.from_json:
+        with open(a.from_json) as f:
+            sys.stdout.write(markdown(json.load(f)))
+        return 0
     if not 1 <= a.seq <= 512:
         ap.error("--seq must be 1..512 (bert's position table)")
     return main_run(a)
