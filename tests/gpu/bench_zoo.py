@@ -12,7 +12,8 @@ the host, wall clock, median after warm-ups. The PyTorch forward alone on
 device-resident inputs (CUDA events) is reported too. bert and gpt2 run at
 sequence length --seq. Models go in order until --deadline seconds have
 passed (the rows done are kept). Writes DIR/zoo.json and prints a table.
-Exits 77 when neither dpc nor PyTorch sees a GPU.
+Exits 77 when neither dpc nor PyTorch sees a GPU, 1 when dpc failed on a
+row (the table says why), else 0.
 """
 import argparse
 import json
@@ -144,6 +145,10 @@ def main():
     if not dpc_ok and torch is None:
         print("bench_zoo: no GPU for dpc or PyTorch: skipped")
         return 77
+    failed = [f"{r['model']}/{r['batch']}" for r in rows if "error" in r["dpc"]]
+    if failed:  # a GPU is there (dpc or PyTorch used it), so a dpc error is a failure
+        print(f"bench_zoo: dpc failed on {len(failed)} row(s): {', '.join(failed)}")
+        return 1
     return 0
 
 
