@@ -486,7 +486,11 @@ def main_run(a) -> int:
     ncore = ncpus()
     os.makedirs(CACHE, exist_ok=True)
     if any(e in engines for e in ("ort", "ov")):
-        ensure_venv()
+        try:
+            ensure_venv()
+        except (subprocess.CalledProcessError, OSError) as e:
+            log(f"zoo_bench: cannot set up {VENV} ({e}): ONNX Runtime and OpenVINO left out")
+            engines = [x for x in engines if x not in ("ort", "ov")]
     cpu = cpu_info()
     peak = measure_peak(CACHE)
     res = {"date": time.strftime("%Y-%m-%d %H:%M"), "quick": bool(a.quick), "cpu": cpu, "peak": peak,
