@@ -168,16 +168,18 @@ def ensure_venv() -> str:
 # Artefacts: weights, ONNX, inputs (made once in bench/.cache/NAME)
 # ---------------------------------------------------------------------------
 
-def artefact_key(name: str, batches: list, seq: int) -> str:
+def artefact_key(name: str, seq: int) -> str:
+    """What the artefacts of name depend on: the sources that build the
+    original and its inputs, and the sequence length."""
     h = hashlib.sha256()
     h.update(str(ARTEFACTS).encode())
-    for p in (os.path.join(ROOT, "tests", "zoo", "zoo_check.py"),
-              os.path.join(ROOT, "tests", "ref", "hf_models.py"), os.path.join(ROOT, "tests", "ref", "dp2torch.py"),
-              TOYS.get(name, "")):
-        if p and os.path.exists(p):
+    srcs = [os.path.join(ROOT, "tests", "ref", "dp2torch.py"), TOYS[name]] if name in TOYS else \
+        [os.path.join(ROOT, "tests", "zoo", "zoo_check.py"), os.path.join(ROOT, "tests", "ref", "hf_models.py")]
+    for p in srcs:
+        if os.path.exists(p):
             with open(p, "rb") as f:
                 h.update(f.read())
-    h.update(json.dumps([name, sorted(batches), seq if name in SEQ_MODELS else None]).encode())
+    h.update(json.dumps([name, seq if name in SEQ_MODELS else None]).encode())
     return h.hexdigest()[:16]
 
 
@@ -187,16 +189,27 @@ def model_dir(name: str) -> str:
 
 def prepare(name: str, batches: list, seq: int, want_onnx: bool) -> dict:
     """The cached artefacts of name, made by a `_prepare` subprocess when
-    missing or stale. Returns the stamp (paths, opset or export error)."""
+    missing or stale (the inputs of a batch not made before: those alone).
+    Returns the stamp (paths, opset or export error)."""
     d = model_dir(name)
     stamp_path = os.path.join(d, "stamp.json")
-    key = artefact_key(name, batches, seq)
+    key = artefact_key(name, seq)
     try:
         with open(stamp_path) as f:
             stamp = json.load(f)
         if stamp.get("key") == key and (stamp.get("onnx") or stamp.get("onnx_error") or not want_onnx):
+            missing = [b for b in batches if str(b) not in stamp["inputs"]]
+            if missing:
+                cmd = [SYS_PY, os.path.abspath(__file__), "_prepare", name, "--batches", ",".join(map(str, missing)),
+                       "--seq", str(seq), "--work", d, "--inputs-only"]
+                r = subprocess.run(cmd, env=thread_env(ncpus()), capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise RuntimeError(f"making the inputs of {name} failed:\n{r.stderr[-3000:]}")
+                stamp["inputs"].update(json.loads(r.stdout)["inputs"])
+                with open(stamp_path, "w") as f:
+                    json.dump(stamp, f, indent=1)
             return stamp
-    except (OSError, ValueError):
+    except (OSError, ValueError, KeyError):
         pass
     shutil.rmtree(d, ignore_errors=True)
     os.makedirs(d)
@@ -239,12 +252,17 @@ def toy_inputs(info: dict, batch: int, seed: int = 0) -> list:
 def cmd_prepare(a) -> int:
     import numpy as np
     import torch
-    model, info = build_original(a.name)
+    sys.path.insert(0, os.path.join(ROOT, "tests", "zoo"))
     sys.path.insert(0, os.path.join(ROOT, "tests", "ref"))
-    import st
-    out = {"weights": os.path.join(a.work, "weights.safetensors"), "inputs": {}}
-    st.save(out["weights"], {k: v.detach().cpu().contiguous().numpy() for k, v in model.state_dict().items()},
-            metadata={"format": "pt"})
+    out = {"inputs": {}}
+    if a.inputs_only:
+        model, info = (None, None) if a.name not in TOYS else build_original(a.name)
+    else:
+        model, info = build_original(a.name)
+        import st
+        out["weights"] = os.path.join(a.work, "weights.safetensors")
+        st.save(out["weights"], {k: v.detach().cpu().contiguous().numpy() for k, v in model.state_dict().items()},
+                metadata={"format": "pt"})
     if info is None:
         import zoo_check
         names = zoo_check.input_names(a.name)
@@ -260,7 +278,7 @@ def cmd_prepare(a) -> int:
             paths.append(p)
         out["inputs"][str(b)] = paths
     out["input_names"] = names
-    if not a.no_onnx:
+    if not a.no_onnx and not a.inputs_only:
         xs = [torch.from_numpy(x) for x in
               (toy_inputs(info, 2) if info is not None else zoo_check.make_inputs(a.name, 2, seq))]
         with torch.no_grad():
@@ -581,6 +599,7 @@ def main(argv=None) -> int:
         ap.add_argument("--budget", type=float, default=1.0)
         ap.add_argument("--work")
         ap.add_argument("--no-onnx", action="store_true")
+        ap.add_argument("--inputs-only", action="store_true")
         a = ap.parse_args(argv[1:])
         return cmd_prepare(a) if argv[0] == "_prepare" else cmd_worker(a)
     ap = argparse.ArgumentParser(description="dpc vs PyTorch eager, ONNX Runtime and OpenVINO on the model zoo "
