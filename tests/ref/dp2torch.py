@@ -2777,7 +2777,8 @@ class _Interpreter:
             return callee(*args, **kwargs)
         if isinstance(callee, nn.MultiheadAttention):
             # forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
-            # average_attn_weights=True) -> (attn_output, weights or None)
+            # average_attn_weights=True) -> (attn_output, weights or None); the masks (bool or
+            # float tensors) go to PyTorch as they are
             # (under grad, so torch 1.13 takes the general path: its fused fast path, the same math,
             # fails for bias=False)
             try:
