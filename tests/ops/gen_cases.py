@@ -1307,7 +1307,29 @@ def gen_mask(R):
     c.ret("scaled_dot_product_attention(%s, %s, %s, attn_mask=%s > -0.5)" % (q, k, v, m), "bool mask")
     c.ret("scaled_dot_product_attention(%s, %s, %s, %s, scale=0.3)" % (q, k, v, m), "float mask, scale")
     cases.append(c)
-    return cases + gen_mha_masks(random.Random(zlib.crc32(b"mask/mha_masks")))
+    return (cases + gen_mha_masks(random.Random(zlib.crc32(b"mask/mha_masks"))) +
+            gen_int_neg_softmax_dtype(random.Random(zlib.crc32(b"mask/int_neg_softmax_dtype"))))
+
+
+def gen_int_neg_softmax_dtype(R):
+    """Unary minus on int64 tensors (an int64 result, used as indices and in
+    arithmetic) and softmax / log_softmax's dtype argument (F.softmax's: the
+    input converted first, so an int64 tensor takes a softmax)."""
+    V, D, S = R.randint(6, 12), R.randint(2, 5), R.randint(3, 6)
+    c = Case("mask", "int_neg_softmax_dtype", "unary '-' on int64 tensors and softmax(x, dim, dtype=float32) "
+                                              "(outputs times a float input or through an Embedding, so a "
+                                              "perturbed input shows)")
+    c.members.append("emb = Embedding(%d, %d)" % (V, D))
+    c.params += ["ids: i64[N, %d]" % S]
+    x = c.inp([S])
+    c.ret("emb(ids)", "the Embedding that gives the inputs their range")
+    c.ret("emb(-ids + %d)" % (V - 1), "-ids as indices")
+    c.ret("%s * (-ids).float() + (-(-ids)).float()" % x, "-ids to float, twice negated")
+    c.ret("%s * -ids" % x, "float * -int64 promotes to float")
+    c.ret("softmax(ids, -1, dtype=float32) * %s" % x, "softmax of an int64 tensor with dtype=float32")
+    c.ret("log_softmax(-ids, dim=1, dtype=float) + %s" % x, "log_softmax of -ids, dtype=float")
+    c.ret("%s.softmax(-1, dtype=float32) + softmax(%s, 1, dtype=None)" % (x, x), "the method form, dtype=None")
+    return [c]
 
 
 def gen_mha_masks(R):
