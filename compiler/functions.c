@@ -219,6 +219,10 @@ static ir_node *fn_gelu(fcall *c) {
 static ir_node *fn_softmax(fcall *c) {
     ir_node *x;
     int64_t d;
+    if (c->s[0].k == SV_TENSOR && c->s[0].t->dt == IR_I64) {
+        error_at(c->b->c, c->at, "%s of an int64 tensor: pass dtype=float32 (or convert it with .float())", c->fn);
+        return NULL;
+    }
     if (!want_tensor(c->b, &c->s[0], c->at, c->fn, &x) || !want_int(c->b, &c->s[1], c->at, "dim", &d))
         return NULL;
     return softmax(c->b, c->fn[0] == 's' ? OP_SOFTMAX : OP_LOG_SOFTMAX, x, d, c->at, NULL);
@@ -696,6 +700,27 @@ static ir_node *fn_cast(fcall *c) { /* float(x), long(x), bool(x) on a tensor */
         return NULL;
     ir_dtype t = c->fn[0] == 'f' ? IR_F32 : c->fn[0] == 'l' ? IR_I64 : IR_BOOL;
     return convert(c->b, x, t, c->at, c->fn);
+}
+
+/* softmax(input, dim, dtype=None), log_softmax too: with a dtype, input is
+ * converted to it first, as F.softmax does (softmax(ids, -1,
+ * dtype=float32) of an int64 tensor). float32 only: dpc computes in it. */
+static ir_node *fn_softmax_dtype(fcall *c) {
+    if (c->g[2] && c->s[2].k != SV_NONE) {
+        ir_dtype t;
+        if (!want_dtype(c->b, &c->s[2], c->sat[2], c->fn[0] == 's' ? "softmax()'s dtype" : "log_softmax()'s dtype",
+                        false, &t))
+            return NULL;
+        if (t != IR_F32) {
+            error_at(c->b->c, c->sat[2], "%s(): dtype must be a float dtype (float32), got %s", c->fn, dt_word(t));
+            return NULL;
+        }
+        ir_node *x = want_any_tensor(c, 0);
+        if (!x || !(x = convert(c->b, x, IR_F32, c->at, c->fn)))
+            return NULL;
+        c->s[0] = (sv){.k = SV_TENSOR, .t = x};
+    }
+    return fn_softmax(c);
 }
 
 static ir_node *fn_type_as(fcall *c) {
@@ -1507,7 +1532,7 @@ static const char *const P_CMAX[] = {"input", "max"};
 
 static const char *const P_X[] = {"input"};
 static const char *const P_GELU[] = {"input", "approximate"};
-static const char *const P_SOFTMAX[] = {"input", "dim"};
+static const char *const P_SOFTMAX[] = {"input", "dim", "dtype"};
 static const char *const P_FLAT[] = {"input", "start_dim", "end_dim"};
 static const char *const P_T[] = {"input", "dim0", "dim1"};
 static const char *const P_MM[] = {"input", "other"};
@@ -1530,8 +1555,8 @@ static const char *const P_SDPA[] = {"query", "key", "value", "attn_mask", "drop
  * many are required, lowering. */
 static const fndef FUNCTIONS[] = {
     {"gelu", P_GELU, 2, 1, fn_gelu},
-    {"softmax", P_SOFTMAX, 2, 2, fn_softmax},
-    {"log_softmax", P_SOFTMAX, 2, 2, fn_softmax},
+    {"softmax", P_SOFTMAX, 3, 2, fn_softmax_dtype},
+    {"log_softmax", P_SOFTMAX, 3, 2, fn_softmax_dtype},
     {"flatten", P_FLAT, 3, 1, fn_flatten},
     {"reshape", NULL, 0, 0, fn_reshape_call},
     {"transpose", P_T, 3, 3, fn_transpose},

@@ -716,10 +716,17 @@ static DPC_NOINLINE bool neg_value(builder *b, const node *n, const sv *v, sv *o
     ir_node *x;
     if (v->k == SV_BATCH)
         x = batch_value(b, n->at);
+    else if (v->k == SV_TENSOR && v->t->dt == IR_BOOL) { /* PyTorch refuses it too */
+        error_at(b->c, n->at, "unary '-' on a bool tensor: invert a mask with ~ or logical_not()");
+        return false;
+    } else if (v->k == SV_TENSOR && v->t->dt == IR_I64)
+        x = v->t; /* an int64 result: exact, as the values it negates */
     else if (!want_tensor(b, v, n->at, "unary '-'", &x))
         return false;
     out->k = SV_TENSOR;
     out->t = unary(b, OP_NEG, x, n->at, NULL);
+    if (out->t && x->dt == IR_I64)
+        out->t->dt = IR_I64;
     return out->t != NULL;
 }
 

@@ -107,6 +107,125 @@ static bool mha_tensor(builder *b, inst *m, const sv *v, loc at, const char *wha
     return *out != NULL;
 }
 
+/* ---- the masks of forward: PyTorch 1.13's multi_head_attention_forward in
+ * eval. attn_mask [L, S] (every batch and head) or [N*num_heads, L, S] (row
+ * n*num_heads + h for sample n, head h), key_padding_mask [N, S]; each bool
+ * (true: masked out, the score becomes -inf) or float (added to the
+ * scaled scores). Two bool masks are or-ed; a float attn_mask with a bool
+ * key_padding_mask gets -inf where the latter is true; a bool attn_mask
+ * with a float key_padding_mask is or-ed with key_padding_mask != 0 (as
+ * PyTorch's logical_or); two float masks are refused, as PyTorch's
+ * masked_fill refuses a float mask. */
+typedef struct mha_masks {
+    ir_node *am, *kpm; /* as given, then viewed [.., L, S] and [N, 1, 1, S] */
+    loc am_at, kpm_at;
+} mha_masks;
+
+static bool mha_mask_arg(builder *b, inst *m, const sv *v, loc at, const char *what, ir_node **out) {
+    *out = NULL;
+    if (v->k == SV_NONE)
+        return true;
+    if (v->k != SV_TENSOR) {
+        error_at(b->c, at, "%s: %s must be a tensor or None, got %s", who(m), what, sv_kind_name(v));
+        return false;
+    }
+    if (v->t->dt != IR_F32 && v->t->dt != IR_BOOL) {
+        error_at(b->c, at, "%s: %s must be a bool or float tensor, got %s", who(m), what,
+                 v->t->dt == IR_I64 ? "an int64 tensor" : "an int32 tensor");
+        return false;
+    }
+    *out = v->t;
+    return true;
+}
+
+/* Checks the masks against query [N, L, E] and key [N, S, E] (batch first
+ * here) and views them for broadcasting over the scores [N, h, L, S]. */
+static bool mha_mask_shapes(mha_fwd *f, mha_masks *mk, const ir_node *q, const ir_node *k) {
+    builder *b = f->b;
+    dim n = q->sh.d[0], l = q->sh.d[1], s = k->sh.d[1], one = {1, false};
+    if (mk->am && mk->am->sh.rank == 2) {
+        shape want = {2, {l, s}};
+        if (!shape_eq(&mk->am->sh, &want)) {
+            error_at(b->c, mk->am_at, "%s: the 2-D attn_mask is %s, but should be [L, S] = %s", who(f->m),
+                     shp(b, &mk->am->sh), shp(b, &want));
+            return false;
+        }
+    } else if (mk->am && mk->am->sh.rank == 3) {
+        shape want = {3, {{n.k * f->h, n.sym}, l, s}};
+        if (!shape_eq(&mk->am->sh, &want)) {
+            error_at(b->c, mk->am_at, "%s: the 3-D attn_mask is %s, but should be [N*num_heads, L, S] = %s",
+                     who(f->m), shp(b, &mk->am->sh), shp(b, &want));
+            return false;
+        }
+        shape v4 = {4, {n, {f->h, false}, l, s}};
+        if (!(mk->am = reshape_to(b, mk->am, &v4, f->at, f->m->path)))
+            return false;
+    } else if (mk->am) {
+        error_at(b->c, mk->am_at, "%s: attn_mask must be 2-D [L, S] or 3-D [N*num_heads, L, S], got %s", who(f->m),
+                 shp(b, &mk->am->sh));
+        return false;
+    }
+    if (mk->kpm) {
+        shape want = {2, {n, s}};
+        if (!shape_eq(&mk->kpm->sh, &want)) {
+            error_at(b->c, mk->kpm_at, "%s: key_padding_mask is %s, but should be [N, S] = %s", who(f->m),
+                     shp(b, &mk->kpm->sh), shp(b, &want));
+            return false;
+        }
+        shape v4 = {4, {n, one, one, s}};
+        if (!(mk->kpm = reshape_to(b, mk->kpm, &v4, f->at, f->m->path)))
+            return false;
+    }
+    if (mk->am && mk->kpm && mk->am->dt == IR_F32 && mk->kpm->dt == IR_F32) {
+        error_at(b->c, mk->kpm_at,
+                 "%s: a float attn_mask and a float key_padding_mask cannot be combined (PyTorch merges them with "
+                 "masked_fill, which needs a bool mask): make one of them bool",
+                 who(f->m));
+        return false;
+    }
+    return true;
+}
+
+/* op over x, y, z (z may be NULL), broadcast, of dtype dt. */
+static ir_node *mha_ew(mha_fwd *f, ir_op op, ir_node *x, ir_node *y, ir_node *z, ir_dtype dt) {
+    shape s, t;
+    if (!broadcast(f->b, &x->sh, &y->sh, f->at, ir_op_name(op), &s))
+        return NULL;
+    if (z && !broadcast(f->b, &s, &z->sh, f->at, ir_op_name(op), &t))
+        return NULL;
+    ir_node *n = mk_op(f->b, op, f->at, f->m->path, x, y, z);
+    if (!n)
+        return NULL;
+    n->sh = z ? t : s;
+    n->dt = dt;
+    return n;
+}
+
+/* The scaled scores sc [N, h, L, S] with the masks applied. */
+static ir_node *mha_apply_masks(mha_fwd *f, const mha_masks *ms, ir_node *sc) {
+    ir_node *am = ms->am, *kpm = ms->kpm;
+    if (!am && !kpm)
+        return sc;
+    ir_node *ninf = NULL;
+    if ((am && am->dt == IR_BOOL) || (kpm && kpm->dt == IR_BOOL)) {
+        ninf = mk(f->b, OP_CONST, f->at, f->m->path);
+        if (!ninf)
+            return NULL;
+        ninf->attr.leaf.value = -INFINITY;
+        ninf->sh = (shape){0};
+    }
+    if (am && kpm && am->dt == IR_BOOL) { /* or-ed (a float key_padding_mask: where it is not 0) */
+        ir_node *both = mha_ew(f, OP_LOGICAL_OR, am, kpm, NULL, IR_BOOL);
+        return both ? mha_ew(f, OP_WHERE, both, ninf, sc, IR_F32) : NULL;
+    }
+    if (am && kpm) { /* a float attn_mask, a bool key_padding_mask */
+        ir_node *t = mha_ew(f, OP_ADD, sc, am, NULL, IR_F32);
+        return t ? mha_ew(f, OP_WHERE, kpm, ninf, t, IR_F32) : NULL;
+    }
+    ir_node *one = am ? am : kpm;
+    return one->dt == IR_BOOL ? mha_ew(f, OP_WHERE, one, ninf, sc, IR_F32) : mha_ew(f, OP_ADD, sc, one, NULL, IR_F32);
+}
+
 static bool mha_call(builder *b, inst *m, const fargs *a, loc at, sv *out) {
     static const char *const names[] = {"query", "key", "value", "key_padding_mask", "need_weights", "attn_mask",
                                         "average_attn_weights"};
@@ -144,11 +263,10 @@ static bool mha_call(builder *b, inst *m, const fargs *a, loc at, sv *out) {
             error_at(b->c, at, "%s: forward missing required argument '%s'", who(m), names[k]);
             return false;
         }
-    for (int k = 3; k <= 5; k += 2)
-        if (given[k] && s[k].k != SV_NONE) {
-            error_at(b->c, sat[k], "%s: %s is not supported yet (only None)", who(m), names[k]);
-            return false;
-        }
+    ir_node *kpm = NULL, *am = NULL;
+    if ((given[3] && !mha_mask_arg(b, m, &s[3], sat[3], names[3], &kpm)) ||
+        (given[5] && !mha_mask_arg(b, m, &s[5], sat[5], names[5], &am)))
+        return false;
     bool need = true, avg = true;
     for (int k = 4; k <= 6; k += 2)
         if (given[k]) {
@@ -170,6 +288,9 @@ static bool mha_call(builder *b, inst *m, const fargs *a, loc at, sv *out) {
     }
     int first = b->g->nodes.len;
     mha_fwd f = {b, m, at, inst_int(m, A_E), inst_int(m, A_H)};
+    mha_masks ms = {am, kpm, sat[5], sat[3]};
+    if (!mha_mask_shapes(&f, &ms, q, k))
+        return false;
     int64_t e = f.e, d = e / f.h;
     /* the packed projection's rows j*E..(j+1)*E: W viewed [3, E, E] ->
      * [E, E, 3] @ e_j, the bias [3, E] -> [E, 3] @ e_j */
@@ -201,6 +322,7 @@ static bool mha_call(builder *b, inst *m, const fargs *a, loc at, sv *out) {
     sv scale = {.k = SV_NUM, .v = {.kind = V_FLOAT, .f = 1.0 / sqrt((double)d)}};
     ir_node *cs = sc ? as_tensor(b, &scale, at, "a constant") : NULL;
     sc = cs ? elementwise(b, OP_MUL, sc, cs, at, m->path) : NULL;
+    sc = sc ? mha_apply_masks(&f, &ms, sc) : NULL;
     ir_node *att = sc ? softmax(b, OP_SOFTMAX, sc, -1, at, m->path) : NULL;
     ir_node *o = att && vh ? matmul(b, att, vh, at) : NULL; /* [N, h, L, d] */
     o = o ? permute(b, o, pq, at) : NULL;

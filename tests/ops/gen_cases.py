@@ -1307,7 +1307,79 @@ def gen_mask(R):
     c.ret("scaled_dot_product_attention(%s, %s, %s, attn_mask=%s > -0.5)" % (q, k, v, m), "bool mask")
     c.ret("scaled_dot_product_attention(%s, %s, %s, %s, scale=0.3)" % (q, k, v, m), "float mask, scale")
     cases.append(c)
-    return cases
+    return (cases + gen_mha_masks(random.Random(zlib.crc32(b"mask/mha_masks"))) +
+            gen_int_neg_softmax_dtype(random.Random(zlib.crc32(b"mask/int_neg_softmax_dtype"))))
+
+
+def gen_int_neg_softmax_dtype(R):
+    """Unary minus on int64 tensors (an int64 result, used as indices and in
+    arithmetic) and softmax / log_softmax's dtype argument (F.softmax's: the
+    input converted first, so an int64 tensor takes a softmax)."""
+    V, D, S = R.randint(6, 12), R.randint(2, 5), R.randint(3, 6)
+    c = Case("mask", "int_neg_softmax_dtype", "unary '-' on int64 tensors and softmax(x, dim, dtype=float32) "
+                                              "(outputs times a float input or through an Embedding, so a "
+                                              "perturbed input shows)")
+    c.members.append("emb = Embedding(%d, %d)" % (V, D))
+    c.params += ["ids: i64[N, %d]" % S]
+    x = c.inp([S])
+    c.ret("emb(ids)", "the Embedding that gives the inputs their range")
+    c.ret("emb(-ids + %d)" % (V - 1), "-ids as indices")
+    c.ret("%s * (-ids).float() + (-(-ids)).float()" % x, "-ids to float, twice negated")
+    c.ret("%s * -ids" % x, "float * -int64 promotes to float")
+    c.ret("softmax(ids, -1, dtype=float32) * %s" % x, "softmax of an int64 tensor with dtype=float32")
+    c.ret("log_softmax(-ids, dim=1, dtype=float) + %s" % x, "log_softmax of -ids, dtype=float")
+    c.ret("%s.softmax(-1, dtype=float32) + softmax(%s, 1, dtype=None)" % (x, x), "the method form, dtype=None")
+    return [c]
+
+
+def gen_mha_masks(R):
+    """MultiheadAttention's attn_mask and key_padding_mask (PyTorch 1.13, eval):
+    bool (True masked out) and float (added) masks, 2-D [L, S] and 3-D
+    [N*heads, L, S] attn_mask, [N, S] key_padding_mask, their combinations,
+    with the weights (averaged or per head) and without. Key 0 is never
+    masked, so no row is fully masked (PyTorch gives NaN there)."""
+    h = R.choice([2, 4])
+    E = h * R.randint(2, 4)
+    L, S = R.randint(2, 6), R.randint(2, 7)
+    c = Case("mask", "mha_masks", "MultiheadAttention's attn_mask (bool or float, [L, S] or [N*heads, L, S]) and "
+                                  "key_padding_mask ([N, S], bool or float), alone and together, need_weights and "
+                                  "average_attn_weights, batch_first true and false, against "
+                                  "torch.nn.MultiheadAttention (its general path)")
+    c.members += ["a = MultiheadAttention(%d, %d, batch_first=true)" % (E, h),
+                  "t = MultiheadAttention(%d, %d)" % (E, h),
+                  "am = Parameter(empty(%d, %d).normal_(std=1.0))" % (L, S)]
+    x, y, kp, a3 = c.inp([L, E]), c.inp([S, E]), c.inp([S]), c.inp([h, L, S])
+    c.body.append("keep0 = arange(%d) > 0" % S)
+    c.body.append("kb = (%s > 0.6) & keep0" % kp)
+    c.body.append("kf = relu(%s - 0.6) * keep0.float()" % kp)
+    c.body.append("cm = triu(ones(%d, %d, dtype=bool), 1)" % (L, S))
+    c.body.append("o1, w1 = a(%s, %s, %s, attn_mask=cm)" % (x, y, y))
+    c.body.append("o2, w2 = a(%s, %s, %s, key_padding_mask=kb)" % (x, y, y))
+    c.body.append("o3, w3 = a(%s, %s, %s, kb, true, cm, false)" % (x, y, y))
+    c.body.append("o4, w4 = a(query=%s, key=%s, value=%s, attn_mask=am, key_padding_mask=kb)" % (x, y, y))
+    c.body.append("o5, _ = a(%s, %s, %s, attn_mask=flatten(%s, 0, 1), need_weights=false)" % (x, y, y, a3))
+    c.body.append("o6, w6 = a(%s, %s, %s, key_padding_mask=%s, average_attn_weights=false)" % (x, y, y, kp))
+    c.body.append("o7, w7 = a(%s, %s, %s, key_padding_mask=kf, attn_mask=cm)" % (x, y, y))
+    c.body.append("o8, w8 = t(permute(%s, 1, 0, 2), permute(%s, 1, 0, 2), permute(%s, 1, 0, 2), "
+                  "attn_mask=flatten(%s > 0.3, 0, 1) & keep0, key_padding_mask=kb)" % (x, y, y, a3))
+    c.body.append("o9, w9 = a(%s, %s, %s, attn_mask=triu(full((%d, %d), float(\"-inf\")), 1))" % (x, y, y, L, S))
+    c.ret("o1", "bool attn_mask [L, S] (causal-like)")
+    c.ret("w1", "its head-averaged weights")
+    c.ret("o2", "bool key_padding_mask [N, S]")
+    c.ret("w2", "its weights")
+    c.ret("w3", "bool key_padding_mask and bool attn_mask, per-head weights (positional arguments)")
+    c.ret("o4", "float attn_mask [L, S] with a bool key_padding_mask")
+    c.ret("w4", "its weights")
+    c.ret("o5", "float attn_mask [N*heads, L, S], need_weights=false")
+    c.ret("o6", "float key_padding_mask, added")
+    c.ret("w6", "its per-head weights")
+    c.ret("o7", "bool attn_mask with a float key_padding_mask (masked where it is not 0)")
+    c.ret("w7", "its weights")
+    c.ret("permute(o8, 1, 0, 2)", "batch_first=false, bool attn_mask [N*heads, L, S] and key_padding_mask")
+    c.ret("w8", "its weights")
+    c.ret("o9", "float attn_mask with -inf above the diagonal (the usual causal float mask)")
+    c.ret("w9", "its weights")
+    return [c]
 
 
 # ---------------------------------------------------------------------------

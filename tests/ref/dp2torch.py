@@ -1198,10 +1198,12 @@ BUILTIN_FUNCTIONS = {
     "sqrt": ([("input", REQUIRED)], _unary(torch.sqrt), ()),
     "abs": ([("input", REQUIRED)], _unary(torch.abs), ()),
     "sin": ([("input", REQUIRED)], _unary(torch.sin), ()),
-    "softmax": ([("input", REQUIRED), ("dim", REQUIRED)],
-                lambda a, p: F.softmax(a["input"], dim=a["dim"]), ("input",)),
-    "log_softmax": ([("input", REQUIRED), ("dim", REQUIRED)],
-                    lambda a, p: F.log_softmax(a["input"], dim=a["dim"]), ("input",)),
+    # dtype: F.softmax's, the input converted to it first
+    "softmax": ([("input", REQUIRED), ("dim", REQUIRED), ("dtype", None)],
+                lambda a, p: F.softmax(a["input"], dim=a["dim"], dtype=_dtype_arg(a["dtype"], p)), ("input",)),
+    "log_softmax": ([("input", REQUIRED), ("dim", REQUIRED), ("dtype", None)],
+                    lambda a, p: F.log_softmax(a["input"], dim=a["dim"], dtype=_dtype_arg(a["dtype"], p)),
+                    ("input",)),
     "flatten": ([("input", REQUIRED), ("start_dim", 0), ("end_dim", -1)],
                 lambda a, p: torch.flatten(a["input"], a["start_dim"], a["end_dim"]), ("input",)),
     "reshape": (None, lambda a, p: torch.reshape(a["input"], _shape_args("reshape", a, p)), ("input",)),
@@ -2777,7 +2779,8 @@ class _Interpreter:
             return callee(*args, **kwargs)
         if isinstance(callee, nn.MultiheadAttention):
             # forward(query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
-            # average_attn_weights=True) -> (attn_output, weights or None)
+            # average_attn_weights=True) -> (attn_output, weights or None); the masks (bool or
+            # float tensors) go to PyTorch as they are
             # (under grad, so torch 1.13 takes the general path: its fused fast path, the same math,
             # fails for bias=False)
             try:

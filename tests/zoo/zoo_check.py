@@ -4,6 +4,7 @@
     zoo_check.py check DPC NAME [--model models/zoo/NAME.dp] [--checks print,run]
                  [--batches 1,3,8] [--seqs 13,64] [--devices cpu] [--dp-devices cpu,cpu]
                  [--rtol64 1e-5] [--rtol32 1e-4] [--keep DIR]
+    zoo_check.py seqs DPC ZOO_MULTI_RUN bert|gpt2 [--seqs 13,64,13] [--batch 2]
     zoo_check.py selftest [NAME ...] [--no-forward] [--harness]
     zoo_check.py list
     zoo_check.py print NAME [--no-wrap]            # the expected `dpc print` text
@@ -36,6 +37,12 @@ first token always kept, at least one zero per row when S > 1) and
 token_type_ids (0 then 1 from a random split point), all int64 [N, S], passed
 in that order; gpt2 input_ids int64 [N, S].  Outputs: one -o per returned
 tensor (bert: last_hidden_state, pooler_output).
+
+`seqs` (bert, gpt2): `dpc compile` once, then tests/zoo/zoo_multi_run.c loads
+the .dpa and binds the weights once through the public C API and runs every
+S of --seqs in that order in one process (default 13, 64, 13; each run with
+inputs of its own, so a repeated S must compute on its new inputs), every
+output against the original as for `check`.
 
 Exit status: 0 all checks passed, 1 a check failed (a message says which),
 2 bad usage, 77 (CTest SKIP) when the model file does not exist.
@@ -472,6 +479,69 @@ def cmd_check(a) -> int:
 
 
 # ---------------------------------------------------------------------------
+# seqs: several sequence lengths in one process
+# ---------------------------------------------------------------------------
+
+def cmd_seqs(a) -> int:
+    """bert/gpt2: `dpc compile` once, then one process (zoo_multi_run, the
+    public C API) binds the original's weights once and runs every S of
+    --seqs in that order (a repeated S with new inputs: the cached
+    specialisation must compute on them); every output against PyTorch."""
+    if a.name not in ZOO or ZOO[a.name][1] not in SEQ_KINDS:
+        print(f"zoo_check: error: seqs takes a sequence model ({', '.join(n for n in ZOO if ZOO[n][1] in SEQ_KINDS)})",
+              file=sys.stderr)
+        return 2
+    a.model = a.model or os.path.join(ROOT, "models", "zoo", a.name + ".dp")
+    if not os.path.exists(a.model):
+        print(f"zoo_check: {a.model} does not exist: skipped")
+        return SKIP
+    for exe in (a.dpc, a.driver):
+        if not (os.path.isfile(exe) and os.access(exe, os.X_OK)):
+            print(f"zoo_check: error: {exe} is not an executable file", file=sys.stderr)
+            return 2
+    torch.set_num_threads(a.threads)
+    t0 = time.time()
+    model = original(a.name, a.seed)
+    work = a.keep or tempfile.mkdtemp(prefix=f"zoo_seqs_{a.name}_")
+    os.makedirs(work, exist_ok=True)
+    try:
+        wpath = os.path.join(work, f"{a.name}.safetensors")
+        save_weights(model, wpath)
+        dpa = os.path.join(work, f"{a.name}.dpa")
+        run_cmd([a.dpc, "compile", a.model, "-o", dpa], a.timeout, "dpc compile")
+        refs = References(model)
+        tags, want = [], []
+        for k, s in enumerate(a.seqs):
+            tag = f"r{k}_s{s}"
+            # a new seed per run: a repeated S gets new inputs
+            inputs = make_inputs(a.name, a.batch, s, a.seed + k)
+            for i, arr in enumerate(inputs):
+                np.save(os.path.join(work, f"{tag}_in{i}.npy"), arr, allow_pickle=False)
+            tags.append(tag)
+            want.append(refs(inputs))
+        nout = len(want[0][1])
+        t1 = time.time()
+        r = run_cmd([a.driver, dpa, wpath, work, str(len(input_names(a.name))), str(nout)] + tags,
+                    a.timeout, "zoo_multi_run")
+        sys.stdout.write(r.stdout)
+        t_run = time.time() - t1
+        for tag, s, (ref32, ref64) in zip(tags, a.seqs, want):
+            got = [np.load(os.path.join(work, f"{tag}_out{j}.npy"), allow_pickle=False) for j in range(nout)]
+            errs = compare_outputs(got, ref32, ref64, a, f"{tag} (batch {a.batch}, S = {s})")
+            print(f"{tag} (batch {a.batch}, S = {s}): ok, rel L2 " +
+                  ", ".join(f"{e64:.2e} (f64) {e32:.2e} (f32)" for e64, e32 in errs), flush=True)
+    except Fail as e:
+        print(f"FAIL {a.name}: {e}")
+        return 1
+    finally:
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"PASS {a.name}: S = {', '.join(map(str, a.seqs))} in one process "
+          f"(driver {t_run:.1f} s, total {time.time() - t0:.0f} s)")
+    return 0
+
+
+# ---------------------------------------------------------------------------
 # selftest: the PyTorch side alone
 # ---------------------------------------------------------------------------
 
@@ -672,6 +742,18 @@ def main(argv=None) -> int:
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("--timeout", type=float, default=1800, help="seconds per dpc command (default 1800)")
     c.add_argument("--keep", help="keep weights, inputs and outputs in this directory")
+    q = sub.add_parser("seqs", help="bert/gpt2 at several sequence lengths in one process (zoo_multi_run)")
+    q.add_argument("dpc", help="the dpc binary (for dpc compile)")
+    q.add_argument("driver", help="the zoo_multi_run binary")
+    q.add_argument("name")
+    q.add_argument("--model", help="the .dp file (default models/zoo/NAME.dp)")
+    q.add_argument("--seqs", type=int_list, default=[13, 64, 13], help="in this order (default 13,64,13)")
+    q.add_argument("--batch", type=int, default=2, help="default 2")
+    q.add_argument("--rtol64", type=float, default=1e-5)
+    q.add_argument("--rtol32", type=float, default=1e-4)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--timeout", type=float, default=1800)
+    q.add_argument("--keep", help="keep weights, inputs and outputs in this directory")
     s = sub.add_parser("selftest", help="the PyTorch side alone (no dpc)")
     s.add_argument("names", nargs="*", help="zoo names (default all)")
     s.add_argument("--no-forward", action="store_true", help="skip the forward checks")
@@ -693,6 +775,8 @@ def main(argv=None) -> int:
         return cmd_check(a)
     if a.cmd == "selftest":
         return cmd_selftest(a)
+    if a.cmd == "seqs":
+        return cmd_seqs(a)
     if a.cmd == "list":
         print("\n".join(f"{n}\t{k}" for n, (_, k) in ZOO.items()))
         return 0
