@@ -140,6 +140,59 @@ static void add_off(kaccess *a, int64_t c, dim stride) {
         a->off += c * stride.k;
 }
 
+static bool dim_same(dim a, dim b) { return a.k == b.k && a.sym == b.sym; }
+
+/* A reshape of a strided view as strides over the same buffer, when the
+ * dims it splits or merges are one contiguous run of the view (GPT-2's
+ * `query.view(N, S, heads, d)` of a slice of the packed projection):
+ * the dims before and after that run keep their strides. False when the
+ * run is not contiguous or depends on the batch (the view is then
+ * materialised). */
+static bool reshape_strided(const ir_node *x, const kaccess *in, const ir_node *n, kaccess *out) {
+    const shape *si = &x->sh, *so = &n->sh;
+    int p = 0, q = 0, lo = si->rank < so->rank ? si->rank : so->rank;
+    while (p < lo && dim_same(si->d[p], so->d[p]))
+        p++;
+    while (q < lo - p && dim_same(si->d[si->rank - 1 - q], so->d[so->rank - 1 - q]))
+        q++;
+    int ie = si->rank - q, oe = so->rank - q;
+    /* the input run [p, ie): contiguous within itself (size-1 dims aside) */
+    int64_t total = 1;
+    dim base = {0, false};
+    bool have = false;
+    for (int i = ie - 1; i >= p; i--) {
+        if (si->d[i].sym)
+            return false;
+        total *= si->d[i].k;
+        if (si->d[i].k == 1)
+            continue;
+        if (!have) {
+            base = in->stride[i];
+            have = true;
+        } else if (in->stride[i].sym != base.sym || in->stride[i].k != base.k * total / si->d[i].k)
+            return false;
+    }
+    int64_t tot_o = 1;
+    for (int j = p; j < oe; j++) {
+        if (so->d[j].sym)
+            return false;
+        tot_o *= so->d[j].k;
+    }
+    if (tot_o != total)
+        return false;
+    *out = *in;
+    for (int j = 0; j < p; j++)
+        out->stride[j] = in->stride[j];
+    for (int j = 0; j < q; j++)
+        out->stride[so->rank - 1 - j] = in->stride[si->rank - 1 - j];
+    dim st = base;
+    for (int j = oe - 1; j >= p; j--) {
+        out->stride[j] = st;
+        st.k *= so->d[j].k;
+    }
+    return true;
+}
+
 static void visit_view(fuser *f, ir_node *n) {
     ir_node *x = nd(f, n->in[0]);
     kaccess *ax = &f->kg->acc[x->id];
@@ -151,6 +204,11 @@ static void visit_view(fuser *f, ir_node *n) {
         return;
     }
     if (n->op == OP_RESHAPE) {
+        kaccess rs;
+        if (ax->kind == ACC_STRIDED && reshape_strided(x, ax, n, &rs)) {
+            f->kg->acc[n->id] = rs;
+            return;
+        }
         if (ax->kind == ACC_STRIDED)
             need_contig(f, x, n);
         f->kg->acc[n->id] = (kaccess){.kind = ACC_CONTIG, .base = ax->base};
