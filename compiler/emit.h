@@ -67,6 +67,27 @@ bool emit_conv_geom(const ir_node *n, const ir_node *x, const ir_node *w, emit_c
  * window's max in `m` or its sum in `s`, with its bounds h0, h1, w0, w1
  * (and, for avg_pool2d, the padded size `padded`). */
 void emit_pool_window(dpc_buf *o, const ir_node *n, const ir_node *x, const char *ind, const char *it);
+/* The fused attention kernel (KK_ATTN) of both dialects: q [B.., L, E],
+ * kt [B.., E, S], v [B.., S, Ev] and the output [B.., L, Ev] (pv's
+ * coordinates, written through the permute after it when the kernel has
+ * one) as strides over their buffers. */
+typedef struct emit_attn {
+    int r, nb;            /* rank, batch dims (r - 2) */
+    long long L, S, E, Ev;
+    shape batch;          /* dims [0, nb) */
+    kaccess q, kt, v, o;  /* ACC_STRIDED */
+    int qb, kb, vb, ob;   /* their buffers */
+} emit_attn;
+void emit_attn_geom(const kgraph *kg, const kernel *k, emit_attn *a);
+/* `indent`int_t c0..c{nb-1} of flat batch index `bi`, then the base
+ * pointers qp, kp, vp (const T) and op (T) of that batch. */
+void emit_attn_bases(const kgraph *kg, const emit_attn *a, dpc_buf *o, const char *indent, const char *int_t,
+                     const char *T);
+/* The scores chain at (c{r-2}, c{r-1}) (declared by the caller, with the
+ * flat batch index bi): `dst` = chain(`src`). */
+void emit_attn_chain(const kgraph *kg, const kernel *k, const emit_attn *a, dpc_buf *o, const char *indent,
+                     const char *int_t, const char *src, const char *dst, ir_dialect d);
+
 /* Whether the value reads `padded` (avg_pool2d with count_include_pad). */
 bool emit_pool_uses_padded(const ir_node *n);
 /* The output value: `m`, or `s` over the divisor. */

@@ -603,6 +603,95 @@ static void emit_copy(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_puts(o, "];\n    }\n");
 }
 
+/* Fused attention (KK_ATTN, fuse.c / attn.c): per batch (b.., a head) and
+ * block of ATTN_BQ queries, the keys in blocks of ATTN_BK with an online
+ * softmax: the block's scores (q . k, GEMM-like over a transposed copy of
+ * the key block, so the inner loop runs over keys), the chain (scale,
+ * mask) at each (query, key), the running max and sum rescaled, and p . v
+ * accumulated over a copy of the value block (inner loop over Ev). q, k^T
+ * and v are read through their strides; the output is written in the
+ * layout of the permute after it, when the kernel has one. */
+#define ATTN_BQ 32
+#define ATTN_BK 64
+static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    emit_attn a;
+    emit_attn_geom(kg, k, &a);
+    char t1[96], t2[96], t3[96], t4[96], t5[96], t6[96], t7[96], t8[96];
+    int r = a.r;
+    emit_comment(o, "    ", k->root);
+    for (int i = 0; i < k->ops.len; i++)
+        emit_comment(o, "    ", k->ops.items[i]);
+    emit_comment(o, "    ", k->attn.softmax);
+    emit_comment(o, "    ", k->attn.pv);
+    if (k->attn.perm)
+        emit_comment(o, "    ", k->attn.perm);
+    dpc_buf_printf(o, "    /* fused attention: [L=%lld, E=%lld] x [S=%lld, Ev=%lld], %d queries x %d keys per block */\n",
+                   a.L, a.E, a.S, a.Ev, ATTN_BQ, ATTN_BK);
+    dpc_buf_printf(o, "    const int64_t nbat = %s;\n    for (int64_t bi = 0; bi < nbat; bi++) {\n",
+                   emit_prod(t1, sizeof t1, &a.batch, 0, a.nb));
+    emit_attn_bases(kg, &a, o, "        ", "int64_t", "float");
+    dpc_buf_printf(o,
+                   "        for (int64_t i0 = 0; i0 < %lldLL; i0 += %d) {\n"
+                   "            const int64_t nq = %lldLL - i0 < %d ? %lldLL - i0 : %d;\n"
+                   "            float qb[%d * %lld], acc[%d * %lld], mx[%d], sm[%d];\n"
+                   "            for (int64_t ii = 0; ii < nq; ii++)\n"
+                   "                for (int64_t e = 0; e < %lldLL; e++) qb[ii * %lld + e] = qp[(i0 + ii) * %s + e * %s];\n"
+                   "            for (int64_t ii = 0; ii < %d; ii++) { mx[ii] = -INFINITY; sm[ii] = 0.0f; }\n"
+                   "            for (int64_t x = 0; x < %d * %lldLL; x++) acc[x] = 0.0f;\n"
+                   "            for (int64_t j0 = 0; j0 < %lldLL; j0 += %d) {\n"
+                   "                const int64_t nk = %lldLL - j0 < %d ? %lldLL - j0 : %d;\n"
+                   "                float kb[%lld * %d], vb[%d * %lld], s[%d];\n"
+                   "                for (int64_t e = 0; e < %lldLL; e++)\n"
+                   "                    for (int64_t jj = 0; jj < %d; jj++) kb[e * %d + jj] = jj < nk ? kp[e * %s + (j0 + jj) * %s] : 0.0f;\n"
+                   "                for (int64_t jj = 0; jj < nk; jj++)\n"
+                   "                    for (int64_t d = 0; d < %lldLL; d++) vb[jj * %lld + d] = vp[(j0 + jj) * %s + d * %s];\n"
+                   "                for (int64_t ii = 0; ii < nq; ii++) {\n"
+                   "                    for (int64_t jj = 0; jj < %d; jj++) s[jj] = 0.0f;\n"
+                   "                    for (int64_t e = 0; e < %lldLL; e++) {\n"
+                   "                        const float qv = qb[ii * %lld + e];\n"
+                   "                        const float *const kr = kb + e * %d;\n"
+                   "                        for (int64_t jj = 0; jj < %d; jj++) s[jj] += qv * kr[jj];\n"
+                   "                    }\n"
+                   "                    const int64_t c%d = i0 + ii;\n"
+                   "                    for (int64_t jj = 0; jj < nk; jj++) {\n"
+                   "                        const int64_t c%d = j0 + jj;\n",
+                   a.L, ATTN_BQ, a.L, ATTN_BQ, a.L, ATTN_BQ, ATTN_BQ, a.E, ATTN_BQ, a.Ev, ATTN_BQ, ATTN_BQ, a.E, a.E,
+                   emit_dim(t1, sizeof t1, a.q.stride[r - 2]), emit_dim(t2, sizeof t2, a.q.stride[r - 1]), ATTN_BQ,
+                   ATTN_BQ, a.Ev, a.S, ATTN_BK, a.S, ATTN_BK, a.S, ATTN_BK, a.E, ATTN_BK, ATTN_BK, a.Ev, ATTN_BK, a.E,
+                   ATTN_BK, ATTN_BK, emit_dim(t3, sizeof t3, a.kt.stride[r - 2]),
+                   emit_dim(t4, sizeof t4, a.kt.stride[r - 1]), a.Ev, a.Ev, emit_dim(t5, sizeof t5, a.v.stride[r - 2]),
+                   emit_dim(t6, sizeof t6, a.v.stride[r - 1]), ATTN_BK, a.E, a.E, ATTN_BK, ATTN_BK, r - 2, r - 1);
+    emit_attn_chain(kg, k, &a, o, "                        ", "int64_t", "s[jj]", "s[jj]", DIALECT_C);
+    dpc_buf_printf(o,
+                   "                    }\n"
+                   "                    /* online softmax: the running max, the sum and the output rescaled */\n"
+                   "                    float mb = mx[ii];\n"
+                   "                    for (int64_t jj = 0; jj < nk; jj++) mb = s[jj] > mb ? s[jj] : mb;\n"
+                   "                    if (mb == -INFINITY) continue; /* every key so far masked */\n"
+                   "                    const float corr = expf(mx[ii] - mb);\n"
+                   "                    float ls = 0.0f;\n"
+                   "                    for (int64_t jj = 0; jj < nk; jj++) { s[jj] = expf(s[jj] - mb); ls += s[jj]; }\n"
+                   "                    sm[ii] = sm[ii] * corr + ls;\n"
+                   "                    mx[ii] = mb;\n"
+                   "                    float *const ar = acc + ii * %lld;\n"
+                   "                    for (int64_t d = 0; d < %lldLL; d++) ar[d] *= corr;\n"
+                   "                    for (int64_t jj = 0; jj < nk; jj++) {\n"
+                   "                        const float p = s[jj];\n"
+                   "                        const float *const vr = vb + jj * %lld;\n"
+                   "                        for (int64_t d = 0; d < %lldLL; d++) ar[d] += p * vr[d];\n"
+                   "                    }\n"
+                   "                }\n"
+                   "            }\n"
+                   "            for (int64_t ii = 0; ii < nq; ii++) {\n"
+                   "                const float inv = 1.0f / sm[ii];\n"
+                   "                for (int64_t d = 0; d < %lldLL; d++) op[(i0 + ii) * %s + d * %s] = acc[ii * %lld + d] * inv;\n"
+                   "            }\n"
+                   "        }\n"
+                   "    }\n",
+                   a.Ev, a.Ev, a.Ev, a.Ev, a.Ev, emit_dim(t7, sizeof t7, a.o.stride[r - 2]),
+                   emit_dim(t8, sizeof t8, a.o.stride[r - 1]), a.Ev);
+}
+
 static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_printf(o, "\n#undef KERNEL_ID\n#define KERNEL_ID %d\nstatic int %s(dpc_kctx *ctx) {\n    const int64_t N = ctx->N;\n    (void)N;\n",
                    k->id, k->name);
@@ -617,6 +706,7 @@ static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
     case KK_EMBED: emit_embed(kg, k, o); break;
     case KK_CAT: emit_cat(kg, k, o); break;
     case KK_COPY: emit_copy(kg, k, o); break;
+    case KK_ATTN: emit_attn_c(kg, k, o); break;
     }
     dpc_buf_puts(o, "    return 0;\n}\n");
 }

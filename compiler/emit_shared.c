@@ -9,6 +9,7 @@
 #include "emit.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* A size-1 dim that is not the batch: broadcasts against anything. */
 static bool dim_is_one(dim d) { return d.k == 1 && !d.sym; }
@@ -162,4 +163,99 @@ const char *emit_pool_value(char *b, size_t n, const ir_node *p) {
     else
         snprintf(b, n, "s / (float)((h1 - h0) * (w1 - w0))");
     return b;
+}
+
+/* ---------------------------------------------------------- fused attention */
+
+/* x's read as strides over its own rank (a contiguous x over its shape). */
+static kaccess attn_strides(const kgraph *kg, const ir_node *x) {
+    kaccess a = kg->acc[x->id];
+    if (a.kind == ACC_STRIDED)
+        return a;
+    a = (kaccess){.kind = ACC_STRIDED, .base = (ir_node *)x};
+    dim st = {1, false};
+    for (int i = x->sh.rank - 1; i >= 0; i--) {
+        a.stride[i] = st;
+        st.k *= x->sh.d[i].k;
+        st.sym |= x->sh.d[i].sym;
+    }
+    return a;
+}
+
+void emit_attn_geom(const kgraph *kg, const kernel *k, emit_attn *a) {
+    const ir_node *q = kgraph_node(kg, k->root->in[0]), *kt = kgraph_node(kg, k->root->in[1]);
+    const ir_node *v = kgraph_node(kg, k->attn.pv->in[1]), *pv = k->attn.pv;
+    memset(a, 0, sizeof *a);
+    a->r = pv->sh.rank;
+    a->nb = a->r - 2;
+    a->L = pv->sh.d[a->r - 2].k;
+    a->Ev = pv->sh.d[a->r - 1].k;
+    a->E = q->sh.d[a->r - 1].k;
+    a->S = kt->sh.d[a->r - 1].k;
+    a->batch.rank = a->nb;
+    for (int i = 0; i < a->nb; i++)
+        a->batch.d[i] = pv->sh.d[i];
+    a->q = attn_strides(kg, q);
+    a->kt = attn_strides(kg, kt);
+    a->v = attn_strides(kg, v);
+    a->qb = kg->buf_of[q->id];
+    a->kb = kg->buf_of[kt->id];
+    a->vb = kg->buf_of[v->id];
+    a->ob = kg->buf_of[k->out->id];
+    if (!k->attn.perm) {
+        a->o = attn_strides(kg, pv);
+        a->o.off = a->o.off_n = 0;
+        return;
+    }
+    /* the permute's contiguous layout, seen from pv's coordinates */
+    const ir_node *p = k->attn.perm;
+    a->o = (kaccess){.kind = ACC_STRIDED, .base = (ir_node *)p};
+    dim st = {1, false};
+    for (int j = p->sh.rank - 1; j >= 0; j--) {
+        a->o.stride[p->attr.perm.perm[j]] = st;
+        st.k *= p->sh.d[j].k;
+        st.sym |= p->sh.d[j].sym;
+    }
+}
+
+void emit_attn_bases(const kgraph *kg, const emit_attn *a, dpc_buf *o, const char *indent, const char *int_t,
+                     const char *T) {
+    char t[96];
+    (void)kg;
+    dpc_buf_printf(o, "%s%s rem = bi;\n", indent, int_t);
+    for (int j = a->nb - 1; j >= 0; j--) {
+        emit_dim(t, sizeof t, a->batch.d[j]);
+        dpc_buf_printf(o, "%sconst %s c%d = rem %% %s; rem /= %s;\n", indent, int_t, j, t, t);
+    }
+    dpc_buf_printf(o, "%s(void)rem;\n", indent);
+    const char *vc[IR_MAX_RANK] = {0};
+    char vcb[IR_MAX_RANK][16];
+    for (int j = 0; j < a->nb; j++) {
+        snprintf(vcb[j], sizeof vcb[j], "c%d", j);
+        vc[j] = vcb[j];
+    }
+    const struct {
+        const char *name;
+        const kaccess *acc;
+        int buf;
+        bool wr;
+    } ps[] = {{"qp", &a->q, a->qb, false}, {"kp", &a->kt, a->kb, false}, {"vp", &a->v, a->vb, false}, {"op", &a->o, a->ob, true}};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
+        dpc_buf_printf(o, "%s%s%s *const %s = b%d + ", indent, ps[i].wr ? "" : "const ", T, ps[i].name, ps[i].buf);
+        emit_strided(o, ps[i].acc, vc, a->r);
+        dpc_buf_puts(o, ";\n");
+    }
+}
+
+void emit_attn_chain(const kgraph *kg, const kernel *k, const emit_attn *a, dpc_buf *o, const char *indent,
+                     const char *int_t, const char *src, const char *dst, ir_dialect d) {
+    const ir_node *s = k->attn.softmax;
+    const ir_node *last = k->ops.len ? k->ops.items[k->ops.len - 1] : k->root;
+    /* the flat index of (c0, ..): an operand of the scores' own shape reads it */
+    dpc_buf_printf(o, "%sconst %s i = (bi * %lldLL + c%d) * %lldLL + c%d;\n%s(void)i;\n", indent, int_t, a->L, a->r - 2,
+                   a->S, a->r - 1, indent);
+    dpc_buf_printf(o, "%sconst float v%d = %s;\n", indent, k->root->id, src);
+    for (int i = 0; i < k->ops.len; i++)
+        emit_elementwise_op(kg, k, o, k->ops.items[i], &s->sh, indent, "", d);
+    dpc_buf_printf(o, "%s%s = v%d;\n", indent, dst, last->id);
 }

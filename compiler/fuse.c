@@ -21,6 +21,9 @@ typedef struct fuser {
     ir_graph *g;
     kgraph *kg;
     bool *is_output;
+    int *attn_of;   /* per graph node: its attention match (attn.c), -1 none */
+    vec attn;       /* attn_match* */
+    kernel **attn_k; /* per match: its kernel, once the scores matmul is visited */
 } fuser;
 
 /* The kernel an op of each class roots (elementwise classes start or join
@@ -137,6 +140,59 @@ static void add_off(kaccess *a, int64_t c, dim stride) {
         a->off += c * stride.k;
 }
 
+static bool dim_same(dim a, dim b) { return a.k == b.k && a.sym == b.sym; }
+
+/* A reshape of a strided view as strides over the same buffer, when the
+ * dims it splits or merges are one contiguous run of the view (GPT-2's
+ * `query.view(N, S, heads, d)` of a slice of the packed projection):
+ * the dims before and after that run keep their strides. False when the
+ * run is not contiguous or depends on the batch (the view is then
+ * materialised). */
+static bool reshape_strided(const ir_node *x, const kaccess *in, const ir_node *n, kaccess *out) {
+    const shape *si = &x->sh, *so = &n->sh;
+    int p = 0, q = 0, lo = si->rank < so->rank ? si->rank : so->rank;
+    while (p < lo && dim_same(si->d[p], so->d[p]))
+        p++;
+    while (q < lo - p && dim_same(si->d[si->rank - 1 - q], so->d[so->rank - 1 - q]))
+        q++;
+    int ie = si->rank - q, oe = so->rank - q;
+    /* the input run [p, ie): contiguous within itself (size-1 dims aside) */
+    int64_t total = 1;
+    dim base = {0, false};
+    bool have = false;
+    for (int i = ie - 1; i >= p; i--) {
+        if (si->d[i].sym)
+            return false;
+        total *= si->d[i].k;
+        if (si->d[i].k == 1)
+            continue;
+        if (!have) {
+            base = in->stride[i];
+            have = true;
+        } else if (in->stride[i].sym != base.sym || in->stride[i].k != base.k * total / si->d[i].k)
+            return false;
+    }
+    int64_t tot_o = 1;
+    for (int j = p; j < oe; j++) {
+        if (so->d[j].sym)
+            return false;
+        tot_o *= so->d[j].k;
+    }
+    if (tot_o != total)
+        return false;
+    *out = *in;
+    for (int j = 0; j < p; j++)
+        out->stride[j] = in->stride[j];
+    for (int j = 0; j < q; j++)
+        out->stride[so->rank - 1 - j] = in->stride[si->rank - 1 - j];
+    dim st = base;
+    for (int j = oe - 1; j >= p; j--) {
+        out->stride[j] = st;
+        st.k *= so->d[j].k;
+    }
+    return true;
+}
+
 static void visit_view(fuser *f, ir_node *n) {
     ir_node *x = nd(f, n->in[0]);
     kaccess *ax = &f->kg->acc[x->id];
@@ -148,6 +204,11 @@ static void visit_view(fuser *f, ir_node *n) {
         return;
     }
     if (n->op == OP_RESHAPE) {
+        kaccess rs;
+        if (ax->kind == ACC_STRIDED && reshape_strided(x, ax, n, &rs)) {
+            f->kg->acc[n->id] = rs;
+            return;
+        }
         if (ax->kind == ACC_STRIDED)
             need_contig(f, x, n);
         f->kg->acc[n->id] = (kaccess){.kind = ACC_CONTIG, .base = ax->base};
@@ -175,7 +236,8 @@ static void visit_view(fuser *f, ir_node *n) {
 }
 
 const char *kkind_name(kkind k) {
-    static const char *const names[] = {"elementwise", "gemm", "conv", "pool", "row", "reduce", "embedding", "cat", "copy"};
+    static const char *const names[] = {"elementwise", "gemm", "conv", "pool", "row", "reduce", "embedding", "cat", "copy",
+                                        "attention"};
     return (unsigned)k < sizeof names / sizeof *names ? names[k] : "?";
 }
 
@@ -338,9 +400,53 @@ bool koperand_next(koperand_iter *it, int *node, int *buf) {
                 return true;
         }
     }
-    if (it->op++ != k->ops.len || !it->all || k->kind != KK_COPY || k->src.kind == ACC_LEAF)
+    if (it->op++ != k->ops.len || !it->all)
+        return false;
+    if (k->kind == KK_ATTN) /* v, after q, k^T (the root's) and the chain's operands */
+        return in_buffer(it, k->attn.pv->in[1], node, buf);
+    if (k->kind != KK_COPY || k->src.kind == ACC_LEAF)
         return false;
     return in_buffer(it, k->src.base->id, node, buf);
+}
+
+/* ---------------------------------------------------------- fused attention
+ *
+ * A match of attn.c becomes one KK_ATTN kernel: created at the scores
+ * matmul, the chain ops, softmax, the second matmul and the permute after
+ * it join it as they are visited (their ids increase in that order, and
+ * none has another use). q, k^T and v are read through their strides: no
+ * copy materialises the head split or the transpose. */
+static void attn_operand(fuser *f, ir_node *x, ir_node *consumer) {
+    kaccess a = f->kg->acc[x->id];
+    if (a.kind == ACC_LEAF && x->sh.rank > 0)
+        need_contig(f, x, consumer); /* ones(L, E) as q: written out once */
+}
+
+static void visit_attn(fuser *f, ir_node *n) {
+    int mi = f->attn_of[n->id];
+    attn_match *m = f->attn.items[mi];
+    kgraph *kg = f->kg;
+    if (n == m->qk) {
+        attn_operand(f, nd(f, n->in[0]), n);
+        attn_operand(f, nd(f, n->in[1]), n);
+        f->attn_k[mi] = new_kernel(f, KK_ATTN, n, n);
+        return;
+    }
+    kernel *k = f->attn_k[mi];
+    if (n == m->pv)
+        attn_operand(f, nd(f, n->in[1]), n);
+    if (n == m->softmax)
+        k->attn.softmax = n;
+    else if (n == m->pv)
+        k->attn.pv = n;
+    else if (n == m->perm)
+        k->attn.perm = n;
+    else
+        vec_push(&f->c->arena, &k->ops, n);
+    /* the earlier tail is now inside the kernel */
+    k->out = n;
+    kg->kern_of[n->id] = kg->kern_of[m->qk->id];
+    kg->acc[n->id] = (kaccess){.kind = ACC_CONTIG, .base = n};
 }
 
 bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
@@ -355,8 +461,14 @@ bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
         kg->kern_of[i] = -1;
     for (int i = 0; i < g->outputs.len; i++)
         f.is_output[((ir_node *)g->outputs.items[i])->id] = true;
+    f.attn_of = attn_find(c, g, f.is_output, &f.attn);
+    f.attn_k = arena_alloc(&c->arena, sizeof(kernel *) * (size_t)(f.attn.len + 1));
     for (int i = 0; i < n; i++) {
         ir_node *x = nd(&f, i);
+        if (f.attn_of[i] >= 0) {
+            visit_attn(&f, x);
+            continue;
+        }
         switch (ir_op_class(x->op)) {
         case OC_LEAF: kg->acc[i] = (kaccess){.kind = ACC_LEAF, .base = x}; break;
         case OC_INPUT: kg->acc[i] = (kaccess){.kind = ACC_CONTIG, .base = x}; break;
@@ -387,6 +499,11 @@ bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
             kg->kern_of[((ir_node *)kr->ops.items[i])->id] = k;
         if (kr->root)
             kg->kern_of[kr->root->id] = k;
+        if (kr->kind == KK_ATTN) {
+            kg->kern_of[kr->attn.softmax->id] = kg->kern_of[kr->attn.pv->id] = k;
+            if (kr->attn.perm)
+                kg->kern_of[kr->attn.perm->id] = k;
+        }
     }
     plan_buffers(&f);
     for (int k = 0; k < kg->kernels.len; k++) {
@@ -398,8 +515,8 @@ bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
          * kernel's number and dpc's own op names only, never of the model's
          * names (the scope is in the kernel's comments, escaped) */
         dpc_buf_printf(&nm, "k%d", k);
-        dpc_buf_printf(&nm, "_%s", kr->kind == KK_COPY ? "copy" : ir_op_name(named->op));
-        for (int i = kr->root ? 0 : 1; i < kr->ops.len && i < 4; i++)
+        dpc_buf_printf(&nm, "_%s", kr->kind == KK_COPY ? "copy" : kr->kind == KK_ATTN ? "attention" : ir_op_name(named->op));
+        for (int i = kr->root ? 0 : 1; kr->kind != KK_ATTN && i < kr->ops.len && i < 4; i++)
             dpc_buf_printf(&nm, "_%s", ir_op_name(((ir_node *)kr->ops.items[i])->op));
         kr->name = arena_strdup(&c->arena, nm.data ? nm.data : "k");
         dpc_buf_free(&nm);
@@ -428,6 +545,23 @@ void fuse_print(const kgraph *kg, dpc_buf *out) {
             const ir_node *o = kr->ops.items[i];
             dpc_buf_printf(out, "      %%%d = %s  # %s:%d\n", o->id, ir_op_name(o->op), o->at.file ? o->at.file->path : "",
                            o->at.line);
+        }
+        if (kr->kind == KK_ATTN) {
+            const ir_node *tail[] = {kr->attn.softmax, kr->attn.pv, kr->attn.perm};
+            for (int i = 0; i < 3; i++)
+                if (tail[i])
+                    dpc_buf_printf(out, "      %%%d = %s  # %s:%d\n", tail[i]->id, ir_op_name(tail[i]->op),
+                                   tail[i]->at.file ? tail[i]->at.file->path : "", tail[i]->at.line);
+            const ir_node *q = kgraph_node(kg, kr->root->in[0]), *kt = kgraph_node(kg, kr->root->in[1]),
+                          *v = kgraph_node(kg, kr->attn.pv->in[1]);
+            int r = q->sh.rank;
+            dpc_buf_printf(out, "      fused attention: q %%%d (%s) [L=%lld, E=%lld], k^T %%%d (%s), v %%%d (%s) "
+                                "[S=%lld, Ev=%lld]%s\n",
+                           q->id, kg->acc[q->id].kind == ACC_STRIDED ? "strided" : "contiguous",
+                           (long long)q->sh.d[r - 2].k, (long long)q->sh.d[r - 1].k, kt->id,
+                           kg->acc[kt->id].kind == ACC_STRIDED ? "strided" : "contiguous", v->id,
+                           kg->acc[v->id].kind == ACC_STRIDED ? "strided" : "contiguous", (long long)v->sh.d[r - 2].k,
+                           (long long)v->sh.d[r - 1].k, kr->attn.perm ? ", written permuted" : "");
         }
     }
     if (kg->unfused.len)

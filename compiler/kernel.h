@@ -24,6 +24,7 @@ typedef enum kkind {
     KK_EMBED,    /* embedding gather */
     KK_CAT,      /* concatenation */
     KK_COPY,     /* materialise a view (permute, slice, expand) as a contiguous tensor */
+    KK_ATTN,     /* softmax(chain(q @ k^T)) @ v in one pass, online softmax (fuse_attention) */
 } kkind;
 
 /* How a value is read: from the buffer of `base` (a materialised value,
@@ -51,6 +52,14 @@ typedef struct kernel {
     const char *name;
     int scratch;    /* KK_CONV: buffer id of the im2col columns [K, N*Ho*Wo], else -1 */
     int scratch2;   /* KK_CONV: buffer id of the GEMM result [Cout, N*Ho*Wo], else -1 */
+    /* KK_ATTN: root is the scores matmul q @ k^T ([B.., L, E] @ [B.., E, S]),
+     * ops the elementwise chain on the scores (scale, mask), then softmax
+     * over the last dim, pv = softmax @ v ([B.., S, Ev]), and perm, when
+     * not NULL, the permute of pv (keeping the last dim) that the kernel
+     * writes contiguously instead of pv. out is perm or pv. */
+    struct {
+        ir_node *softmax, *pv, *perm;
+    } attn;
 } kernel;
 
 /* kbuf, buf_kind and kbuf_esize: dpc_compile.h (the memory plan reads them). */
@@ -102,6 +111,17 @@ koperand_iter kernel_operands(const kgraph *kg, const kernel *k, int from);
 bool koperand_next(koperand_iter *it, int *node, int *buf);
 
 /* fuse.c */
+/* attn.c: the attention pattern (docs/internals.md, "Fused attention"). */
+typedef struct attn_match {
+    ir_node *qk, *softmax, *pv, *perm; /* perm may be NULL */
+    int nchain;                        /* elementwise ops between qk and softmax */
+    ir_node *chain[16];
+} attn_match;
+/* Per node id, the index of the match it belongs to (-1 none); the matches
+ * in *out (arena). */
+int *attn_find(dpc_ctx *c, const ir_graph *g, const bool *is_output, vec *out);
+/* The largest head dim (E, Ev) the fused kernel takes. */
+#define ATTN_MAX_HEAD 128
 bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg);
 void fuse_print(const kgraph *kg, dpc_buf *out);
 /* dot.c: the graph and its kernels as Graphviz (`dpc graph`). */

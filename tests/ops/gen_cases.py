@@ -1383,6 +1383,91 @@ def gen_mha_masks(R):
 
 
 # ---------------------------------------------------------------------------
+# attention: the fused attention kernel (KK_ATTN, compiler/attn.c) on the
+# forms that lower to it, at sizes that are not multiples of its blocks
+# (32 queries x 64 keys in C, 16 x 32 in CUDA)
+# ---------------------------------------------------------------------------
+
+def _not_multiple(R, lo, hi, *blocks):
+    while True:
+        v = R.randint(lo, hi)
+        if all(v % b for b in blocks):
+            return v
+
+
+def gen_attention(R):
+    cases = []
+    H, L, S = R.randint(1, 3), _not_multiple(R, 33, 80, 16, 32), _not_multiple(R, 65, 140, 32, 64)
+    E, Ev = R.randint(3, 24), R.randint(3, 24)
+    c = Case("attention", "sdpa", "scaled_dot_product_attention with L, S past one block: plain, causal "
+                                  "(L == S), bool and float masks, scale")
+    c.single_device = None
+    q, k, v = c.inp([H, L, E]), c.inp([H, S, E]), c.inp([H, S, Ev])
+    qs = c.inp([H, S, E])
+    m = c.inp([H, L, S])
+    c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q, k, v), "plain")
+    c.ret("scaled_dot_product_attention(%s, %s, %s, is_causal=True)" % (qs, k, v), "causal")
+    c.ret("scaled_dot_product_attention(%s, %s, %s, attn_mask=%s > -0.5)" % (q, k, v, m), "bool mask")
+    c.ret("scaled_dot_product_attention(%s, %s, %s, %s, scale=0.3)" % (q, k, v, m), "float mask, scale")
+    cases.append(c)
+
+    h, d = R.randint(2, 4), R.randint(4, 20)
+    S = _not_multiple(R, 40, 100, 16, 32)
+    c = Case("attention", "handwritten", "attention as BERT and GPT-2 write it: [N, S, h*d] split into heads "
+                                         "by view and permute, q @ k.transpose(-1, -2), scale, the additive "
+                                         "mask [N, 1, 1, S] or the causal where, softmax, @ v, permute back")
+    c.single_device = None
+    c.extra = """module Heads(h: int, d: int) {
+    forward(x: [N, S, D], y: [N, S, D], z: [N, S, D], mask: [N, 1, 1, S], causal: bool) {
+        q = x.view(x.size()[:-1] + (h, d)).permute(0, 2, 1, 3)
+        k = y.view(y.size()[:-1] + (h, d)).permute(0, 2, 1, 3)
+        v = z.view(z.size()[:-1] + (h, d)).permute(0, 2, 1, 3)
+        s = torch.matmul(q, k.transpose(-1, -2))
+        s = s / d ** 0.5
+        if causal {
+            s = torch.where(tril(ones(S, S, dtype=bool)).view(1, 1, S, S), s, torch.finfo(float32).min)
+        } else {
+            s = s + mask
+        }
+        p = nn.functional.softmax(s, dim=-1)
+        o = torch.matmul(p, v)
+        o = o.permute(0, 2, 1, 3).contiguous()
+        return o.view(o.size()[:-2] + (h * d,))
+    }
+}"""
+    c.members.append("heads = Heads(%d, %d)" % (h, d))
+    x, y, z = c.inp([S, h * d]), c.inp([S, h * d]), c.inp([S, h * d])
+    mk = c.inp([1, 1, S])
+    c.let("(1.0 - (%s > 0).to(float32)) * torch.finfo(float32).min" % mk, "m")
+    c.ret("heads(%s, %s, %s, m1, false)" % (x, y, z), "BERT: additive mask")
+    c.ret("heads(%s, %s, %s, m1, true)" % (x, y, z), "GPT-2: causal where")
+    cases.append(c)
+
+    hh = R.choice([2, 4])
+    Em = hh * R.randint(3, 8)
+    Lm = _not_multiple(R, 33, 70, 16, 32)
+    c = Case("attention", "mha", "MultiheadAttention (batch_first, need_weights=false) as ViT calls it, with "
+                                 "a sequence past one block, against torch.nn.MultiheadAttention")
+    c.single_device = None
+    c.members.append("att = MultiheadAttention(%d, %d, batch_first=true)" % (Em, hh))
+    x = c.inp([Lm, Em])
+    c.body.append("o, _ = att(%s, %s, %s, need_weights=false)" % (x, x, x))
+    c.ret("o", "self-attention")
+    cases.append(c)
+
+    c = Case("attention", "wide", "a head dim past the fused kernel's limit (128): the unfused path; and "
+                                  "one at the limit")
+    c.single_device = None
+    Lw = R.randint(5, 40)
+    q, k = c.inp([1, Lw, 130]), c.inp([1, Lw + 3, 130])
+    q2, k2 = c.inp([1, Lw, 128]), c.inp([1, Lw + 3, 128])
+    c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q, k, k), "E = 130")
+    c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q2, k2, k2), "E = 128")
+    cases.append(c)
+    return cases
+
+
+# ---------------------------------------------------------------------------
 # fusion: chains the fuser merges
 # ---------------------------------------------------------------------------
 
@@ -1911,6 +1996,7 @@ FAMILIES = {
     "mask": gen_mask,
     "index": gen_index,
     "pointwise": gen_pointwise,
+    "attention": gen_attention,
 }
 
 
