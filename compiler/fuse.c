@@ -30,7 +30,7 @@ static const kkind CLASS_KERNEL[OC_COUNT] = {
     [OC_GEMM] = KK_GEMM,      [OC_CONV] = KK_CONV,       [OC_POOL] = KK_POOL,
     [OC_ROW] = KK_ROW,        [OC_REDUCE] = KK_REDUCE,   [OC_EMBED] = KK_EMBED,
     [OC_CAT] = KK_CAT,        [OC_INPUT] = KK_COPY,      [OC_LEAF] = KK_COPY,
-    [OC_VIEW] = KK_COPY,
+    [OC_VIEW] = KK_COPY,      [OC_RESAMPLE] = KK_RESAMPLE,
 };
 
 static void note_unfused(fuser *f, ir_node *p, ir_node *n, const char *why) {
@@ -175,7 +175,7 @@ static void visit_view(fuser *f, ir_node *n) {
 }
 
 const char *kkind_name(kkind k) {
-    static const char *const names[] = {"elementwise", "gemm", "conv", "pool", "row", "reduce", "embedding", "cat", "copy"};
+    static const char *const names[] = {"elementwise", "gemm", "conv", "pool", "row", "reduce", "embedding", "cat", "copy", "resample"};
     return (unsigned)k < sizeof names / sizeof *names ? names[k] : "?";
 }
 
@@ -201,7 +201,7 @@ static void visit_elementwise(fuser *f, ir_node *n) {
             why = arena_strdup(&f->c->arena, buf);
         } else if (!shape_eq(&p->sh, &n->sh))
             why = "shapes differ (broadcast): the smaller operand is kept materialised";
-        else if (k->kind != KK_ELEMWISE && k->kind != KK_GEMM && k->kind != KK_CONV) {
+        else if (k->kind != KK_ELEMWISE && k->kind != KK_GEMM && k->kind != KK_CONV && k->kind != KK_RESAMPLE) {
             snprintf(buf, sizeof buf, "the producer is a %s kernel, which takes no epilogue", kkind_name(k->kind));
             why = arena_strdup(&f->c->arena, buf);
         }
@@ -292,6 +292,12 @@ static void plan_buffers(fuser *f) {
             shape res = {2, {{o->sh.d[1].k, false}, {hw, true}}};
             kr->scratch = add_buf(f, BUF_SCRATCH, &cols, 4, -1, "im2col");
             kr->scratch2 = add_buf(f, BUF_SCRATCH, &res, 4, -1, "conv gemm result");
+        }
+        if (kr->kind == KK_RESAMPLE && kr->root->op == OP_CONV_TRANSPOSE2D) {
+            /* the columns of one image and group: [Cout/g * kh * kw, H * W] */
+            ir_node *x = nd(f, kr->root->in[0]), *w = nd(f, kr->root->in[1]);
+            shape cols = {2, {{w->sh.d[1].k * w->sh.d[2].k * w->sh.d[3].k, false}, {x->sh.d[2].k * x->sh.d[3].k, false}}};
+            kr->scratch = add_buf(f, BUF_SCRATCH, &cols, 4, -1, "conv_transpose columns");
         }
     }
     /* views share their base's buffer */

@@ -24,6 +24,7 @@ typedef enum kkind {
     KK_EMBED,    /* embedding gather */
     KK_CAT,      /* concatenation */
     KK_COPY,     /* materialise a view (permute, slice, expand) as a contiguous tensor */
+    KK_RESAMPLE, /* conv_transpose2d, upsample: a gather per output pixel, then an epilogue chain */
 } kkind;
 
 /* How a value is read: from the buffer of `base` (a materialised value,
@@ -49,7 +50,8 @@ typedef struct kernel {
     vec ops;        /* ir_node*: elementwise ops in order (the body, or the epilogue) */
     ir_node *out;   /* the tail: the value written */
     const char *name;
-    int scratch;    /* KK_CONV: buffer id of the im2col columns [K, N*Ho*Wo], else -1 */
+    int scratch;    /* KK_CONV: buffer id of the im2col columns [K, N*Ho*Wo]; KK_RESAMPLE conv_transpose2d
+                     * (C dialect): the columns of one image and group; else -1 */
     int scratch2;   /* KK_CONV: buffer id of the GEMM result [Cout, N*Ho*Wo], else -1 */
 } kernel;
 
