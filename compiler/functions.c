@@ -5,6 +5,7 @@
 #include "irbuild.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Binds call arguments to a function signature "x,dim,keepdim=False". The
@@ -1525,7 +1526,9 @@ static ir_node *fn_interpolate(fcall *c) {
     const char *msg = nn_interpolate_check(mode, has_size, has_scale, given[0], given[1] ? flag[1] : -1, &arg);
     if (msg) {
         loc at = arg == 0 ? c->at : arg == 4 ? c->sat[5] : arg == 3 ? c->sat[4] : c->sat[arg == 1 ? 2 : 3];
-        error_at(b->c, at, msg, mode);
+        char fmt[256];
+        snprintf(fmt, sizeof fmt, "interpolate(): %s", msg);
+        error_at(b->c, at, fmt, mode);
         return NULL;
     }
     double v[2];

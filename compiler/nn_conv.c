@@ -511,9 +511,14 @@ ir_node *nn_interpolate_of(builder *b, ir_node *x, bool bilinear, const int64_t 
             o[i] = v > (double)DPC_MAX_DIM ? DPC_MAX_DIM + 1 : (int64_t)v;
         }
     }
-    if (o[0] <= 0 || o[1] <= 0 || o[0] > DPC_MAX_DIM || o[1] > DPC_MAX_DIM) {
-        error_at(b->c, at, "%s: the output size (%lld, %lld) of input %s must be positive and at most %lld", whom,
-                 (long long)o[0], (long long)o[1], shp(b, &x->sh), (long long)DPC_MAX_DIM);
+    if (o[0] <= 0 || o[1] <= 0) {
+        error_at(b->c, at, "%s: the output size (%lld, %lld) of input %s must be positive", whom, (long long)o[0],
+                 (long long)o[1], shp(b, &x->sh));
+        return NULL;
+    }
+    if (o[0] > DPC_MAX_DIM || o[1] > DPC_MAX_DIM) {
+        error_at(b->c, at, "%s: the output of input %s is too large (limit %lld per dim)", whom, shp(b, &x->sh),
+                 (long long)DPC_MAX_DIM);
         return NULL;
     }
     ir_node *n = mk_op(b, bilinear ? OP_UPSAMPLE_BILINEAR : OP_UPSAMPLE_NEAREST, at, scope, x, NULL, NULL);
