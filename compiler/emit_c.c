@@ -461,14 +461,16 @@ static void emit_resample(const kgraph *kg, const kernel *k, dpc_buf *o) {
                        "    for (int64_t c0 = 0; c0 < N; c0++)\n"
                        "    for (int64_t c1 = 0; c1 < %lldLL; c1++) {\n"
                        "        const float *const src = b%d + (c0 * %lldLL + c1) * %lldLL;\n"
-                       "        for (int64_t c2 = 0; c2 < %lldLL; c2++)\n"
-                       "        for (int64_t c3 = 0; c3 < %lldLL; c3++, i++) {\n",
-                       C, xb, C, H * W, Ho, Wo);
-        emit_upsample_at(o, n, x, "c2", "c3", "            ", "int64_t");
-        dpc_buf_printf(o, "            const float v%d = v;\n", n->id);
+                       "        for (int64_t c2 = 0; c2 < %lldLL; c2++) {\n",
+                       C, xb, C, H * W, Ho);
+        emit_upsample_dim(o, n, x, 0, "c2", "            ", "int64_t");
+        dpc_buf_printf(o, "            for (int64_t c3 = 0; c3 < %lldLL; c3++, i++) {\n", Wo);
+        emit_upsample_dim(o, n, x, 1, "c3", "                ", "int64_t");
+        emit_upsample_value(o, n, x, "                ");
+        dpc_buf_printf(o, "                const float v%d = v;\n", n->id);
         for (int i = 0; i < k->ops.len; i++)
-            emit_elementwise_op(kg, k, o, k->ops.items[i], &k->out->sh, "            ", "", DIALECT_C);
-        dpc_buf_printf(o, "            b%d[i] = v%d;\n        }\n    }\n", ob, k->out->id);
+            emit_elementwise_op(kg, k, o, k->ops.items[i], &k->out->sh, "                ", "", DIALECT_C);
+        dpc_buf_printf(o, "                b%d[i] = v%d;\n            }\n        }\n    }\n", ob, k->out->id);
         return;
     }
     const ir_node *w = nd(kg, n->in[1]);

@@ -807,7 +807,9 @@ static void emit_resample(cg *g, const kernel *k) {
     } else {
         dpc_buf_printf(g->o, "        const %s *const src = b%d + (c0 * %lldLL + c1) * %lldLL;\n", g->ft, xb,
                        (long long)x->sh.d[1].k, (long long)(x->sh.d[2].k * x->sh.d[3].k));
-        emit_upsample_at(g->o, n, x, "c2", "c3", "        ", "long long");
+        emit_upsample_dim(g->o, n, x, 0, "c2", "        ", "long long");
+        emit_upsample_dim(g->o, n, x, 1, "c3", "        ", "long long");
+        emit_upsample_value(g->o, n, x, "        ");
         dpc_buf_printf(g->o, "        const float v%d = v;\n", n->id);
     }
     emit_ops(g, k, 0, os, "        ", "");

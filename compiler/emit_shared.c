@@ -226,11 +226,13 @@ static void resample_dim(dpc_buf *o, const ir_node *n, int d, long long in, long
                    p + 1);
 }
 
-void emit_upsample_at(dpc_buf *o, const ir_node *n, const ir_node *x, const char *oh, const char *ow, const char *ind,
-                      const char *it) {
-    long long H = x->sh.d[2].k, W = x->sh.d[3].k, Ho = n->sh.d[2].k, Wo = n->sh.d[3].k;
-    resample_dim(o, n, 0, H, Ho, oh, "ih", ind, it);
-    resample_dim(o, n, 1, W, Wo, ow, "iw", ind, it);
+void emit_upsample_dim(dpc_buf *o, const ir_node *n, const ir_node *x, int d, const char *oc, const char *ind,
+                       const char *it) {
+    resample_dim(o, n, d, x->sh.d[2 + d].k, n->sh.d[2 + d].k, oc, d ? "iw" : "ih", ind, it);
+}
+
+void emit_upsample_value(dpc_buf *o, const ir_node *n, const ir_node *x, const char *ind) {
+    long long W = x->sh.d[3].k;
     if (n->op == OP_UPSAMPLE_NEAREST) {
         dpc_buf_printf(o, "%sconst float v = src[ih * %lldLL + iw];\n", ind, W);
         return;

@@ -469,9 +469,21 @@ static double conv_flops(const kgraph *kg, const ir_node *n, double outs, int64_
     return 2.0 * outs * (double)(w->sh.d[1].k * w->sh.d[2].k * w->sh.d[3].k);
 }
 
+/* conv_transpose2d: every input element times its [Cout/g, kh, kw] slice of the weight */
+static double resample_flops(const kgraph *kg, const ir_node *n, double outs, int64_t N) {
+    if (n->op != OP_CONV_TRANSPOSE2D)
+        return 0.0;
+    const ir_node *x = kg->g->nodes.items[n->in[0]], *w = kg->g->nodes.items[n->in[1]];
+    bool sym;
+    double ins = (double)shape_numel(&x->sh, &sym) * (sym ? (double)N : 1.0);
+    (void)outs;
+    return 2.0 * ins * (double)(w->sh.d[1].k * w->sh.d[2].k * w->sh.d[3].k);
+}
+
 static double (*const CLASS_FLOPS[OC_COUNT])(const kgraph *, const ir_node *, double, int64_t) = {
     [OC_GEMM] = gemm_flops,
     [OC_CONV] = conv_flops,
+    [OC_RESAMPLE] = resample_flops,
 };
 
 /* Floating-point operations of one forward at batch N. */
