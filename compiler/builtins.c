@@ -103,6 +103,16 @@ static bool kind_ok(char k, const val *v) {
     case 'U': return v->kind == V_INT || is_int_tuple(v, 1) || v->kind == V_STR;
     case 'n': return v->kind == V_NONE || v->kind == V_INT;
     case 'g': return v->kind == V_NONE || v->kind == V_FLOAT || v->kind == V_INT;
+    case 'B': return v->kind == V_NONE || v->kind == V_BOOL;
+    case 'r':
+        if (v->kind == V_NONE || v->kind == V_FLOAT || v->kind == V_INT)
+            return true;
+        if ((v->kind != V_TUPLE && v->kind != V_LIST) || v->n == 0)
+            return false;
+        for (int i = 0; i < v->n; i++)
+            if (v->items[i].kind != V_FLOAT && v->items[i].kind != V_INT)
+                return false;
+        return true;
     case 't':
         if (v->kind == V_INT)
             return true;
@@ -157,6 +167,8 @@ static const char *kind_expect(char k) {
     case 'U': return "an int, a tuple of one int or a string";
     case 'n': return "an int or None";
     case 'g': return "a number or None";
+    case 'B': return "a bool or None";
+    case 'r': return "a number, a tuple of numbers or None";
     case 't': return "an int or a tuple of ints";
     case 'o': return "an int, None or a pair";
     case 'l': return "a list of modules";

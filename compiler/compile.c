@@ -271,7 +271,7 @@ const kgraph *dpc_unit_kgraph(const dpc_unit *u) { return u->stage == DPC_STAGE_
 dpc_front *dpc_unit_front(const dpc_unit *u) { return u->front; }
 int dpc_unit_nkernels(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? u->kg.kernels.len : 0; }
 
-_Static_assert(KK_ATTN + 1 == DPC_KERNEL_KINDS, "DPC_KERNEL_KINDS is the number of kernel kinds");
+_Static_assert(KK_RESAMPLE + 1 == DPC_KERNEL_KINDS, "DPC_KERNEL_KINDS is the number of kernel kinds");
 const char *dpc_kernel_kind_name(int kind_index) { return kkind_name((kkind)kind_index); }
 int dpc_unit_nnodes(const dpc_unit *u) { return u->front->g.nodes.len; }
 double dpc_unit_flops(const dpc_unit *u, int64_t N) { return kgraph_flops(&u->kg, N); }

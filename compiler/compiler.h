@@ -271,7 +271,8 @@ struct val {
     X(RELU6, relu6) X(HARDTANH, hardtanh) X(HARDSWISH, hardswish) X(HARDSIGMOID, hardsigmoid)               \
     X(LEAKYRELU, leakyrelu) X(MISH, mish) X(BATCHNORM1D, batchnorm1d) X(GROUPNORM, groupnorm)               \
     X(ADAPTIVEMAXPOOL2D, adaptivemaxpool2d) X(STOCHASTICDEPTH, stochasticdepth) X(PERMUTE, permute)         \
-    X(HFCONV1D, hfconv1d) X(MULTIHEADATTENTION, multiheadattention)
+    X(HFCONV1D, hfconv1d) X(MULTIHEADATTENTION, multiheadattention)                                        \
+    X(CONVTRANSPOSE2D, convtranspose2d) X(UPSAMPLE, upsample)
 
 typedef enum builtin_kind {
     BI_NONE = 0, /* a user module */

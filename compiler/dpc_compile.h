@@ -260,7 +260,7 @@ typedef struct dpc_kernel_info {
     int line;
     const char *scope; /* the module path of its main op, "" if none */
 } dpc_kernel_info;
-#define DPC_KERNEL_KINDS 10
+#define DPC_KERNEL_KINDS 11
 const char *dpc_kernel_kind_name(int kind_index);
 /* Kernels of the kernel graph (0 before DPC_STAGE_FUSED), and kernel k,
  * 0 <= k < dpc_unit_nkernels. */

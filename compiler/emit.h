@@ -93,4 +93,15 @@ bool emit_pool_uses_padded(const ir_node *n);
 /* The output value: `m`, or `s` over the divisor. */
 const char *emit_pool_value(char *b, size_t n, const ir_node *p);
 
+/* conv_transpose2d of x [N, C, H, W] by w [C, Co/G, kh, kw] into
+ * [N, Co, Ho, Wo]: Cg, Cog per group, Kd = Cog * kh * kw (the rows of one
+ * group's columns), HW = H * W (the input plane). False on bad groups. */
+bool emit_convt_geom(const ir_node *n, const ir_node *x, const ir_node *w, emit_conv_dims *c);
+/* Upsample n of x: the source rows (d 0: ih, or ih0, ih1, lh0, lh1) or
+ * columns (d 1: iw...) of output coordinate `oc` (integer type `it`), then
+ * the value read from `src`, the H x W plane of x, into `const float v`. */
+void emit_upsample_dim(dpc_buf *o, const ir_node *n, const ir_node *x, int d, const char *oc, const char *ind,
+                       const char *it);
+void emit_upsample_value(dpc_buf *o, const ir_node *n, const ir_node *x, const char *ind);
+
 #endif

@@ -444,6 +444,83 @@ static void emit_pool(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_puts(o, "        }\n    }\n");
 }
 
+/* conv_transpose2d: per image and group, the columns
+ * col[(oc*kh + ki)*kw + kj][ih*W + iw] = W_g^T x X_g through the GEMM, then
+ * col2im adds each column into the output (ow = iw*sw - pw + kj*dw, the
+ * range of iw that lands inside computed once per row), which starts as
+ * the bias. Then the fused chain, in place. Upsample: one pass over the
+ * output, the chain applied to each value as it is computed. */
+static void emit_resample(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]);
+    int xb = kg->buf_of[x->id], ob = kg->buf_of[k->out->id];
+    emit_comment(o, "    ", n);
+    if (n->op != OP_CONV_TRANSPOSE2D) {
+        long long C = x->sh.d[1].k, H = x->sh.d[2].k, W = x->sh.d[3].k, Ho = n->sh.d[2].k, Wo = n->sh.d[3].k;
+        dpc_buf_printf(o,
+                       "    int64_t i = 0; /* the flat index of (c0, c1, c2, c3) */\n"
+                       "    for (int64_t c0 = 0; c0 < N; c0++)\n"
+                       "    for (int64_t c1 = 0; c1 < %lldLL; c1++) {\n"
+                       "        const float *const src = b%d + (c0 * %lldLL + c1) * %lldLL;\n"
+                       "        for (int64_t c2 = 0; c2 < %lldLL; c2++) {\n",
+                       C, xb, C, H * W, Ho);
+        emit_upsample_dim(o, n, x, 0, "c2", "            ", "int64_t");
+        dpc_buf_printf(o, "            for (int64_t c3 = 0; c3 < %lldLL; c3++, i++) {\n", Wo);
+        emit_upsample_dim(o, n, x, 1, "c3", "                ", "int64_t");
+        emit_upsample_value(o, n, x, "                ");
+        dpc_buf_printf(o, "                const float v%d = v;\n", n->id);
+        for (int i = 0; i < k->ops.len; i++)
+            emit_elementwise_op(kg, k, o, k->ops.items[i], &k->out->sh, "                ", "", DIALECT_C);
+        dpc_buf_printf(o, "                b%d[i] = v%d;\n            }\n        }\n    }\n", ob, k->out->id);
+        return;
+    }
+    const ir_node *w = nd(kg, n->in[1]);
+    emit_conv_dims cv;
+    emit_convt_geom(n, x, w, &cv); /* groups were checked by the front end */
+    long long HWo = cv.Ho * cv.Wo;
+    char bv[48] = "0.0f";
+    if (n->nin > 2)
+        snprintf(bv, sizeof bv, "b%d[c]", kg->buf_of[n->in[2]]);
+    dpc_buf_printf(o, "    float *const col = (float *)ctx->buf[%d];\n", k->scratch);
+    dpc_buf_printf(o,
+                   "    for (int64_t img = 0; img < N; img++) {\n"
+                   "        float *const dst = b%d + img * %lldLL;\n"
+                   "        for (int64_t c = 0; c < %lldLL; c++) {\n"
+                   "            const float bv = %s;\n"
+                   "            for (int64_t j = 0; j < %lldLL; j++) dst[c * %lldLL + j] = bv;\n"
+                   "        }\n",
+                   ob, cv.Co * HWo, cv.Co, bv, HWo, HWo);
+    dpc_buf_printf(o,
+                   "        for (int64_t g = 0; g < %lldLL; g++) {\n"
+                   "            ctx->sgemm(1, 0, %lldLL, %lldLL, %lldLL, b%d + g * %lldLL, %lldLL,\n"
+                   "                       b%d + (img * %lldLL + g * %lldLL) * %lldLL, %lldLL, col, %lldLL);\n"
+                   "            for (int64_t r = 0; r < %lldLL; r++) {\n"
+                   "                const int64_t oc = r / %lldLL, ki = (r / %lldLL) %% %lldLL, kj = r %% %lldLL;\n"
+                   "                const int64_t a = %lldLL - kj * %lldLL, e = %lldLL - 1 + a; /* ow = iw*sw - a */\n"
+                   "                int64_t iw1 = e < 0 ? 0 : e / %lldLL + 1, iw0 = a > 0 ? (a + %lldLL - 1) / %lldLL : 0;\n"
+                   "                if (iw1 > %lldLL) iw1 = %lldLL;\n"
+                   "                if (iw0 > iw1) iw0 = iw1;\n"
+                   "                float *const out = dst + (g * %lldLL + oc) * %lldLL;\n"
+                   "                const float *const cr = col + r * %lldLL;\n"
+                   "                for (int64_t ih = 0; ih < %lldLL; ih++) {\n"
+                   "                    const int64_t oh = ih * %lldLL - %lldLL + ki * %lldLL;\n"
+                   "                    if (oh < 0 || oh >= %lldLL) continue;\n"
+                   "                    float *const orow = out + oh * %lldLL;\n"
+                   "                    const float *const crow = cr + ih * %lldLL;\n"
+                   "                    for (int64_t iw = iw0; iw < iw1; iw++) orow[iw * %lldLL - a] += crow[iw];\n"
+                   "                }\n"
+                   "            }\n"
+                   "        }\n"
+                   "    }\n",
+                   cv.G, cv.Kd, cv.HW, cv.Cg, kg->buf_of[w->id], cv.Cg * cv.Kd, cv.Kd, xb, cv.C, cv.Cg, cv.HW, cv.HW,
+                   cv.HW, cv.Kd, cv.kh * cv.kw, cv.kw, cv.kh, cv.kw, cv.pw, cv.dw, cv.Wo, cv.sw, cv.sw, cv.sw, cv.W,
+                   cv.W, cv.Cog, HWo, cv.HW, cv.H, cv.sh, cv.ph, cv.dh, cv.Ho, cv.Wo, cv.W, cv.sw);
+    if (k->ops.len) {
+        char seed[32];
+        snprintf(seed, sizeof seed, "b%d[i]", ob);
+        emit_chain_loop(kg, k, o, seed);
+    }
+}
+
 /* The loops over an op along `axis` of x seen as [outer, len, inner]
  * (len may be N): `src` is the first element of column (p, q). */
 static void axis_loops(dpc_buf *o, const ir_node *x, int axis, int xb) {
@@ -707,6 +784,7 @@ static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
     case KK_CAT: emit_cat(kg, k, o); break;
     case KK_COPY: emit_copy(kg, k, o); break;
     case KK_ATTN: emit_attn_c(kg, k, o); break;
+    case KK_RESAMPLE: emit_resample(kg, k, o); break;
     }
     dpc_buf_puts(o, "    return 0;\n}\n");
 }

@@ -747,6 +747,77 @@ static void emit_pool(cg *g, const kernel *k) {
     plan_launch(g, k->name, "", DPC_CU_ELEMS, total, 1, &pl);
 }
 
+/* ---------------------------------------------------------- resampling */
+
+/* conv_transpose2d and upsample: one thread per output element gathering
+ * its value (a transposed convolution reads the taps whose stride divides
+ * oh + ph - ki*dh), then the fused chain on it. */
+static void emit_resample(cg *g, const kernel *k) {
+    const kgraph *kg = g->kg;
+    const ir_node *n = k->root, *x = nd(kg, n->in[0]);
+    const shape *os = &k->out->sh;
+    int xb = kg->buf_of[x->id], ob = kg->buf_of[k->out->id];
+    char t[96];
+    plist pl = {0};
+    padd(g, &pl, ob, true);
+    for (int i = 0; i < n->nin; i++)
+        padd(g, &pl, kg->buf_of[n->in[i]], false);
+    padd_chain(g, &pl, k, 0);
+    dpc_cu_dim total = cd_prod(os, 0, os->rank);
+    emit_conv_dims cv;
+    if (n->op == OP_CONV_TRANSPOSE2D && !emit_convt_geom(n, x, nd(kg, n->in[1]), &cv)) {
+        fail(g, n, "bad groups");
+        return;
+    }
+    dpc_buf_printf(g->o, "\n/* %s: %s, one thread per output element%s */\n", k->name, ir_op_name(n->op),
+                   k->ops.len ? "; the fused chain follows" : "");
+    kernel_head(g, k->name, &pl);
+    line_of(g, n);
+    dpc_buf_printf(g->o, "    const long long total = %s;\n    for (long long i = %s) {\n", cd_str(t, sizeof t, total),
+                   grid_stride());
+    coords(g, os, "        ");
+    if (n->op == OP_CONV_TRANSPOSE2D) {
+        int wb = kg->buf_of[n->in[1]];
+        char bv[48] = "0.0f";
+        if (n->nin > 2)
+            snprintf(bv, sizeof bv, "(float)b%d[c1]", kg->buf_of[n->in[2]]);
+        dpc_buf_printf(g->o,
+                       "        const long long grp = c1 / %lldLL, ocg = c1 - grp * %lldLL;\n"
+                       "        const %s *const xs = b%d + (c0 * %lldLL + grp * %lldLL) * %lldLL;\n"
+                       "        const %s *const ws = b%d + (grp * %lldLL * %lldLL + ocg) * %lldLL;\n"
+                       "        float acc = %s;\n"
+                       "        for (long long ki = 0; ki < %lldLL; ki++) {\n"
+                       "            const long long th = c2 + %lldLL - ki * %lldLL;\n"
+                       "            if (th < 0 || th %% %lldLL) continue;\n"
+                       "            const long long ih = th / %lldLL;\n"
+                       "            if (ih >= %lldLL) continue;\n"
+                       "            for (long long kj = 0; kj < %lldLL; kj++) {\n"
+                       "                const long long tw = c3 + %lldLL - kj * %lldLL;\n"
+                       "                if (tw < 0 || tw %% %lldLL) continue;\n"
+                       "                const long long iw = tw / %lldLL;\n"
+                       "                if (iw >= %lldLL) continue;\n"
+                       "                for (long long c = 0; c < %lldLL; c++)\n"
+                       "                    acc += (float)xs[c * %lldLL + ih * %lldLL + iw] * (float)ws[c * %lldLL + ki * %lldLL + kj];\n"
+                       "            }\n"
+                       "        }\n",
+                       cv.Cog, cv.Cog, g->ft, xb, cv.C, cv.Cg, cv.HW, g->ft, wb, cv.Cg, cv.Cog, cv.kh * cv.kw, bv, cv.kh,
+                       cv.ph, cv.dh, cv.sh, cv.sh, cv.H, cv.kw, cv.pw, cv.dw, cv.sw, cv.sw, cv.W, cv.Cg, cv.HW, cv.W,
+                       cv.Kd, cv.kw);
+        dpc_buf_printf(g->o, "        const float v%d = acc;\n", n->id);
+    } else {
+        dpc_buf_printf(g->o, "        const %s *const src = b%d + (c0 * %lldLL + c1) * %lldLL;\n", g->ft, xb,
+                       (long long)x->sh.d[1].k, (long long)(x->sh.d[2].k * x->sh.d[3].k));
+        emit_upsample_dim(g->o, n, x, 0, "c2", "        ", "long long");
+        emit_upsample_dim(g->o, n, x, 1, "c3", "        ", "long long");
+        emit_upsample_value(g->o, n, x, "        ");
+        dpc_buf_printf(g->o, "        const float v%d = v;\n", n->id);
+    }
+    emit_ops(g, k, 0, os, "        ", "");
+    dpc_buf_printf(g->o, "        b%d[i] = v%d;\n    }\n", ob, k->out->id);
+    kernel_tail(g);
+    plan_launch(g, k->name, "", DPC_CU_ELEMS, total, 1, &pl);
+}
+
 /* ---------------------------------------------------------- rows */
 
 /* Rows longer than this get a block each instead of a warp. */
@@ -1334,6 +1405,7 @@ static void emit_kernel(cg *g, const kernel *k) {
     case KK_CAT: emit_cat(g, k); break;
     case KK_COPY: emit_copy(g, k); break;
     case KK_ATTN: emit_attn_cuda(g, k); break;
+    case KK_RESAMPLE: emit_resample(g, k); break;
     }
 }
 

@@ -259,3 +259,82 @@ void emit_attn_chain(const kgraph *kg, const kernel *k, const emit_attn *a, dpc_
         emit_elementwise_op(kg, k, o, k->ops.items[i], &s->sh, indent, "", d);
     dpc_buf_printf(o, "%s%s = v%d;\n", indent, dst, last->id);
 }
+
+/* ---------------------------------------------------------- resampling */
+
+bool emit_convt_geom(const ir_node *n, const ir_node *x, const ir_node *w, emit_conv_dims *c) {
+    c->C = x->sh.d[1].k, c->H = x->sh.d[2].k, c->W = x->sh.d[3].k;
+    c->Co = n->sh.d[1].k, c->Ho = n->sh.d[2].k, c->Wo = n->sh.d[3].k;
+    c->kh = w->sh.d[2].k, c->kw = w->sh.d[3].k;
+    const conv_attr *a = &n->attr.conv;
+    c->sh = a->stride[0], c->sw = a->stride[1], c->ph = a->pad[0], c->pw = a->pad[1], c->dh = a->dil[0], c->dw = a->dil[1];
+    c->G = a->groups;
+    bool ok = c->G >= 1 && c->C % c->G == 0 && c->Co % c->G == 0 && w->sh.d[1].k * c->G == c->Co;
+    c->Cg = ok ? c->C / c->G : 0;
+    c->Cog = ok ? c->Co / c->G : 0;
+    c->Kd = c->Cog * c->kh * c->kw;
+    c->HW = c->H * c->W;
+    return ok;
+}
+
+/* One spatial dim of an upsample: the source index (nearest) or the two
+ * source indices and their weights (bilinear) of output coordinate `oc`,
+ * as ATen's CPU kernels compute them in float (UpSample.h:
+ * nearest_idx, area_pixel_compute_scale / _source_index and
+ * guard_index_and_lambda). `p` names the results: ih, or ih0, ih1, lh0, lh1. */
+static void resample_dim(dpc_buf *o, const ir_node *n, int d, long long in, long long out, const char *oc,
+                         const char *p, const char *ind, const char *it) {
+    const resample_attr *a = &n->attr.rs;
+    char f[EMIT_FLOAT_MAX];
+    if (n->op == OP_UPSAMPLE_NEAREST) {
+        if (out == in)
+            dpc_buf_printf(o, "%sconst %s %s = %s;\n", ind, it, p, oc);
+        else if (out == 2 * in)
+            dpc_buf_printf(o, "%sconst %s %s = %s >> 1;\n", ind, it, p, oc);
+        else {
+            const float scale = a->scale[d] > 0 ? (float)(1.0 / a->scale[d]) : (float)in / (float)out;
+            dpc_buf_printf(o, "%s%s %s = (%s)floorf((float)%s * %s);\n%sif (%s > %lldLL) %s = %lldLL;\n", ind, it, p,
+                           it, oc, emit_float_str(f, sizeof f, scale, true), ind, p, in - 1, p, in - 1);
+        }
+        return;
+    }
+    if (out == in) {
+        dpc_buf_printf(o, "%sconst %s %s0 = %s, %s1 = %s;\n%sconst float l%s0 = 1.0f, l%s1 = 0.0f;\n", ind, it, p, oc, p,
+                       oc, ind, p + 1, p + 1);
+        return;
+    }
+    float ratio;
+    if (a->align_corners)
+        ratio = out > 1 ? (float)(in - 1) / (float)(out - 1) : 0.0f;
+    else
+        ratio = a->scale[d] > 0 ? (float)(1.0 / a->scale[d]) : (float)in / (float)out;
+    emit_float_str(f, sizeof f, ratio, true);
+    if (a->align_corners)
+        dpc_buf_printf(o, "%sconst float r%s = %s * (float)%s;\n", ind, p, f, oc);
+    else
+        dpc_buf_printf(o, "%sconst float r%s = fmaxf(%s * ((float)%s + 0.5f) - 0.5f, 0.0f);\n", ind, p, f, oc);
+    dpc_buf_printf(o,
+                   "%s%s %s0 = (%s)floorf(r%s);\n"
+                   "%sif (%s0 > %lldLL) %s0 = %lldLL;\n"
+                   "%sconst %s %s1 = %s0 + (%s0 < %lldLL ? 1 : 0);\n"
+                   "%sconst float l%s1 = fminf(fmaxf(r%s - (float)%s0, 0.0f), 1.0f), l%s0 = 1.0f - l%s1;\n",
+                   ind, it, p, it, p, ind, p, in - 1, p, in - 1, ind, it, p, p, p, in - 1, ind, p + 1, p, p, p + 1,
+                   p + 1);
+}
+
+void emit_upsample_dim(dpc_buf *o, const ir_node *n, const ir_node *x, int d, const char *oc, const char *ind,
+                       const char *it) {
+    resample_dim(o, n, d, x->sh.d[2 + d].k, n->sh.d[2 + d].k, oc, d ? "iw" : "ih", ind, it);
+}
+
+void emit_upsample_value(dpc_buf *o, const ir_node *n, const ir_node *x, const char *ind) {
+    long long W = x->sh.d[3].k;
+    if (n->op == OP_UPSAMPLE_NEAREST) {
+        dpc_buf_printf(o, "%sconst float v = src[ih * %lldLL + iw];\n", ind, W);
+        return;
+    }
+    dpc_buf_printf(o,
+                   "%sconst float v = lh0 * (lw0 * (float)src[ih0 * %lldLL + iw0] + lw1 * (float)src[ih0 * %lldLL + iw1])\n"
+                   "%s    + lh1 * (lw0 * (float)src[ih1 * %lldLL + iw0] + lw1 * (float)src[ih1 * %lldLL + iw1]);\n",
+                   ind, W, W, ind, W, W);
+}

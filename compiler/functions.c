@@ -5,6 +5,7 @@
 #include "irbuild.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 /* Binds call arguments to a function signature "x,dim,keepdim=False". The
@@ -1484,6 +1485,85 @@ static ir_node *fn_adaptive_avg_pool2d(fcall *c) {
     return n;
 }
 
+/* One of size / scale_factor: an int or number repeated, or a pair. */
+static bool interp_pair(fcall *c, int i, bool ints, double *out) {
+    const sv *v = &c->s[i];
+    const char *what = i == 1 ? "size" : "scale_factor";
+    int n = v->k == SV_TUPLE || v->k == SV_LIST ? v->n : 1;
+    if (n != 2 && n != 1) {
+        error_at(c->b->c, c->sat[i], "interpolate(): %s shape must match input shape: the input has 2 spatial dims, "
+                 "%s has %d", what, what, n);
+        return false;
+    }
+    for (int j = 0; j < 2; j++) {
+        const sv *e = n == 1 ? (v->k == SV_TUPLE || v->k == SV_LIST ? &v->items[0] : v) : &v->items[j];
+        if (ints) {
+            int64_t k;
+            if (!want_int(c->b, e, c->sat[i], what, &k))
+                return false;
+            out[j] = (double)k;
+        } else if (!num_of(e, &out[j]) || e->k != SV_NUM) {
+            error_at(c->b->c, c->sat[i], "interpolate(): %s must be a number or a pair of numbers", what);
+            return false;
+        }
+        if (out[j] <= 0) {
+            error_at(c->b->c, c->sat[i], "interpolate(): %s must be positive", what);
+            return false;
+        }
+    }
+    return true;
+}
+
+/* F.interpolate(input, size, scale_factor, mode, align_corners,
+ * recompute_scale_factor, antialias): Upsample's lowering (nn_conv.c). */
+static ir_node *fn_interpolate(fcall *c) {
+    builder *b = c->b;
+    ir_node *x;
+    if (!want_tensor(b, &c->s[0], c->sat[0], c->fn, &x))
+        return NULL;
+    const char *mode = "nearest";
+    if (c->g[3] && c->s[3].k != SV_NONE) {
+        if (c->s[3].k != SV_NUM || c->s[3].v.kind != V_STR) {
+            error_at(b->c, c->sat[3], "interpolate(): mode must be a string");
+            return NULL;
+        }
+        mode = c->s[3].v.s;
+    }
+    bool flag[2] = {false, false}, given[2] = {false, false};
+    for (int i = 0; i < 2; i++) {
+        const sv *v = &c->s[4 + i];
+        if (!c->g[4 + i] || v->k == SV_NONE)
+            continue;
+        if (v->k != SV_NUM || v->v.kind != V_BOOL) {
+            error_at(b->c, c->sat[4 + i], "interpolate(): %s must be a bool or None",
+                     i ? "recompute_scale_factor" : "align_corners");
+            return NULL;
+        }
+        given[i] = true;
+        flag[i] = v->v.i != 0;
+    }
+    if (c->g[6] && !(c->s[6].k == SV_NUM && c->s[6].v.kind == V_BOOL && !c->s[6].v.i)) {
+        error_at(b->c, c->sat[6], "interpolate(): antialias=True is not supported");
+        return NULL;
+    }
+    bool has_size = c->g[1] && c->s[1].k != SV_NONE, has_scale = c->g[2] && c->s[2].k != SV_NONE;
+    int arg = 0;
+    const char *msg = nn_interpolate_check(mode, has_size, has_scale, given[0], given[1] ? flag[1] : -1, &arg);
+    if (msg) {
+        loc at = arg == 0 ? c->at : arg == 4 ? c->sat[5] : arg == 3 ? c->sat[4] : c->sat[arg == 1 ? 2 : 3];
+        char fmt[256];
+        snprintf(fmt, sizeof fmt, "interpolate(): %s", msg);
+        error_at(b->c, at, fmt, mode);
+        return NULL;
+    }
+    double v[2];
+    if (!interp_pair(c, has_size ? 1 : 2, has_size, v))
+        return NULL;
+    int64_t size[2] = {(int64_t)v[0], (int64_t)v[1]};
+    return nn_interpolate_of(b, x, strcmp(mode, "bilinear") == 0, has_size ? size : NULL, has_size ? NULL : v, flag[0],
+                             flag[1], c->at, NULL, "interpolate()");
+}
+
 /* An elementwise op of two values, one of them a tensor. */
 static ir_node *binary_of(fcall *c, ir_op op, const sv *l, loc lat, const sv *r, loc rat) {
     if (l->k != SV_TENSOR && r->k != SV_TENSOR) {
@@ -1529,6 +1609,8 @@ static const char *const P_POW[] = {"input", "exponent"};
 static const char *const P_CLAMP[] = {"input", "min", "max"};
 static const char *const P_CMIN[] = {"input", "min"};
 static const char *const P_CMAX[] = {"input", "max"};
+static const char *const P_INTERP[] = {"input", "size", "scale_factor", "mode", "align_corners",
+                                       "recompute_scale_factor", "antialias"};
 
 static const char *const P_X[] = {"input"};
 static const char *const P_GELU[] = {"input", "approximate"};
@@ -1614,6 +1696,7 @@ static const fndef FUNCTIONS[] = {
     {"clamp", P_CLAMP, 3, 1, fn_clamp},
     {"clamp_min", P_CMIN, 2, 2, fn_clamp},
     {"clamp_max", P_CMAX, 2, 2, fn_clamp},
+    {"interpolate", P_INTERP, 7, 1, fn_interpolate},
 };
 #define NFUNCTIONS ((int)(sizeof FUNCTIONS / sizeof *FUNCTIONS))
 

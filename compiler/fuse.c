@@ -33,7 +33,7 @@ static const kkind CLASS_KERNEL[OC_COUNT] = {
     [OC_GEMM] = KK_GEMM,      [OC_CONV] = KK_CONV,       [OC_POOL] = KK_POOL,
     [OC_ROW] = KK_ROW,        [OC_REDUCE] = KK_REDUCE,   [OC_EMBED] = KK_EMBED,
     [OC_CAT] = KK_CAT,        [OC_INPUT] = KK_COPY,      [OC_LEAF] = KK_COPY,
-    [OC_VIEW] = KK_COPY,
+    [OC_VIEW] = KK_COPY,      [OC_RESAMPLE] = KK_RESAMPLE,
 };
 
 static void note_unfused(fuser *f, ir_node *p, ir_node *n, const char *why) {
@@ -237,7 +237,7 @@ static void visit_view(fuser *f, ir_node *n) {
 
 const char *kkind_name(kkind k) {
     static const char *const names[] = {"elementwise", "gemm", "conv", "pool", "row", "reduce", "embedding", "cat", "copy",
-                                        "attention"};
+                                        "attention", "resample"};
     return (unsigned)k < sizeof names / sizeof *names ? names[k] : "?";
 }
 
@@ -263,7 +263,7 @@ static void visit_elementwise(fuser *f, ir_node *n) {
             why = arena_strdup(&f->c->arena, buf);
         } else if (!shape_eq(&p->sh, &n->sh))
             why = "shapes differ (broadcast): the smaller operand is kept materialised";
-        else if (k->kind != KK_ELEMWISE && k->kind != KK_GEMM && k->kind != KK_CONV) {
+        else if (k->kind != KK_ELEMWISE && k->kind != KK_GEMM && k->kind != KK_CONV && k->kind != KK_RESAMPLE) {
             snprintf(buf, sizeof buf, "the producer is a %s kernel, which takes no epilogue", kkind_name(k->kind));
             why = arena_strdup(&f->c->arena, buf);
         }
@@ -354,6 +354,12 @@ static void plan_buffers(fuser *f) {
             shape res = {2, {{o->sh.d[1].k, false}, {hw, true}}};
             kr->scratch = add_buf(f, BUF_SCRATCH, &cols, 4, -1, "im2col");
             kr->scratch2 = add_buf(f, BUF_SCRATCH, &res, 4, -1, "conv gemm result");
+        }
+        if (kr->kind == KK_RESAMPLE && kr->root->op == OP_CONV_TRANSPOSE2D) {
+            /* the columns of one image and group: [Cout/g * kh * kw, H * W] */
+            ir_node *x = nd(f, kr->root->in[0]), *w = nd(f, kr->root->in[1]);
+            shape cols = {2, {{w->sh.d[1].k * w->sh.d[2].k * w->sh.d[3].k, false}, {x->sh.d[2].k * x->sh.d[3].k, false}}};
+            kr->scratch = add_buf(f, BUF_SCRATCH, &cols, 4, -1, "conv_transpose columns");
         }
     }
     /* views share their base's buffer */
@@ -597,9 +603,21 @@ static double conv_flops(const kgraph *kg, const ir_node *n, double outs, int64_
     return 2.0 * outs * (double)(w->sh.d[1].k * w->sh.d[2].k * w->sh.d[3].k);
 }
 
+/* conv_transpose2d: every input element times its [Cout/g, kh, kw] slice of the weight */
+static double resample_flops(const kgraph *kg, const ir_node *n, double outs, int64_t N) {
+    if (n->op != OP_CONV_TRANSPOSE2D)
+        return 0.0;
+    const ir_node *x = kg->g->nodes.items[n->in[0]], *w = kg->g->nodes.items[n->in[1]];
+    bool sym;
+    double ins = (double)shape_numel(&x->sh, &sym) * (sym ? (double)N : 1.0);
+    (void)outs;
+    return 2.0 * ins * (double)(w->sh.d[1].k * w->sh.d[2].k * w->sh.d[3].k);
+}
+
 static double (*const CLASS_FLOPS[OC_COUNT])(const kgraph *, const ir_node *, double, int64_t) = {
     [OC_GEMM] = gemm_flops,
     [OC_CONV] = conv_flops,
+    [OC_RESAMPLE] = resample_flops,
 };
 
 /* Floating-point operations of one forward at batch N. */

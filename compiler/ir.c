@@ -96,6 +96,26 @@ static void print_pool(const ir_node *n, dpc_buf *out) {
         dpc_buf_puts(out, " ceil_mode=True");
 }
 
+/* conv_transpose2d: conv2d's attributes and output_padding; upsample: the
+ * scales given (PyTorch's `scales`), align_corners. */
+static void print_resample(const ir_node *n, dpc_buf *out) {
+    if (n->op == OP_CONV_TRANSPOSE2D) {
+        print_conv(&n->attr.conv, out);
+        dpc_buf_printf(out, " output_padding=(%lld, %lld)", (long long)n->attr.conv.out_pad[0],
+                       (long long)n->attr.conv.out_pad[1]);
+        return;
+    }
+    const resample_attr *a = &n->attr.rs;
+    if (a->scale[0] > 0 || a->scale[1] > 0) {
+        char h[64], w[64];
+        dpc_format_pyfloat(a->scale[0], h, sizeof h);
+        dpc_format_pyfloat(a->scale[1], w, sizeof w);
+        dpc_buf_printf(out, " scales=(%s, %s)", h, w);
+    }
+    if (a->align_corners)
+        dpc_buf_puts(out, " align_corners=True");
+}
+
 static void print_leaf(const ir_node *n, dpc_buf *out) {
     char num[64];
     if (n->op == OP_BATCH)
@@ -151,6 +171,7 @@ static void print_attrs(const ir_node *n, dpc_buf *out) {
     case OC_LEAF: print_leaf(n, out); break;
     case OC_CONV: print_conv(&n->attr.conv, out); break;
     case OC_POOL: print_pool(n, out); break;
+    case OC_RESAMPLE: print_resample(n, out); break;
     case OC_CHANNEL:
         dpc_format_pyfloat(n->attr.norm.eps, num, sizeof num);
         dpc_buf_printf(out, " eps=%s", num);

@@ -107,7 +107,11 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(ERF, "erf", OC_UNARY, 1, "erff($x)", "erff($x)", "erf")                                              \
     X(RSQRT, "rsqrt", OC_UNARY, 1, "1.0f / sqrtf($x)", "1.0f / sqrtf($x)", "rsqrt")                        \
     X(CLAMP_MIN, "clamp_min", OC_BINARY, 2, "($x < $y ? $y : $x)", "($x < $y ? $y : $x)", NOFN) /* NaN stays */ \
-    X(CLAMP_MAX, "clamp_max", OC_BINARY, 2, "($x > $y ? $y : $x)", "($x > $y ? $y : $x)", NOFN)
+    X(CLAMP_MAX, "clamp_max", OC_BINARY, 2, "($x > $y ? $y : $x)", "($x > $y ? $y : $x)", NOFN)            \
+    /* resampling (ConvTranspose2d, Upsample / interpolate): each output pixel gathered from the input */ \
+    X(CONV_TRANSPOSE2D, "conv_transpose2d", OC_RESAMPLE, 2, NOEXPR, NOEXPR, NOFN) /* x, W[in,out/g,kh,kw], b? */ \
+    X(UPSAMPLE_NEAREST, "upsample_nearest2d", OC_RESAMPLE, 1, NOEXPR, NOEXPR, NOFN)                     \
+    X(UPSAMPLE_BILINEAR, "upsample_bilinear2d", OC_RESAMPLE, 1, NOEXPR, NOEXPR, NOFN)
 
 /* The longer expressions of the table. */
 #define IR_EXPR_GELU "0.5f * $x * (1.0f + erff($x * 0.70710678118654752f))"
@@ -143,6 +147,7 @@ typedef enum op_class {
     OC_EMBED,   /* embedding gather */
     OC_CAT,     /* concatenation */
     OC_VIEW,    /* reshape, permute, slice, expand: no kernel of their own */
+    OC_RESAMPLE, /* conv_transpose2d, upsample: one pass gathering each output pixel */
     OC_COUNT
 } op_class;
 
@@ -187,13 +192,18 @@ typedef struct leaf_attr {   /* CONST, SCALAR, IOTA */
     int type;                /* SCALAR: 0 float, 1 int, 2 bool (dpc_scalar_type) */
     bool has_default;        /* SCALAR */
 } leaf_attr;
-typedef struct conv_attr {   /* CONV2D */
+typedef struct conv_attr {   /* CONV2D, CONV_TRANSPOSE2D */
     int64_t stride[2];       /* h, w */
     int64_t pad[4];          /* top, left, bottom, right (bottom/right larger by one
                               * for padding="same" with an even kernel) */
     int64_t dil[2];          /* h, w */
     int64_t groups;
+    int64_t out_pad[2];      /* CONV_TRANSPOSE2D: output_padding (h, w), in the output's shape only */
 } conv_attr;
+typedef struct resample_attr { /* UPSAMPLE_NEAREST, UPSAMPLE_BILINEAR */
+    double scale[2];         /* h, w: the scale_factor given (PyTorch's `scales`), 0 for none (in / out) */
+    bool align_corners;      /* bilinear */
+} resample_attr;
 typedef struct pool_attr {   /* MAXPOOL2D, AVGPOOL2D */
     int64_t k[2], s[2], p[2]; /* kernel, stride, padding (h, w) */
     int64_t d[2];            /* max_pool2d: dilation */
@@ -232,6 +242,7 @@ typedef union ir_attr {
     perm_attr perm;
     view_attr view;
     embed_attr embed;
+    resample_attr rs;
 } ir_attr;
 
 typedef struct ir_node {

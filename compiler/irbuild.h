@@ -173,7 +173,8 @@ bool finfo_value(builder *b, const sv *dt, const char *field, loc at, sv *out);
  * n int or None, g float or None, t int or tuple of ints (normalized_shape),
  * o int, None or pair of int/None (adaptive output size), l list of modules,
  * m a module, L list of ints or None, u int or tuple of one int,
- * U int, tuple of one int or string (Conv1d padding). */
+ * U int, tuple of one int or string (Conv1d padding), B bool or None,
+ * r number, tuple of numbers or None (Upsample's scale_factor). */
 typedef struct argspec {
     const char *name;
     char kind;
@@ -223,6 +224,15 @@ DPC_MODULES(X)
 /* The lowerings shared by a module and its function (nn_basic.c, nn_norm.c). */
 ir_node *nn_hardtanh_of(builder *b, ir_node *x, double lo, double hi, loc at, const char *scope);
 ir_node *nn_leaky_relu_of(builder *b, ir_node *x, double slope, loc at, const char *scope);
+/* F.interpolate (nn_conv.c): the check of its arguments (the message, a
+ * format taking the mode, and in *arg the argument it is about: 0 size,
+ * 1 scale_factor, 2 mode, 3 align_corners, 4 recompute_scale_factor; NULL
+ * when they are fine; recompute -1 for None), and the lowering (size or
+ * scale, two spatial dims each). */
+const char *nn_interpolate_check(const char *mode, bool has_size, bool has_scale, bool align_given, int recompute,
+                                 int *arg);
+ir_node *nn_interpolate_of(builder *b, ir_node *x, bool bilinear, const int64_t *size, const double *scale,
+                           bool align, bool recompute, loc at, const char *scope, const char *whom);
 ir_node *nn_group_norm_of(builder *b, ir_node *x, int64_t groups, ir_node *w, ir_node *bias, double eps, loc at,
                           const char *scope, const char *whom);
 

@@ -25,6 +25,7 @@ typedef enum kkind {
     KK_CAT,      /* concatenation */
     KK_COPY,     /* materialise a view (permute, slice, expand) as a contiguous tensor */
     KK_ATTN,     /* softmax(chain(q @ k^T)) @ v in one pass, online softmax (fuse_attention) */
+    KK_RESAMPLE, /* conv_transpose2d, upsample: a gather per output pixel, then an epilogue chain */
 } kkind;
 
 /* How a value is read: from the buffer of `base` (a materialised value,
@@ -50,7 +51,8 @@ typedef struct kernel {
     vec ops;        /* ir_node*: elementwise ops in order (the body, or the epilogue) */
     ir_node *out;   /* the tail: the value written */
     const char *name;
-    int scratch;    /* KK_CONV: buffer id of the im2col columns [K, N*Ho*Wo], else -1 */
+    int scratch;    /* KK_CONV: buffer id of the im2col columns [K, N*Ho*Wo]; KK_RESAMPLE conv_transpose2d
+                     * (C dialect): the columns of one image and group; else -1 */
     int scratch2;   /* KK_CONV: buffer id of the GEMM result [Cout, N*Ho*Wo], else -1 */
     /* KK_ATTN: root is the scores matmul q @ k^T ([B.., L, E] @ [B.., E, S]),
      * ops the elementwise chain on the scores (scale, mask), then softmax

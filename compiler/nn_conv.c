@@ -1,9 +1,11 @@
-/* nn_conv.c - the convolution and pooling modules: Conv1d, Conv2d,
- * MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d. One row each (irbuild.h's
+/* nn_conv.c - the convolution, pooling and resampling modules: Conv1d, Conv2d,
+ * MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d, ConvTranspose2d,
+ * Upsample (and interpolate). One row each (irbuild.h's
  * `builtin`), after its functions: signature, __init__ checks, state_dict,
  * extra_repr and lowering. */
 #include "irbuild.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -340,4 +342,278 @@ static void adaptivemaxpool2d_init(dpc_ctx *c, inst *in, const loc *arg_at) {
 const builtin nn_adaptivemaxpool2d = {
     "AdaptiveMaxPool2d", 2, {{"output_size", 'o', NULL}, {"return_indices", 'b', "False"}},
     .init = adaptivemaxpool2d_init, .repr = adaptiveavgpool2d_repr, .lower = adaptiveavgpool2d_lower,
+};
+
+/* ------------------------------------------------- ConvTranspose2d */
+
+/* Argument slots, PyTorch's order: in_channels, out_channels, kernel_size,
+ * stride, padding, output_padding, groups, bias, dilation, padding_mode. */
+enum { T_IN, T_OUT, T_K, T_S, T_P, T_OP, T_G, T_BIAS, T_D, T_MODE };
+
+/* _ConvNd.__init__'s checks, and the one ATen makes at forward: output
+ * padding must be smaller than the stride or the dilation. */
+static void convtranspose2d_init(dpc_ctx *c, inst *in, const loc *arg_at) {
+    int64_t k[2], s[2], p[2], op[2], d[2];
+    inst_pair(in, T_K, k), inst_pair(in, T_S, s), inst_pair(in, T_P, p), inst_pair(in, T_OP, op), inst_pair(in, T_D, d);
+    NEED(inst_int(in, T_IN) > 0, T_IN, "in_channels must be positive, got %lld", (long long)inst_int(in, T_IN));
+    NEED(inst_int(in, T_OUT) > 0, T_OUT, "out_channels must be positive, got %lld", (long long)inst_int(in, T_OUT));
+    NEED(k[0] > 0 && k[1] > 0, T_K, "kernel_size must be positive");
+    NEED(s[0] > 0 && s[1] > 0, T_S, "stride must be positive");
+    NEED(d[0] > 0 && d[1] > 0, T_D, "dilation must be positive");
+    NEED(p[0] >= 0 && p[1] >= 0, T_P, "padding must be non-negative");
+    NEED(op[0] >= 0 && op[1] >= 0, T_OP, "output_padding must be non-negative");
+    bool op_ok = true;
+    for (int i = 0; i < 2; i++)
+        op_ok &= op[i] < s[i] || op[i] < d[i];
+    NEED(op_ok, T_OP,
+         "output padding must be smaller than either stride or dilation, got output_padding (%lld, %lld), "
+         "stride (%lld, %lld), dilation (%lld, %lld)",
+         (long long)op[0], (long long)op[1], (long long)s[0], (long long)s[1], (long long)d[0], (long long)d[1]);
+    int64_t g = inst_int(in, T_G);
+    NEED(g > 0, T_G, "groups must be positive, got %lld", (long long)g);
+    if (g > 0) {
+        NEED(inst_int(in, T_IN) % g == 0, T_IN, "in_channels (%lld) must be divisible by groups (%lld)",
+             (long long)inst_int(in, T_IN), (long long)g);
+        NEED(inst_int(in, T_OUT) % g == 0, T_OUT, "out_channels (%lld) must be divisible by groups (%lld)",
+             (long long)inst_int(in, T_OUT), (long long)g);
+    }
+    NEED(strcmp(in->args[T_MODE].s, "zeros") == 0, T_MODE,
+         "Only \"zeros\" padding mode is supported for ConvTranspose2d, got '%s'", in->args[T_MODE].s);
+}
+
+/* weight [in, out / groups, kh, kw], bias [out]. PyTorch's init: fan_in is
+ * weight.size(1) * kh * kw (init._calculate_fan_in_and_fan_out reads dim 1
+ * whatever the layout), so out / groups * kh * kw here. */
+static void convtranspose2d_params(dpc_ctx *c, model *m, inst *in) {
+    int64_t k[2];
+    inst_pair(in, T_K, k);
+    int64_t w[4] = {inst_int(in, T_IN), inst_int(in, T_OUT) / inst_int(in, T_G), k[0], k[1]};
+    double fan_in = (double)w[1] * (double)k[0] * (double)k[1];
+    builtin_add_param(c, m, in, "weight", 4, w, INIT_KAIMING, fan_in);
+    int64_t bshape[1] = {inst_int(in, T_OUT)};
+    if (inst_bool(in, T_BIAS))
+        builtin_add_param(c, m, in, "bias", 1, bshape, INIT_BIAS, fan_in);
+}
+
+/* _ConvNd.extra_repr: padding, dilation, output_padding, groups, bias, in
+ * that order, each left out at its default. */
+static void convtranspose2d_repr(const inst *in, dpc_buf *out) {
+    dpc_buf_printf(out, "%lld, %lld, kernel_size=", (long long)inst_int(in, T_IN), (long long)inst_int(in, T_OUT));
+    repr_tuple(&in->args[T_K], 2, out);
+    dpc_buf_puts(out, ", stride=");
+    repr_tuple(&in->args[T_S], 2, out);
+    static const struct {
+        int slot;
+        const char *name;
+        int64_t deflt;
+    } opt[] = {{T_P, "padding", 0}, {T_D, "dilation", 1}, {T_OP, "output_padding", 0}};
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++)
+        if (!tuple_is(&in->args[opt[i].slot], 2, opt[i].deflt)) {
+            dpc_buf_printf(out, ", %s=", opt[i].name);
+            repr_tuple(&in->args[opt[i].slot], 2, out);
+        }
+    if (inst_int(in, T_G) != 1)
+        dpc_buf_printf(out, ", groups=%lld", (long long)inst_int(in, T_G));
+    if (!inst_bool(in, T_BIAS))
+        dpc_buf_puts(out, ", bias=False");
+}
+
+/* Output size per dim: (H - 1) * stride - 2 * padding + dilation * (k - 1)
+ * + output_padding + 1. */
+static ir_node *convtranspose2d_lower(builder *b, inst *m, ir_node *x, loc at) {
+    if (!want_4d(b, m, x, at, inst_int(m, T_IN)))
+        return NULL;
+    int64_t k[2], s[2], p[2], op[2], d[2], o[2];
+    inst_pair(m, T_K, k), inst_pair(m, T_S, s), inst_pair(m, T_P, p), inst_pair(m, T_OP, op), inst_pair(m, T_D, d);
+    for (int i = 0; i < 2; i++)
+        o[i] = (x->sh.d[2 + i].k - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op[i] + 1;
+    if (o[0] <= 0 || o[1] <= 0) {
+        error_at(b->c, at, "%s: input %s is too small: the output would be %lld x %lld", who(m), shp(b, &x->sh),
+                 (long long)o[0], (long long)o[1]);
+        return NULL;
+    }
+    ir_node *w = param_node(b, m, "weight", at), *bias = param_node(b, m, "bias", at);
+    ir_node *n = w ? mk_op(b, OP_CONV_TRANSPOSE2D, at, m->path, x, w, bias) : NULL;
+    if (!n)
+        return NULL;
+    n->attr.conv = (conv_attr){.stride = {s[0], s[1]},
+                               .pad = {p[0], p[1], p[0], p[1]},
+                               .dil = {d[0], d[1]},
+                               .groups = inst_int(m, T_G),
+                               .out_pad = {op[0], op[1]}};
+    n->sh = x->sh;
+    n->sh.d[1] = (dim){inst_int(m, T_OUT), false};
+    n->sh.d[2] = (dim){o[0], false};
+    n->sh.d[3] = (dim){o[1], false};
+    return check_size(b, n, at, who(m)) ? n : NULL;
+}
+
+const builtin nn_convtranspose2d = {
+    "ConvTranspose2d", 10,
+    {{"in_channels", 'i', NULL}, {"out_channels", 'i', NULL}, {"kernel_size", 'p', NULL}, {"stride", 'p', "1"},
+     {"padding", 'p', "0"}, {"output_padding", 'p', "0"}, {"groups", 'i', "1"}, {"bias", 'b', "True"},
+     {"dilation", 'p', "1"}, {"padding_mode", 's', "'zeros'"}},
+    .init = convtranspose2d_init, .params = convtranspose2d_params, .repr = convtranspose2d_repr,
+    .lower = convtranspose2d_lower,
+};
+
+/* ------------------------------------------ Upsample and interpolate */
+
+/* F.interpolate's argument checks, shared by the module (located at its
+ * arguments) and the function: the message, and the argument it is about
+ * (0 size, 1 scale_factor, 2 mode, 3 align_corners, 4 recompute_scale_factor),
+ * or NULL. */
+const char *nn_interpolate_check(const char *mode, bool has_size, bool has_scale, bool align_given, int recompute,
+                                 int *arg) {
+    static const char *const known[] = {"linear", "bicubic", "trilinear", "area", "nearest-exact"};
+    if (strcmp(mode, "nearest") != 0 && strcmp(mode, "bilinear") != 0) {
+        *arg = 2;
+        for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+            if (strcmp(mode, known[i]) == 0)
+                return "mode '%s' is not supported (only 'nearest' and 'bilinear')";
+        return "mode must be one of 'nearest', 'linear', 'bilinear', 'bicubic', 'trilinear', 'area', "
+               "'nearest-exact', got '%s'";
+    }
+    if (has_size && has_scale) {
+        *arg = 1;
+        return "only one of size or scale_factor should be defined";
+    }
+    if (!has_size && !has_scale) {
+        *arg = 0;
+        return "either size or scale_factor should be defined";
+    }
+    if (align_given && strcmp(mode, "nearest") == 0) {
+        *arg = 3;
+        return "align_corners option can only be set with the interpolating modes: linear | bilinear | bicubic | "
+               "trilinear";
+    }
+    if (recompute == 1 && has_size) {
+        *arg = 4;
+        return "recompute_scale_factor is not meaningful with an explicit size";
+    }
+    return NULL;
+}
+
+ir_node *nn_interpolate_of(builder *b, ir_node *x, bool bilinear, const int64_t *size, const double *scale,
+                           bool align, bool recompute, loc at, const char *scope, const char *whom) {
+    if (x->sh.rank != 4) {
+        error_at(b->c, at, "%s expects a 4-D input [N, C, H, W], got %s", whom, shp(b, &x->sh));
+        return NULL;
+    }
+    if (!need_concrete(b, x, 1, at, whom))
+        return NULL;
+    int64_t o[2];
+    for (int i = 0; i < 2; i++) {
+        if (size)
+            o[i] = size[i];
+        else {
+            double v = floor((double)x->sh.d[2 + i].k * scale[i]);
+            o[i] = v > (double)DPC_MAX_DIM ? DPC_MAX_DIM + 1 : (int64_t)v;
+        }
+    }
+    if (o[0] <= 0 || o[1] <= 0) {
+        error_at(b->c, at, "%s: the output size (%lld, %lld) of input %s must be positive", whom, (long long)o[0],
+                 (long long)o[1], shp(b, &x->sh));
+        return NULL;
+    }
+    if (o[0] > DPC_MAX_DIM || o[1] > DPC_MAX_DIM) {
+        error_at(b->c, at, "%s: the output of input %s is too large (limit %lld per dim)", whom, shp(b, &x->sh),
+                 (long long)DPC_MAX_DIM);
+        return NULL;
+    }
+    ir_node *n = mk_op(b, bilinear ? OP_UPSAMPLE_BILINEAR : OP_UPSAMPLE_NEAREST, at, scope, x, NULL, NULL);
+    if (!n)
+        return NULL;
+    n->sh = x->sh;
+    n->sh.d[2] = (dim){o[0], false};
+    n->sh.d[3] = (dim){o[1], false};
+    /* the scales the kernel is given: scale_factor, unless recomputed from the sizes */
+    for (int i = 0; i < 2; i++)
+        n->attr.rs.scale[i] = size || recompute ? 0.0 : scale[i];
+    n->attr.rs.align_corners = bilinear && align;
+    return check_size(b, n, at, whom) ? n : NULL;
+}
+
+/* Argument slots: size, scale_factor, mode, align_corners, recompute_scale_factor. */
+enum { U_SIZE, U_SCALE, U_MODE, U_ALIGN, U_RECOMPUTE };
+
+static bool val_positive(const val *v) {
+    if (v->kind == V_TUPLE || v->kind == V_LIST) {
+        for (int i = 0; i < v->n; i++)
+            if (!val_positive(&v->items[i]))
+                return false;
+        return true;
+    }
+    return v->kind == V_INT ? v->i > 0 : v->kind == V_FLOAT ? v->f > 0 : true;
+}
+
+/* Upsample.__init__ keeps scale_factor as floats (a falsy one is None),
+ * then F.interpolate's checks. */
+static void upsample_init(dpc_ctx *c, inst *in, const loc *arg_at) {
+    val *sf = &in->args[U_SCALE];
+    if (sf->kind == V_INT || sf->kind == V_FLOAT) {
+        double f = sf->kind == V_INT ? (double)sf->i : sf->f;
+        *sf = f != 0 ? (val){.kind = V_FLOAT, .f = f} : (val){.kind = V_NONE};
+    } else if (sf->kind == V_TUPLE || sf->kind == V_LIST) {
+        val *items = arena_alloc(&c->arena, sizeof(val) * (size_t)(sf->n ? sf->n : 1));
+        for (int i = 0; i < sf->n; i++)
+            items[i] = (val){.kind = V_FLOAT, .f = sf->items[i].kind == V_INT ? (double)sf->items[i].i : sf->items[i].f};
+        sf->items = items;
+        sf->kind = V_TUPLE;
+    }
+    int arg = 0;
+    const val *rc = &in->args[U_RECOMPUTE];
+    const char *msg = nn_interpolate_check(in->args[U_MODE].s, in->args[U_SIZE].kind != V_NONE, sf->kind != V_NONE,
+                                           in->args[U_ALIGN].kind != V_NONE, rc->kind == V_NONE ? -1 : (int)rc->i, &arg);
+    if (msg) {
+        error_at(c, arg_at[arg], msg, in->args[U_MODE].s);
+        return;
+    }
+    NEED(val_positive(&in->args[U_SIZE]), U_SIZE, "size must be positive");
+    NEED(val_positive(sf), U_SCALE, "scale_factor must be positive");
+}
+
+static void upsample_repr(const inst *in, dpc_buf *out) {
+    if (in->args[U_SCALE].kind != V_NONE)
+        repr_kv(out, "", "scale_factor", &in->args[U_SCALE]);
+    else
+        repr_kv(out, "", "size", &in->args[U_SIZE]);
+    dpc_buf_printf(out, ", mode=%s", in->args[U_MODE].s);
+}
+
+/* A size or scale_factor for 2 spatial dims: one value repeated, or a pair
+ * (PyTorch: "size shape must match input shape"). */
+static bool spatial_pair(builder *b, inst *m, const val *v, loc at, const char *what, double *out) {
+    if (v->kind == V_TUPLE || v->kind == V_LIST) {
+        if (v->n != 2) {
+            error_at(b->c, at, "%s: %s shape must match input shape: the input has 2 spatial dims, %s has %d", who(m),
+                     what, what, v->n);
+            return false;
+        }
+        for (int i = 0; i < 2; i++)
+            out[i] = v->items[i].kind == V_INT ? (double)v->items[i].i : v->items[i].f;
+        return true;
+    }
+    out[0] = out[1] = v->kind == V_INT ? (double)v->i : v->f;
+    return true;
+}
+
+static ir_node *upsample_lower(builder *b, inst *m, ir_node *x, loc at) {
+    const val *sz = &m->args[U_SIZE], *sf = &m->args[U_SCALE], *rc = &m->args[U_RECOMPUTE];
+    double s[2];
+    int64_t size[2];
+    if (!spatial_pair(b, m, sz->kind != V_NONE ? sz : sf, at, sz->kind != V_NONE ? "size" : "scale_factor", s))
+        return NULL;
+    size[0] = (int64_t)s[0], size[1] = (int64_t)s[1];
+    bool bilinear = strcmp(m->args[U_MODE].s, "bilinear") == 0;
+    bool align = m->args[U_ALIGN].kind == V_BOOL && m->args[U_ALIGN].i;
+    return nn_interpolate_of(b, x, bilinear, sz->kind != V_NONE ? size : NULL, sz->kind != V_NONE ? NULL : s, align,
+                             rc->kind == V_BOOL && rc->i, at, m->path, who(m));
+}
+
+const builtin nn_upsample = {
+    "Upsample", 5,
+    {{"size", 'P', "None"}, {"scale_factor", 'r', "None"}, {"mode", 's', "'nearest'"}, {"align_corners", 'B', "None"},
+     {"recompute_scale_factor", 'B', "None"}},
+    .init = upsample_init, .repr = upsample_repr, .lower = upsample_lower,
 };

@@ -1793,6 +1793,184 @@ GROUP8 = {"activation": gen_activation8, "norm": gen_norm8, "pool": gen_pool8, "
 
 
 # ---------------------------------------------------------------------------
+# resample: ConvTranspose2d, Upsample (nearest, bilinear) and F.interpolate
+# ---------------------------------------------------------------------------
+
+def _valid_convt(kw, cin, H, W) -> bool:
+    t = torch()
+    try:
+        m = t.nn.ConvTranspose2d(**kw)
+        with t.no_grad():
+            m(t.zeros(1, cin, H, W))
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def draw_convt(R, kind):
+    """(ctor text, cin, H, W) for a ConvTranspose2d variant that PyTorch accepts."""
+    names = ["in_channels", "out_channels", "kernel_size", "stride", "padding", "output_padding",
+             "groups", "bias", "dilation"]
+    for _ in range(200):
+        g = R.choice([1, 1, 2, 3]) if kind in ("groups", "full") else 1
+        cin, cout = g * R.randint(1, 3), g * R.randint(1, 3)
+        if kind == "depthwise":
+            g = cin = cout = R.randint(2, 4)
+        k = _pair(R, 1, 4, kind in ("tuple", "full"))
+        s = _pair(R, 1, 3, kind in ("tuple", "full")) if kind != "basic" else 1
+        d = _pair(R, 1, 3, kind in ("tuple", "full")) if kind in ("dilation", "full") else 1
+        p = _pair(R, 0, 2, kind in ("tuple", "full")) if kind != "basic" else 0
+        sp, dp = (s, s) if isinstance(s, int) else s, (d, d) if isinstance(d, int) else d
+        op = 0
+        if kind in ("output_padding", "full", "dilation"):
+            op = tuple(R.randint(0, max(sp[i], dp[i]) - 1) for i in range(2))
+            if op[0] == op[1] and R.random() < 0.5:
+                op = op[0]
+        kw = {"in_channels": cin, "out_channels": cout, "kernel_size": k, "stride": s, "padding": p,
+              "output_padding": op, "groups": g, "bias": kind != "nobias" and R.random() < 0.8,
+              "dilation": d}
+        H, W = R.randint(1, 7), R.randint(1, 7)
+        if not _valid_convt(kw, cin, H, W):
+            continue
+        npos = R.randint(2, 4) if kind == "positional" else 3
+        pos = [kw[n] for n in names[:npos]]
+        deflt = {"stride": 1, "padding": 0, "output_padding": 0, "groups": 1, "bias": True, "dilation": 1}
+        rest = {n: kw[n] for n in names[npos:] if n not in deflt or kw[n] != deflt[n] or R.random() < 0.2}
+        return call("ConvTranspose2d", pos, rest), cin, H, W
+    raise RuntimeError("no valid conv_transpose for " + kind)
+
+
+def _upsample_variant(R, i):
+    """Upsample / interpolate arguments: size or scale_factor (int, float, pair; up and down),
+    nearest or bilinear, align_corners, recompute_scale_factor."""
+    mode = "nearest" if i % 2 == 0 else "bilinear"
+    kw = {}
+    form = R.choice(["size_int", "size_pair", "scale_int", "scale_float", "scale_pair"])
+    if form == "size_int":
+        kw["size"] = R.randint(1, 11)
+    elif form == "size_pair":
+        kw["size"] = (R.randint(1, 11), R.randint(1, 11))
+    elif form == "scale_int":
+        kw["scale_factor"] = R.choice([1, 2, 3])
+    elif form == "scale_float":
+        kw["scale_factor"] = R.choice([0.5, 1.5, 1.7, 2.5, 0.75, 2.0, 1.3])
+    else:
+        kw["scale_factor"] = (R.choice([1.5, 2.0, 3.0, 0.6]), R.choice([1.0, 2.0, 1.25, 2.7]))
+    if mode != "nearest" or R.random() < 0.3:
+        kw["mode"] = mode
+    if mode == "bilinear" and R.random() < 0.7:
+        kw["align_corners"] = R.random() < 0.5
+    if "scale_factor" in kw and R.random() < 0.3:
+        kw["recompute_scale_factor"] = R.random() < 0.5
+    return kw
+
+
+def _draw_upsample(R, i, lo=1):
+    """(kwargs, [C, H, W]) that F.interpolate accepts, with a non-empty output."""
+    t = torch()
+    import warnings
+    for _ in range(200):
+        kw = _upsample_variant(R, i)
+        dims = [R.randint(1, 3), R.randint(lo, 6), R.randint(lo, 6)]
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                y = t.nn.functional.interpolate(t.zeros([1] + dims), **kw)
+            if y.numel() > 0:
+                return kw, dims
+        except Exception:  # noqa: BLE001
+            pass
+    raise RuntimeError("no valid upsample")
+
+
+def gen_resample(R):
+    cases = []
+    kinds = ["basic", "stride_pad", "tuple", "dilation", "groups", "depthwise", "nobias",
+             "output_padding", "positional", "full", "full", "output_padding"]
+    order = kinds * 2
+    R.shuffle(order)
+    per = 4
+    for i in range(0, len(order), per):
+        chunk = order[i:i + per]
+        c = Case("resample", "convt%d" % (i // per), "ConvTranspose2d variants: " + ", ".join(chunk))
+        for kind in chunk:
+            txt, cin, H, W = draw_convt(R, kind)
+            m = c.member(txt, "ct")
+            c.ret("%s(%s)" % (m, c.inp([cin, H, W])), kind)
+        cases.append(c)
+
+    c = Case("resample", "convt_fused", "ConvTranspose2d with fused epilogues (BatchNorm + ReLU as in "
+                                        "DCGAN, a residual add, tanh) and fed by / feeding Conv2d")
+    c.members += ["a = ConvTranspose2d(6, 4, 4, stride=2, padding=1, bias=false)",
+                  "bn = BatchNorm2d(4)",
+                  "b = ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1)",
+                  "d = Conv2d(3, 3, 3, padding=1)",
+                  "e = ConvTranspose2d(3, 3, 1)"]
+    c.params.append("x: [N, 6, 4, 5]")
+    c.body += ["y = relu(bn(a(x)))", "z = b(y)"]
+    c.ret("tanh(e(d(z)) + z)", "convT -> conv -> 1x1 convT + residual -> tanh")
+    c.ret("y", "convT -> batchnorm -> relu")
+    cases.append(c)
+
+    for j in range(3):
+        c = Case("resample", "upsample%d" % j, "Upsample: nearest and bilinear, size (int, pair) or "
+                                               "scale_factor (int, float, pair; up and down), align_corners, "
+                                               "recompute_scale_factor")
+        for i in range(6):
+            kw, dims = _draw_upsample(R, i)
+            m = c.member(call("Upsample", (), kw), "up")
+            x = c.inp(dims)
+            c.ret("%s(%s)" % (m, x), ", ".join("%s=%r" % kv for kv in kw.items()))
+        cases.append(c)
+
+    c = Case("resample", "interpolate", "F.interpolate as a function: positional and keyword forms, "
+                                        "the chain after it fused")
+    for i in range(6):
+        kw, dims = _draw_upsample(R, i + 1, 2)
+        x = c.inp(dims)
+        c.ret("interpolate(%s, %s)" % (x, ", ".join("%s=%s" % (k, r(v)) for k, v in kw.items())),
+              ", ".join("%s=%r" % kv for kv in kw.items()))
+    x = c.inp([2, 3, 4])
+    c.ret("relu(interpolate(%s, (5, 7), None, \"bilinear\", true)) * 2.0" % x, "positional, relu and mul fused")
+    c.ret("interpolate(%s, scale_factor=2) - 1.0" % x, "nearest x2, sub fused")
+    cases.append(c)
+
+    c = Case("resample", "edges", "edge cases: nearest with a scale_factor whose 1/s differs from in/out "
+                                  "(PyTorch uses 1/s), recomputed; bilinear to one row/column with "
+                                  "align_corners; a stride larger than the kernel (outputs only the bias "
+                                  "reaches); output_padding below the dilation but not the stride")
+    specs = [
+        ("Upsample(scale_factor=1.7)", [2, 5, 7], "nearest 1.7: scales 1/1.7, not 5/8"),
+        ("Upsample(scale_factor=1.7, recompute_scale_factor=true)", [2, 5, 7], "nearest 1.7 recomputed"),
+        ("Upsample(scale_factor=1.7, mode=\"bilinear\")", [2, 5, 7], "bilinear 1.7"),
+        ("Upsample(size=(1, 4), mode=\"bilinear\", align_corners=true)", [2, 5, 7], "bilinear to 1 row"),
+        ("Upsample(scale_factor=0.5, mode=\"bilinear\", align_corners=true)", [1, 6, 7], "bilinear down 0.5"),
+        ("ConvTranspose2d(2, 3, 1, stride=3)", [2, 3, 4], "stride 3 > kernel 1: gaps hold the bias"),
+        ("ConvTranspose2d(2, 2, 3, stride=1, padding=2, output_padding=1, dilation=2)", [2, 4, 5],
+         "output_padding 1 < dilation 2, stride 1"),
+        ("ConvTranspose2d(3, 6, (2, 3), stride=(2, 1), padding=(1, 0), groups=3, bias=false)", [3, 3, 3],
+         "groups 3, uneven"),
+    ]
+    for ctor, dims, doc in specs:
+        m = c.member(ctor, "m")
+        c.ret("%s(%s)" % (m, c.inp(dims)), doc)
+    cases.append(c)
+
+    c = Case("resample", "decoder", "a small U-Net style decoder: upsample, cat with a skip "
+                                    "connection, conv, transposed conv")
+    c.members += ["enc = Conv2d(3, 4, 3, stride=2, padding=1)",
+                  "up = Upsample(scale_factor=2, mode=\"bilinear\", align_corners=false)",
+                  "fuse = Conv2d(7, 4, 3, padding=1)",
+                  "out = ConvTranspose2d(4, 2, 2, stride=2)"]
+    c.params.append("x: [N, 3, 8, 6]")
+    c.body += ["e = relu(enc(x))", "u = cat([up(e), x], 1)", "f = relu(fuse(u))"]
+    c.ret("out(f)", "decoder output")
+    c.ret("interpolate(f, size=(5, 3))", "nearest downsample of the features")
+    cases.append(c)
+    return cases
+
+
+# ---------------------------------------------------------------------------
 # index: tensor indexing and slicing, x.shape / size(), the shape functions
 # (view, unsqueeze, squeeze, expand, split, chunk, ...); pointwise: pow and
 # **, clamp, erf, rsqrt, neg, adaptive_avg_pool2d as a function
@@ -1997,6 +2175,7 @@ FAMILIES = {
     "index": gen_index,
     "pointwise": gen_pointwise,
     "attention": gen_attention,
+    "resample": gen_resample,
 }
 
 

@@ -1077,6 +1077,12 @@ BUILTIN_MODULES = {
     "MultiheadAttention": (_mha, [("embed_dim", REQUIRED), ("num_heads", REQUIRED), ("dropout", 0.0),
                                   ("bias", True), ("add_bias_kv", False), ("add_zero_attn", False),
                                   ("kdim", None), ("vdim", None), ("batch_first", False)]),
+    "ConvTranspose2d": (nn.ConvTranspose2d, [("in_channels", REQUIRED), ("out_channels", REQUIRED),
+                                             ("kernel_size", REQUIRED), ("stride", 1), ("padding", 0),
+                                             ("output_padding", 0), ("groups", 1), ("bias", True),
+                                             ("dilation", 1), ("padding_mode", "zeros")]),
+    "Upsample": (nn.Upsample, [("size", None), ("scale_factor", None), ("mode", "nearest"),
+                               ("align_corners", None), ("recompute_scale_factor", None)]),
     # Identity, Sequential and ModuleList take free-form arguments; see _build_builtin.
     "Identity": (nn.Identity, None),
     "Sequential": (nn.Sequential, None),
@@ -1245,6 +1251,12 @@ BUILTIN_FUNCTIONS = {
                             lambda a, p: F.adaptive_avg_pool2d(a["input"], a["output_size"]), ("input",)),
     "pow": ([("input", REQUIRED), ("exponent", REQUIRED)],
             lambda a, p: torch.pow(a["input"], a["exponent"]), ()),
+    "interpolate": ([("input", REQUIRED), ("size", None), ("scale_factor", None), ("mode", "nearest"),
+                     ("align_corners", None), ("recompute_scale_factor", None), ("antialias", False)],
+                    lambda a, p: F.interpolate(a["input"], size=a["size"], scale_factor=a["scale_factor"],
+                                               mode=a["mode"], align_corners=a["align_corners"],
+                                               recompute_scale_factor=a["recompute_scale_factor"],
+                                               antialias=a["antialias"]), ("input",)),
     "clamp": ([("input", REQUIRED), ("min", None), ("max", None)],
               lambda a, p: torch.clamp(a["input"], a["min"], a["max"]), ("input",)),
     "clamp_min": ([("input", REQUIRED), ("min", REQUIRED)],
@@ -2871,6 +2883,9 @@ def _precheck_builtin(label: str, m: nn.Module, x: torch.Tensor, pos: Pos):
     elif isinstance(m, nn.Conv1d):
         if x.dim() != 3 or x.shape[1] != m.in_channels:
             fail(f"[N, {m.in_channels}, L]")
+    elif isinstance(m, nn.ConvTranspose2d):
+        if x.dim() != 4 or x.shape[1] != m.in_channels:
+            fail(f"[N, {m.in_channels}, H, W]")
     elif isinstance(m, nn.BatchNorm2d):
         if x.dim() != 4 or x.shape[1] != m.num_features:
             fail(f"[N, {m.num_features}, H, W]")
