@@ -10,6 +10,7 @@
  * what the content-addressed cache keys on. */
 #include "emit.h"
 #include "kabi_text.h"
+#include "kmath_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,6 +257,27 @@ bool emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir
     return ok;
 }
 
+/* ---------------------------------------------------------- threads
+ *
+ * A kernel's outer loop is split over the replica's threads (ctx->threads,
+ * its share of the cores: backend_cpu.c) by an OpenMP `parallel for` with a
+ * static schedule, when the kernel touches at least DPC_PAR_MIN elements;
+ * smaller ones stay on the calling thread (forking costs more than they
+ * take, measured: docs/performance.md). Only independent iterations are
+ * split (elements, rows, columns), never a reduction, so the result does
+ * not depend on the thread count. The kernels are compiled with -fopenmp
+ * (backend_cpu.c); oneDNN's GEMMs use the same OpenMP runtime. */
+#define DPC_PAR_MIN 32768
+
+/* The pragma before a loop nest of `collapse` loops touching `work`
+ * elements (a C expression). */
+static void emit_par_for(dpc_buf *o, const char *indent, int collapse, const char *work) {
+    dpc_buf_printf(o, "%s#pragma omp parallel for schedule(static) num_threads(ctx->threads)", indent);
+    if (collapse > 1)
+        dpc_buf_printf(o, " collapse(%d)", collapse);
+    dpc_buf_printf(o, " if (ctx->threads > 1 && (%s) >= %dLL)\n", work, DPC_PAR_MIN);
+}
+
 /* Declares a pointer per buffer the kernel touches. */
 static void declare_buffers(const kgraph *kg, const kernel *k, dpc_buf *o) {
     bool *seen = calloc((size_t)kg->bufs.len + 1, 1);
@@ -287,16 +309,33 @@ static void emit_chain_loop(const kgraph *kg, const kernel *k, dpc_buf *o, const
     char t[96];
     int outb = kg->buf_of[k->out->id];
     bool coords = needs_coords(kg, k, os) || (seed && strstr(seed, "c1"));
-    if (coords && os->rank > 0) {
-        /* one loop per dim, the flat index counted alongside: no division
-         * per element, and the innermost loop vectorises */
-        dpc_buf_puts(o, "    int64_t i = 0; /* the flat index of (c0, c1, ...) */\n");
-        for (int j = 0; j < os->rank; j++)
-            dpc_buf_printf(o, "    for (int64_t c%d = 0; c%d < %s; c%d++%s)\n", j, j, emit_dim(t, sizeof t, os->d[j]), j,
-                           j + 1 == os->rank ? ", i++" : "");
-        dpc_buf_puts(o, "    {\n");
+    char total[96];
+    emit_prod(total, sizeof total, os, 0, os->rank);
+    int close = 1;
+    if (coords && os->rank > 1) {
+        /* one loop per dim: no division per element, and the innermost loop
+         * vectorises; the outer dims are split over the threads, and each
+         * row of the innermost dim starts at its flat index */
+        int r = os->rank;
+        emit_par_for(o, "", r - 1, total);
+        for (int j = 0; j < r - 1; j++)
+            dpc_buf_printf(o, "    for (int64_t c%d = 0; c%d < %s; c%d++)\n", j, j, emit_dim(t, sizeof t, os->d[j]), j);
+        dpc_buf_puts(o, "    {\n        int64_t i = ");
+        for (int j = 0; j < r - 1; j++)
+            dpc_buf_puts(o, "(");
+        dpc_buf_puts(o, "0");
+        for (int j = 0; j < r - 1; j++)
+            dpc_buf_printf(o, " + c%d) * %s", j, emit_dim(t, sizeof t, os->d[j + 1]));
+        dpc_buf_printf(o, "; /* the flat index of (c0, c1, ...) */\n"
+                          "        for (int64_t c%d = 0; c%d < %s; c%d++, i++) {\n",
+                       r - 1, r - 1, emit_dim(t, sizeof t, os->d[r - 1]), r - 1);
+        close = 2;
+    } else if (coords && os->rank == 1) {
+        emit_par_for(o, "", 1, total);
+        dpc_buf_printf(o, "    for (int64_t c0 = 0; c0 < %s; c0++) {\n        const int64_t i = c0;\n", total);
     } else {
-        dpc_buf_printf(o, "    const int64_t total = %s;\n", emit_prod(t, sizeof t, os, 0, os->rank));
+        dpc_buf_printf(o, "    const int64_t total = %s;\n", total);
+        emit_par_for(o, "", 1, "total");
         dpc_buf_puts(o, "    for (int64_t i = 0; i < total; i++) {\n");
         if (coords)
             emit_coords(o, "        ", os);
@@ -306,7 +345,7 @@ static void emit_chain_loop(const kgraph *kg, const kernel *k, dpc_buf *o, const
     for (int i = 0; i < k->ops.len; i++)
         emit_elementwise_op(kg, k, o, k->ops.items[i], os, "        ", "", DIALECT_C);
     dpc_buf_printf(o, "        b%d[i] = v%d;\n", outb, k->out->id);
-    dpc_buf_puts(o, "    }\n");
+    dpc_buf_puts(o, close == 2 ? "    }\n    }\n" : "    }\n");
 }
 
 /* ---------------------------------------------------------- kernels */
@@ -433,6 +472,9 @@ static void emit_pool(const kgraph *kg, const kernel *k, dpc_buf *o) {
     int xb = kg->buf_of[x->id], ob = kg->buf_of[n->id];
     char v[64];
     emit_comment(o, "    ", n);
+    char work[96];
+    snprintf(work, sizeof work, "N * %lldLL", C * (H * W > Ho * Wo ? H * W : Ho * Wo));
+    emit_par_for(o, "", 1, work);
     dpc_buf_printf(o, "    for (int64_t p = 0; p < N * %lldLL; p++) {\n        const float *src = b%d + p * %lldLL;\n"
                       "        float *dst = b%d + p * %lldLL;\n",
                    C, xb, H * W, ob, Ho * Wo);
@@ -525,13 +567,15 @@ static void emit_resample(const kgraph *kg, const kernel *k, dpc_buf *o) {
  * (len may be N): `src` is the first element of column (p, q). */
 static void axis_loops(dpc_buf *o, const ir_node *x, int axis, int xb) {
     char t1[96], t2[96], t3[96];
+    dpc_buf_printf(o, "    const int64_t outer = %s, inner = %s, len = %s;\n",
+                   emit_prod(t1, sizeof t1, &x->sh, 0, axis), emit_prod(t2, sizeof t2, &x->sh, axis + 1, x->sh.rank),
+                   emit_dim(t3, sizeof t3, x->sh.d[axis]));
+    emit_par_for(o, "", 2, "outer * inner * len");
     dpc_buf_printf(o,
-                   "    const int64_t outer = %s, inner = %s, len = %s;\n"
                    "    for (int64_t p = 0; p < outer; p++)\n"
                    "    for (int64_t q = 0; q < inner; q++) {\n"
                    "        const float *src = b%d + p * len * inner + q;\n",
-                   emit_prod(t1, sizeof t1, &x->sh, 0, axis), emit_prod(t2, sizeof t2, &x->sh, axis + 1, x->sh.rank),
-                   emit_dim(t3, sizeof t3, x->sh.d[axis]), xb);
+                   xb);
 }
 
 static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
@@ -545,8 +589,11 @@ static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
             L *= x->sh.d[i].k;
         char eps[EMIT_FLOAT_MAX];
         emit_float_str(eps, sizeof eps, n->attr.norm.eps, false); /* added to a double */
+        dpc_buf_printf(o, "    const int64_t rows = %s;\n", emit_prod(t1, sizeof t1, &x->sh, 0, x->sh.rank - n->attr.norm.dims));
+        char work[96];
+        snprintf(work, sizeof work, "rows * %lldLL", L);
+        emit_par_for(o, "", 1, work);
         dpc_buf_printf(o,
-                       "    const int64_t rows = %s;\n"
                        "    for (int64_t r = 0; r < rows; r++) {\n"
                        "        const float *src = b%d + r * %lldLL;\n        float *dst = b%d + r * %lldLL;\n"
                        "        double mean = 0.0, var = 0.0;\n"
@@ -557,7 +604,7 @@ static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
                        "        const float rstd = (float)(1.0 / sqrt(var + %s));\n"
                        "        for (int64_t j = 0; j < %lldLL; j++) {\n"
                        "            float v = (src[j] - (float)mean) * rstd;\n",
-                       emit_prod(t1, sizeof t1, &x->sh, 0, x->sh.rank - n->attr.norm.dims), xb, L, ob, L, L, L, L, L, eps, L);
+                       xb, L, ob, L, L, L, L, L, eps, L);
         int idx = 1;
         if (n->attr.norm.has_weight)
             dpc_buf_printf(o, "            v *= b%d[j];\n", kg->buf_of[n->in[idx++]]);
@@ -573,15 +620,18 @@ static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
                    "        float *dst = b%d + p * len * inner + q;\n"
                    "        float m = -INFINITY;\n"
                    "        for (int64_t j = 0; j < len; j++) m = src[j * inner] > m ? src[j * inner] : m;\n"
+                   /* the exponentials into dst (a vector loop: dpc_expf,
+                    * kmath.h), then summed in double, in order */
+                   "        for (int64_t j = 0; j < len; j++) dst[j * inner] = dpc_expf(src[j * inner] - m);\n"
                    "        double s = 0.0;\n"
-                   "        for (int64_t j = 0; j < len; j++) s += expf(src[j * inner] - m);\n",
+                   "        for (int64_t j = 0; j < len; j++) s += dst[j * inner];\n",
                    ob);
     if (logsm)
         dpc_buf_puts(o, "        const float ls = (float)log(s);\n"
                         "        for (int64_t j = 0; j < len; j++) dst[j * inner] = src[j * inner] - m - ls;\n    }\n");
     else
         dpc_buf_puts(o, "        const float inv = (float)(1.0 / s);\n"
-                        "        for (int64_t j = 0; j < len; j++) dst[j * inner] = expf(src[j * inner] - m) * inv;\n    }\n");
+                        "        for (int64_t j = 0; j < len; j++) dst[j * inner] *= inv;\n    }\n");
 }
 
 static void emit_reduce(const kgraph *kg, const kernel *k, dpc_buf *o) {
@@ -630,6 +680,9 @@ static void emit_cat(const kgraph *kg, const kernel *k, dpc_buf *o) {
         const ir_node *x = nd(kg, ir_cat_operand(n, i));
         char len[96];
         emit_dim(len, sizeof len, x->sh.d[n->attr.ax.axis]);
+        char work[160];
+        snprintf(work, sizeof work, "outer * %s * inner", len);
+        emit_par_for(o, "", 1, work);
         dpc_buf_printf(o,
                        "    for (int64_t p = 0; p < outer; p++)\n"
                        "        memcpy(b%d + (p * %s + at) * inner, b%d + p * %s * inner, sizeof(float) * %s * inner);\n"
@@ -656,8 +709,9 @@ static void emit_copy(const kgraph *kg, const kernel *k, dpc_buf *o) {
     char t[96];
     int ob = kg->buf_of[c->id];
     dpc_buf_printf(o, "    /* materialise %%%d */\n", c->id);
-    dpc_buf_printf(o, "    const int64_t total = %s;\n    for (int64_t i = 0; i < total; i++) {\n",
-                   emit_prod(t, sizeof t, os, 0, os->rank));
+    dpc_buf_printf(o, "    const int64_t total = %s;\n", emit_prod(t, sizeof t, os, 0, os->rank));
+    emit_par_for(o, "", 1, "total");
+    dpc_buf_puts(o, "    for (int64_t i = 0; i < total; i++) {\n");
     if (k->src.kind == ACC_LEAF) {
         if (emit_leaf_needs_coords(k->src.base)) {
             emit_coords(o, "        ", os);
@@ -798,6 +852,8 @@ void emit_c(const kgraph *kg, dpc_buf *o) {
     dpc_buf_puts(o, "). Generated; do not edit. */\n");
     /* the ABI as the runtime compiles it (kabi.h) */
     dpc_buf_puts(o, "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n" DPC_KABI_C_TEXT);
+    /* exp, tanh, erf, log, log1p that vectorise (compiler/kmath.h) */
+    dpc_buf_puts(o, "\n" DPC_KMATH_TEXT);
     for (int i = 0; i < kg->kernels.len; i++)
         emit_kernel(kg, kg->kernels.items[i], o);
     dpc_buf_printf(o, "\nint dpc_forward(dpc_kctx *ctx);\nint dpc_forward(dpc_kctx *ctx) {\n    int r;\n");

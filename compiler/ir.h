@@ -48,20 +48,20 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(BATCH, "batch_size", OC_LEAF, 0, NOEXPR, NOEXPR, NOFN)       /* this replica's N (rank 0) */         \
     X(NEG, "neg", OC_UNARY, 1, "-$x", "-$x", "neg")                                                         \
     X(RELU, "relu", OC_UNARY, 1, "fmaxf($x, 0.0f)", "fmaxf($x, 0.0f)", "relu")                             \
-    X(GELU, "gelu", OC_UNARY, 1, IR_EXPR_GELU, IR_EXPR_GELU, NOFN) /* gelu(x, approximate="none") */  \
-    X(GELU_TANH, "gelu_tanh", OC_UNARY, 1, IR_EXPR_GELU_TANH, IR_EXPR_GELU_TANH, NOFN)                     \
-    X(SILU, "silu", OC_UNARY, 1, "$x / (1.0f + expf(-$x))", "$x / (1.0f + expf(-$x))", "silu")             \
-    X(SIGMOID, "sigmoid", OC_UNARY, 1, "1.0f / (1.0f + expf(-$x))", "1.0f / (1.0f + expf(-$x))", "sigmoid") \
-    X(TANH, "tanh", OC_UNARY, 1, "tanhf($x)", "tanhf($x)", "tanh")                                         \
-    X(EXP, "exp", OC_UNARY, 1, "expf($x)", "expf($x)", "exp")                                              \
-    X(LOG, "log", OC_UNARY, 1, "logf($x)", "logf($x)", "log")                                              \
+    X(GELU, "gelu", OC_UNARY, 1, IR_EXPR_GELU("dpc_erff"), IR_EXPR_GELU("erff"), NOFN) /* gelu(x, approximate="none") */  \
+    X(GELU_TANH, "gelu_tanh", OC_UNARY, 1, IR_EXPR_GELU_TANH("dpc_tanhf"), IR_EXPR_GELU_TANH("tanhf"), NOFN)                     \
+    X(SILU, "silu", OC_UNARY, 1, "$x / (1.0f + dpc_expf(-$x))", "$x / (1.0f + expf(-$x))", "silu")             \
+    X(SIGMOID, "sigmoid", OC_UNARY, 1, "1.0f / (1.0f + dpc_expf(-$x))", "1.0f / (1.0f + expf(-$x))", "sigmoid") \
+    X(TANH, "tanh", OC_UNARY, 1, "dpc_tanhf($x)", "tanhf($x)", "tanh")                                         \
+    X(EXP, "exp", OC_UNARY, 1, "dpc_expf($x)", "expf($x)", "exp")                                              \
+    X(LOG, "log", OC_UNARY, 1, "dpc_logf($x)", "logf($x)", "log")                                              \
     X(SQRT, "sqrt", OC_UNARY, 1, "sqrtf($x)", "sqrtf($x)", "sqrt")                                         \
     X(ABS, "abs", OC_UNARY, 1, "fabsf($x)", "fabsf($x)", "abs")                                            \
     X(SIN, "sin", OC_UNARY, 1, "sinf($x)", "sinf($x)", "sin")                                              \
     X(RELU6, "relu6", OC_UNARY, 1, IR_EXPR_RELU6, IR_EXPR_RELU6, NOFN)      /* F.relu6 (inplace=) */      \
     X(HARDSWISH, "hardswish", OC_UNARY, 1, IR_EXPR_HARDSWISH, IR_EXPR_HARDSWISH, NOFN)                     \
     X(HARDSIGMOID, "hardsigmoid", OC_UNARY, 1, IR_EXPR_HARDSIGMOID, IR_EXPR_HARDSIGMOID, NOFN)             \
-    X(MISH, "mish", OC_UNARY, 1, IR_EXPR_MISH, IR_EXPR_MISH, NOFN)                                         \
+    X(MISH, "mish", OC_UNARY, 1, IR_EXPR_MISH("dpc_"), IR_EXPR_MISH(""), NOFN)                                         \
     X(ADD, "add", OC_BINARY, 2, "$x + $y", "$x + $y", NOFN)                                                \
     X(SUB, "sub", OC_BINARY, 2, "$x - $y", "$x - $y", NOFN)                                                \
     X(MUL, "mul", OC_BINARY, 2, "$x * $y", "$x * $y", NOFN)                                                \
@@ -104,7 +104,7 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(SLICE, "slice", OC_VIEW, 1, NOEXPR, NOEXPR, NOFN)            /* x[i, a:b:s, None, ...] */            \
     X(EXPAND, "expand", OC_VIEW, 1, NOEXPR, NOEXPR, NOFN)          /* size-1 dims read with stride 0 */    \
     X(POW, "pow", OC_BINARY, 2, "powf($x, $y)", "powf($x, $y)", NOFN)                                      \
-    X(ERF, "erf", OC_UNARY, 1, "erff($x)", "erff($x)", "erf")                                              \
+    X(ERF, "erf", OC_UNARY, 1, "dpc_erff($x)", "erff($x)", "erf")                                              \
     X(RSQRT, "rsqrt", OC_UNARY, 1, "1.0f / sqrtf($x)", "1.0f / sqrtf($x)", "rsqrt")                        \
     X(CLAMP_MIN, "clamp_min", OC_BINARY, 2, "($x < $y ? $y : $x)", "($x < $y ? $y : $x)", NOFN) /* NaN stays */ \
     X(CLAMP_MAX, "clamp_max", OC_BINARY, 2, "($x > $y ? $y : $x)", "($x > $y ? $y : $x)", NOFN)            \
@@ -114,15 +114,20 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(UPSAMPLE_BILINEAR, "upsample_bilinear2d", OC_RESAMPLE, 1, NOEXPR, NOEXPR, NOFN)
 
 /* The longer expressions of the table. */
-#define IR_EXPR_GELU "0.5f * $x * (1.0f + erff($x * 0.70710678118654752f))"
+/* The C column calls the vectorisable float math of compiler/kmath.h
+ * (dpc_expf, dpc_tanhf, dpc_erff, dpc_logf, dpc_log1pf: error bounds there),
+ * the CUDA column the device's libm; the longer expressions take the
+ * function (or its prefix) as an argument. sin and pow stay libm calls in C:
+ * no model of the zoo has them on a hot path. */
+#define IR_EXPR_GELU(erf) "0.5f * $x * (1.0f + " erf "($x * 0.70710678118654752f))"
 /* relu6, hardswish and hardsigmoid are clamps, as PyTorch computes them
  * (x * min(max(x + 3, 0), 6) / 6); mish is x * tanh(softplus(x)), with
  * softplus = x above 20 as F.softplus's threshold. */
 #define IR_EXPR_RELU6 "fminf(fmaxf($x, 0.0f), 6.0f)"
 #define IR_EXPR_HARDSWISH "$x * fminf(fmaxf($x + 3.0f, 0.0f), 6.0f) / 6.0f"
 #define IR_EXPR_HARDSIGMOID "fminf(fmaxf($x + 3.0f, 0.0f), 6.0f) / 6.0f"
-#define IR_EXPR_MISH "$x * tanhf($x > 20.0f ? $x : log1pf(expf($x)))"
-#define IR_EXPR_GELU_TANH "0.5f * $x * (1.0f + tanhf(0.79788456080286536f * ($x + 0.044715f * $x * $x * $x)))"
+#define IR_EXPR_MISH(p) "$x * " p "tanhf($x > 20.0f ? $x : " p "log1pf(" p "expf($x)))"
+#define IR_EXPR_GELU_TANH(tanh) "0.5f * $x * (1.0f + " tanh "(0.79788456080286536f * ($x + 0.044715f * $x * $x * $x)))"
 
 #define IR_CMP(op) "(($x) " op " ($y) ? 1.0f : 0.0f)"
 #define IR_EXPR_AND "(($x) != 0.0f && ($y) != 0.0f ? 1.0f : 0.0f)"

@@ -36,6 +36,7 @@ typedef struct dpc_kctx {
                   const float *b, int64_t ldb, float *c, int64_t ldc);
     int fail_at;          /* fault injection: kernel index that fails, -1 none */
     int64_t bad_index, bad_limit; /* what a failing embedding saw */
+    int threads;          /* the replica's share of the cores: its large non-GEMM loops are split over them */
 } dpc_kctx;
 /* <<< kabi-c */
 #undef dpc_kctx

@@ -109,7 +109,11 @@ char *dpc_cpu_source(const dpc_unit *u) {
 
 /* The host compiler is run by hostcc.c: $CC in words, no shell, a private
  * temporary directory, a time limit, killed with dpc. */
-static const char *const CFLAGS[] = {"-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno", "-w"};
+/* -fopenmp: the large non-GEMM loops split over the replica's threads
+ * (emit_c.c); -fno-trapping-math: without it GCC 12 leaves loops whose
+ * selects it has turned into branches scalar (compiler/kmath.h). */
+static const char *const CFLAGS[] = {"-O3", "-march=native", "-fPIC", "-shared", "-fno-math-errno",
+                                     "-fno-trapping-math", "-fopenmp", "-w"};
 
 /* "gcc (Debian 12.2.0-14) 12.2.0" + $CC as written + the CPU model: each
  * changes the code. Found once per process. A compiler that cannot be run
@@ -170,6 +174,12 @@ static dpc_status load_kernels(const char *path, void **so, forward_fn *fwd, dpc
         dlclose(h);
         return dpc_errf(e, DPC_EDEVICE, "compiled kernels '%s' lack dpc_forward", path);
     }
+    /* The kernels' OpenMP runtime stays loaded when they are unloaded: its
+     * worker threads outlive the object (oneDNN's build has it loaded
+     * anyway; with OpenBLAS the kernels bring it). */
+    static const char *const omp_libs[] = {"libgomp.so.1", "libomp.so"};
+    for (size_t i = 0; i < sizeof omp_libs / sizeof *omp_libs; i++)
+        (void)dlopen(omp_libs[i], RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
     *so = h;
     *fwd = f;
     return DPC_OK;
@@ -347,7 +357,8 @@ static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a
     }
     if (a->N == 0)
         return DPC_OK;
-    dpc_cpu_kctx ctx = {.buf = r->buf, .N = a->N, .scalars = a->scalars, .sgemm = sgemm, .fail_at = a->fail_at};
+    dpc_cpu_kctx ctx = {.buf = r->buf, .N = a->N, .scalars = a->scalars, .sgemm = sgemm, .fail_at = a->fail_at,
+                        .threads = cb->gemm_threads};
     gemm_threads_max = cb->gemm_threads;
     int rc = cb->forward(&ctx);
     dpc_kernel_info k;
