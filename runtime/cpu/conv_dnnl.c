@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { LAYOUT_BLOCKED, LAYOUT_NHWC, LAYOUT_PLAIN };
+enum { LAYOUT_PLAIN, LAYOUT_BLOCKED, LAYOUT_NHWC };
 
 /* The weights of one conv in a layout a primitive asked for: reordered
  * once, kept for the backend's life (primitives for other batch sizes
@@ -64,7 +64,7 @@ struct dpc_dnnl_rconvs {
     size_t srcb_n, dstb_n, weib_n, scratchb_n;
 };
 
-static const char *const LAYOUT_NAMES[] = {"blocked", "nhwc", "plain"};
+static const char *const LAYOUT_NAMES[] = {"plain", "blocked", "nhwc"};
 
 dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, dpc_dnnl_threads_fn set_threads,
                               dpc_dnnl_convs **out, dpc_err *e) {
