@@ -288,6 +288,25 @@ void dpc_unit_kernel(const dpc_unit *u, int k, dpc_kernel_info *out) {
 int dpc_unit_nbufs(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? u->kg.bufs.len : 0; }
 const kbuf *dpc_unit_buf(const dpc_unit *u, int id) { return u->kg.bufs.items[id]; }
 
+int dpc_unit_nconvs(const dpc_unit *u) {
+    int n = 0;
+    for (int i = 0; i < dpc_unit_nkernels(u); i++)
+        n += ((const kernel *)u->kg.kernels.items[i])->kind == KK_CONV;
+    return n;
+}
+
+void dpc_unit_conv(const dpc_unit *u, int i, dpc_conv_desc *out) {
+    int sum;
+    *out = (dpc_conv_desc){.kernel = -1};
+    for (int k = 0; k < dpc_unit_nkernels(u); k++) {
+        const kernel *kr = u->kg.kernels.items[k];
+        if (kr->kind == KK_CONV && i-- == 0) {
+            conv_describe(&u->kg, kr, out, &sum);
+            return;
+        }
+    }
+}
+
 dpc_status dpc_unit_cuda_program(const dpc_unit *u, kprec prec, char **source, dpc_cu_plan *plan, dpc_err *e) {
     if (u->stage != DPC_STAGE_FUSED || u->sig.unbound)
         return dpc_errf(e, DPC_EINTERNAL, "the unit was not compiled to kernels");

@@ -297,6 +297,53 @@ static inline int kbuf_esize(const kbuf *b, kprec p) { return b->esize == 4 && p
 int dpc_unit_nbufs(const dpc_unit *u);
 const kbuf *dpc_unit_buf(const dpc_unit *u, int id);
 
+/* ------------------------------------- what runs: the convolutions */
+
+/* Each conv2d kernel described for a runtime that runs it as one library
+ * call (the CPU backend's oneDNN convolution, ctx->conv of kabi.h): the
+ * geometry without the batch, and the post-ops that the call computes
+ * after the convolution and its bias, in order: activations and at most
+ * one residual sum (y = conv(x) + bias, then each post-op; a sum adds
+ * the tensor passed as `sum` to the value so far). The kernel's epilogue
+ * ops after the first `nfused` stay in the generated C, run over y after
+ * the call. The same description decides what the generated C leaves to
+ * the call (emit_c.c) and what the runtime asks the library for
+ * (compiler/conv_post.c). */
+typedef enum dpc_conv_act {
+    DPC_ACT_RELU,      /* max(x, 0) */
+    DPC_ACT_CLIP,      /* min(max(x, alpha), beta): relu6, clamp */
+    DPC_ACT_HARDSWISH, /* x * relu6(x + 3) / 6 */
+    DPC_ACT_SWISH,     /* x * sigmoid(x): SiLU */
+    DPC_ACT_LOGISTIC,  /* sigmoid */
+    DPC_ACT_TANH,
+    DPC_ACT_GELU_ERF,
+    DPC_ACT_GELU_TANH,
+    DPC_ACT_SUM,       /* + the residual tensor `sum` (same shape as y) */
+} dpc_conv_act;
+#define DPC_CONV_MAX_POST 6
+typedef struct dpc_conv_post {
+    dpc_conv_act act;
+    float alpha, beta; /* DPC_ACT_CLIP's bounds */
+} dpc_conv_post;
+typedef struct dpc_conv_desc {
+    int kernel;                 /* its index in dpc_unit_kernel's list */
+    int64_t C, H, W;            /* input channels and size (the batch N apart) */
+    int64_t Co, Ho, Wo;         /* output */
+    int64_t kh, kw, groups;
+    int64_t stride[2], dil[2];  /* h, w; dilation 1 is none */
+    int64_t pad_l[2], pad_r[2]; /* top, left; bottom, right */
+    bool bias;                  /* a bias is passed */
+    int w_param;                /* the weights' model parameter index, -1 when computed in forward */
+    int npost;
+    dpc_conv_post post[DPC_CONV_MAX_POST];
+    int nfused;                 /* epilogue ops the post-ops compute */
+} dpc_conv_desc;
+
+/* Convolution kernels of the unit (0 before DPC_STAGE_FUSED), and conv i
+ * (the i-th conv kernel in execution order, the conv_index of ctx->conv). */
+int dpc_unit_nconvs(const dpc_unit *u);
+void dpc_unit_conv(const dpc_unit *u, int i, dpc_conv_desc *out);
+
 /* ------------------------------------------ what runs: the CUDA program */
 
 /* The CUDA dialect's source (byte for byte dpc_unit_source's) and its

@@ -304,7 +304,7 @@ static void declare_buffers(const kgraph *kg, const kernel *k, dpc_buf *o) {
 /* The loop that applies a kernel's elementwise chain over its output. The
  * first op reads `first_value` instead of a buffer when the chain follows a
  * GEMM (the epilogue). */
-static void emit_chain_loop(const kgraph *kg, const kernel *k, dpc_buf *o, const char *seed) {
+static void emit_chain_loop_from(const kgraph *kg, const kernel *k, dpc_buf *o, const char *seed, int from) {
     const shape *os = &k->out->sh;
     char t[96];
     int outb = kg->buf_of[k->out->id];
@@ -341,11 +341,16 @@ static void emit_chain_loop(const kgraph *kg, const kernel *k, dpc_buf *o, const
             emit_coords(o, "        ", os);
     }
     if (seed)
-        dpc_buf_printf(o, "        const float v%d = %s;\n", k->root->id, seed);
-    for (int i = 0; i < k->ops.len; i++)
+        dpc_buf_printf(o, "        const float v%d = %s;\n",
+                       from > 0 ? ((const ir_node *)k->ops.items[from - 1])->id : k->root->id, seed);
+    for (int i = from; i < k->ops.len; i++)
         emit_elementwise_op(kg, k, o, k->ops.items[i], os, "        ", "", DIALECT_C);
     dpc_buf_printf(o, "        b%d[i] = v%d;\n", outb, k->out->id);
     dpc_buf_puts(o, close == 2 ? "    }\n    }\n" : "    }\n");
+}
+
+static void emit_chain_loop(const kgraph *kg, const kernel *k, dpc_buf *o, const char *seed) {
+    emit_chain_loop_from(kg, k, o, seed, 0);
 }
 
 /* ---------------------------------------------------------- kernels */
@@ -414,6 +419,28 @@ static void emit_conv(const kgraph *kg, const kernel *k, dpc_buf *o) {
     emit_conv_geom(n, x, w, &cv); /* groups were checked by the front end */
     int xb = kg->buf_of[x->id], wb = kg->buf_of[w->id], cb = k->scratch, rb = k->scratch2;
     emit_comment(o, "    ", n);
+    /* the runtime's library call first (ctx->conv, kabi.h), with the
+     * post-ops conv_describe found; the rest of the epilogue in place over
+     * the result. Declined (1) or no callback: im2col + GEMM below. */
+    dpc_conv_desc d;
+    int sum, yb = kg->buf_of[k->out->id];
+    conv_describe(kg, k, &d, &sum);
+    char bias[32] = "NULL", res[32] = "NULL";
+    if (n->nin > 2)
+        snprintf(bias, sizeof bias, "b%d", kg->buf_of[n->in[2]]);
+    if (sum >= 0)
+        snprintf(res, sizeof res, "b%d", kg->buf_of[sum]);
+    dpc_buf_printf(o,
+                   "    const int called = ctx->conv ? ctx->conv(ctx, %d, b%d, b%d, %s, %s, b%d) : 1;\n"
+                   "    if (called < 0) return KERNEL_ID + 1;\n"
+                   "    if (called == 0) {\n",
+                   conv_index_of(kg, k), xb, wb, bias, res, yb);
+    if (d.nfused < k->ops.len) {
+        char seed[32];
+        snprintf(seed, sizeof seed, "b%d[i]", yb);
+        emit_chain_loop_from(kg, k, o, seed, d.nfused);
+    }
+    dpc_buf_puts(o, "    return 0;\n    }\n");
     dpc_buf_printf(o, "    float *const col = (float *)ctx->buf[%d];\n    float *const res = (float *)ctx->buf[%d];\n", cb, rb);
     dpc_buf_printf(o, "    const int64_t cols = N * %lldLL; /* all images side by side */\n", cv.HW);
     dpc_buf_printf(o, "    for (int64_t g = 0; g < %lldLL; g++) {\n", cv.G);

@@ -34,6 +34,13 @@ typedef struct dpc_kctx {
     const float *scalars; /* the forward's scalar inputs */
     void (*sgemm)(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
                   const float *b, int64_t ldb, float *c, int64_t ldc);
+    /* conv2d number conv_index of the unit as one library call (its
+     * geometry and post-ops: dpc_unit_conv), y = post(conv(x, w) + bias),
+     * sum the residual of a DPC_ACT_SUM post-op (bias and sum may be NULL);
+     * 0 done, 1 declined (the kernel computes it itself), -1 failed (the
+     * runtime holds the error). NULL: every conv computed by the kernel. */
+    int (*conv)(struct dpc_kctx *ctx, int conv_index, const float *x, const float *w, const float *bias,
+                const float *sum, float *y);
     int fail_at;          /* fault injection: kernel index that fails, -1 none */
     int64_t bad_index, bad_limit; /* what a failing embedding saw */
     int threads;          /* the replica's share of the cores: its large non-GEMM loops are split over them */

@@ -144,6 +144,11 @@ void emit_cuda(const kgraph *kg, kprec prec, dpc_buf *out);
 dpc_status dpc_cuda_program(const kgraph *kg, kprec prec, char **source, dpc_cu_plan *plan, dpc_err *e);
 /* dpc_cu_plan_free: dpc_compile.h. */
 
+/* conv_post.c: conv kernel k as one library call (dpc_conv_desc), with the
+ * node id of its residual (-1 none); and k's index among the conv kernels. */
+void conv_describe(const kgraph *kg, const kernel *k, dpc_conv_desc *d, int *sum_node);
+int conv_index_of(const kgraph *kg, const kernel *k);
+
 /* compile.c: a dialect's source of a kernel graph, as dpc_unit_source
  * (tests that hold a kernel graph). */
 void dpc_kgraph_source(const kgraph *kg, dpc_dialect d, kprec prec, dpc_buf *out);

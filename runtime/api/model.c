@@ -256,15 +256,15 @@ dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warn
         return s;
     /* the backend is created with the devices (dpc_model_set_devices, or
      * the CPU by default at the first run): a CUDA run needs no C compiler */
-    if (m->gunit) { /* the CPU backends read params; the others hold copies */
+    if (m->gunit) { /* the CPU backends read params (but for oneDNN convolutions' weights); the others hold copies */
         bool copies = false;
         for (int k = 0; k < m->nspecs; k++)
-            copies |= m->specs[k].be && strcmp(m->specs[k].be->name, "cpu") != 0;
+            copies |= m->specs[k].be && (strcmp(m->specs[k].be->name, "cpu") != 0 || dpc_cpu_holds_weights(m->specs[k].be));
         if (copies)
             drop_backends(m);
         return DPC_OK;
     }
-    if (m->be && strcmp(m->be->name, "cpu") != 0 && m->ndev > 0)
+    if (m->be && (strcmp(m->be->name, "cpu") != 0 || dpc_cpu_holds_weights(m->be)) && m->ndev > 0)
         return rebuild_backend(m, e);
     return DPC_OK;
 }

@@ -5,6 +5,7 @@
  * batch size, and runs forwards with no allocation. GEMMs go to OpenBLAS
  * (or oneDNN, chosen at build time, see docs/performance.md). */
 #include "backend_cpu.h"
+#include "conv_dnnl.h"
 #include "hostcc.h"
 #include "kabi.h"
 #include "kcache.h"
@@ -39,6 +40,9 @@ typedef struct cpu_backend {
     void *so;
     forward_fn forward;
     _Atomic int gemm_threads; /* the most one GEMM of a replica may use (dpc_cpu_set_gemm_threads) */
+#ifdef DPC_USE_DNNL
+    dpc_dnnl_convs *convs; /* the convolutions as oneDNN primitives, NULL: none or DPC_CONV=im2col */
+#endif
 } cpu_backend;
 
 struct dpc_replica {
@@ -47,6 +51,10 @@ struct dpc_replica {
     size_t arena_bytes;
     void **buf;
     size_t *offset;
+#ifdef DPC_USE_DNNL
+    dpc_dnnl_rconvs *convs; /* this replica's primitives, per planned batch size */
+    int conv_threads;       /* the threads they were planned for */
+#endif
 };
 
 /* GEMM threads: the most the running forward may use (its backend's
@@ -56,7 +64,7 @@ struct dpc_replica {
  * bench/). */
 static _Thread_local int gemm_threads_max = 1;
 static _Thread_local int gemm_threads_now = -1;
-#define GEMM_PARALLEL_MIN (1 << 22) /* multiply-adds */
+#define GEMM_PARALLEL_MIN DPC_CPU_PARALLEL_MIN
 
 static void set_threads(int t) {
     if (t == gemm_threads_now)
@@ -303,6 +311,14 @@ static dpc_status plan(cpu_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
         else if (b->kind == BUF_PARAM)
             r->buf[i] = cb->params[b->index];
     }
+#ifdef DPC_USE_DNNL
+    r->conv_threads = cb->gemm_threads;
+    s = dpc_dnnl_plan(cb->convs, &r->convs, N, r->conv_threads, e);
+    if (s != DPC_OK) {
+        r->planned_N = -1;
+        return s;
+    }
+#endif
     r->planned_N = N;
     return DPC_OK;
 }
@@ -336,13 +352,39 @@ static void cpu_replica_free(dpc_backend *be, dpc_replica *r) {
     free(r->arena);
     free(r->buf);
     free(r->offset);
+#ifdef DPC_USE_DNNL
+    dpc_dnnl_rconvs_free(r->convs);
+#endif
     free(r);
 }
+
+/* One forward's context: the ABI's, then what the runtime's callbacks need
+ * (ctx->conv receives the dpc_cpu_kctx that starts it). */
+typedef struct cpu_call {
+    dpc_cpu_kctx ctx;
+    dpc_replica *r;
+    dpc_err *e;
+    bool conv_failed;
+} cpu_call;
+
+#ifdef DPC_USE_DNNL
+static int conv_call(dpc_cpu_kctx *ctx, int i, const float *x, const float *w, const float *bias, const float *sum,
+                     float *y) {
+    cpu_call *c = (cpu_call *)ctx;
+    int rc = dpc_dnnl_run(c->r->convs, i, x, w, bias, sum, y, c->e);
+    c->conv_failed |= rc < 0;
+    return rc;
+}
+#endif
 
 static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e) {
     cpu_backend *cb = (cpu_backend *)be;
     const dpc_unit *u = cb->u;
-    if (r->planned_N != a->N) {
+    bool replan = r->planned_N != a->N;
+#ifdef DPC_USE_DNNL
+    replan |= cb->convs && r->conv_threads != cb->gemm_threads;
+#endif
+    if (replan) {
         dpc_status s = plan(cb, r, a->N, e);
         if (s != DPC_OK)
             return s;
@@ -357,11 +399,21 @@ static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a
     }
     if (a->N == 0)
         return DPC_OK;
-    dpc_cpu_kctx ctx = {.buf = r->buf, .N = a->N, .scalars = a->scalars, .sgemm = sgemm, .fail_at = a->fail_at,
-                        .threads = cb->gemm_threads};
+    cpu_call call = {.ctx = {.buf = r->buf, .N = a->N, .scalars = a->scalars, .sgemm = sgemm, .fail_at = a->fail_at,
+                             .threads = cb->gemm_threads},
+                     .r = r, .e = e};
+#ifdef DPC_USE_DNNL
+    if (cb->convs)
+        call.ctx.conv = conv_call;
+#endif
     gemm_threads_max = cb->gemm_threads;
-    int rc = cb->forward(&ctx);
+    int rc = cb->forward(&call.ctx);
     dpc_kernel_info k;
+    if (call.conv_failed) {
+        dpc_unit_kernel(u, rc - 1, &k);
+        dpc_err_prefix(e, "%s:%d: kernel %s: ", k.file, k.line, k.name);
+        return DPC_EDEVICE;
+    }
     if (rc < 0) {
         dpc_unit_kernel(u, -rc - 1, &k);
         return dpc_errf(e, DPC_EDEVICE, "injected failure in kernel %s", k.name);
@@ -369,7 +421,7 @@ static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a
     if (rc > 0) {
         dpc_unit_kernel(u, rc - 1, &k);
         return dpc_errf(e, DPC_EUSER, "%s:%d: index %lld is out of range for embedding %s with %lld rows", k.file,
-                        k.line, (long long)ctx.bad_index, k.scope, (long long)ctx.bad_limit);
+                        k.line, (long long)call.ctx.bad_index, k.scope, (long long)call.ctx.bad_limit);
     }
     return DPC_OK;
 }
@@ -378,6 +430,9 @@ static void cpu_destroy(dpc_backend *be) {
     cpu_backend *cb = (cpu_backend *)be;
     if (cb->so)
         dlclose(cb->so);
+#ifdef DPC_USE_DNNL
+    dpc_dnnl_convs_free(cb->convs);
+#endif
     free(cb);
 }
 
@@ -389,6 +444,22 @@ dpc_status dpc_backend_cpu_new(const dpc_unit *u, float *const *params, dpc_back
     cb->u = u;
     cb->params = params;
     cb->gemm_threads = 1;
+#ifdef DPC_USE_DNNL
+    dpc_status s = dpc_dnnl_convs_new(u, params, set_threads, &cb->convs, e);
+    if (s != DPC_OK) {
+        free(cb);
+        return s;
+    }
+#endif
     *out = &cb->be;
     return DPC_OK;
+}
+
+bool dpc_cpu_holds_weights(const dpc_backend *be) {
+#ifdef DPC_USE_DNNL
+    return be && be->run == cpu_run && ((const cpu_backend *)be)->convs != NULL;
+#else
+    (void)be;
+    return false;
+#endif
 }

@@ -396,7 +396,51 @@ def gen_conv(R):
         m = c.member(ctor, "conv")
         c.ret("%s(%s)" % (m, c.inp(dims)), doc)
     cases.append(c)
-    return cases + gen_conv1d(R)
+    return cases + gen_conv1d(R) + gen_conv_post()
+
+
+def gen_conv_post():
+    """Conv2d epilogues that the CPU backend's oneDNN convolution computes as
+    post-ops (runtime/cpu/conv_dnnl.c): each activation, clamps, a residual
+    sum (before and after an activation), depthwise and 1x1 convs; and chains
+    that stop the post-ops (batch norm, a product, a strided residual, a
+    conv output read twice), whose rest the generated C computes."""
+    c = Case("conv", "postops", "Conv2d + fused activation / residual: relu, relu6, hardswish, silu, "
+                                "sigmoid, tanh, gelu (erf, tanh), clamp; residual sum then relu; "
+                                "depthwise and 1x1; chains the post-ops cannot take")
+    acts = [("relu", "relu(%s)"), ("relu6", "relu6(%s)"), ("hardswish", "hardswish(%s)"), ("silu", "silu(%s)"),
+            ("sigmoid", "sigmoid(%s)"), ("tanh", "tanh(%s)"), ("gelu", "gelu(%s)"),
+            ("gelu tanh", "gelu(%s, approximate=\"tanh\")"), ("clamp", "clamp(%s, min=-0.7, max=0.9)"),
+            ("clamp_min", "clamp_min(%s, 0.2)"), ("clamp_max", "clamp_max(%s, -0.3)"),
+            ("clamp, min > max", "clamp(%s, min=0.5, max=-0.5)")]
+    x = c.inp([8, 9, 11])
+    y = c.inp([8, 9, 9])
+    c.body.append("big = %s * 8" % x)
+    for i, (what, e) in enumerate(acts):
+        m = c.member("Conv2d(8, 6, 3, padding=1)" if i % 2 == 0 else "Conv2d(8, 5, 3, stride=2, bias=false)", "conv")
+        c.ret(e % ("%s(big)" % m), "conv -> " + what)
+    m = c.member("Conv2d(8, 8, 3, padding=1)", "conv")
+    c.ret("relu(%s(%s) + %s)" % (m, x, x), "conv + residual -> relu")
+    m = c.member("Conv2d(8, 8, 1, bias=false)", "conv")
+    c.ret("%s + silu(%s(%s))" % (x, m, x), "1x1 conv -> silu + residual")
+    m = c.member("Conv2d(8, 8, 3, padding=1, groups=8)", "conv")
+    c.ret("relu6(%s(big))" % m, "depthwise conv -> relu6")
+    m = c.member("Conv2d(8, 16, 3, stride=2, padding=1, groups=8, bias=false)", "conv")
+    c.ret("hardswish(%s(big))" % m, "depthwise multiplier 2, stride 2 -> hardswish")
+    m = c.member("Conv2d(8, 4, 2, padding=\"same\", dilation=2)", "conv")
+    c.ret("tanh(%s(%s))" % (m, x), "dilated, padding same, even kernel -> tanh")
+    m, bn = c.member("Conv2d(8, 6, 3, padding=1, bias=false)", "conv"), c.member("BatchNorm2d(6)", "bn")
+    c.ret("relu(%s(%s(%s)))" % (bn, m, x), "conv -> batch norm -> relu: no post-op")
+    m = c.member("Conv2d(8, 6, 3, padding=1)", "conv")
+    c.ret("relu(%s(%s)) * 2 + 1" % (m, x), "conv -> relu, then a product and an add in the C")
+    m = c.member("Conv2d(8, 8, 3, padding=1)", "conv")
+    c.ret("%s(%s) + transpose(%s, 2, 3)" % (m, y, y), "a strided residual: not a sum post-op")
+    m = c.member("Conv2d(8, 8, 3, padding=1)", "conv")
+    c.body.append("h = %s(%s)" % (m, x))
+    c.ret("relu(h) + h", "a conv output read twice")
+    a, b = c.member("Conv2d(8, 12, 1)", "conv"), c.member("Conv2d(12, 8, 3, padding=1, groups=4)", "conv")
+    c.ret("relu(%s(relu6(%s(%s))) + %s)" % (b, a, x, x), "1x1 -> relu6 -> grouped 3x3 + residual -> relu")
+    return [c]
 
 
 # ---------------------------------------------------------------------------

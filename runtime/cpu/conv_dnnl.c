@@ -1,0 +1,525 @@
+/* conv_dnnl.c - convolutions as oneDNN primitives (conv_dnnl.h). */
+#ifdef DPC_USE_DNNL
+#include "conv_dnnl.h"
+#include "backend_cpu.h"
+#include "tensor.h"
+
+#include <dnnl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { LAYOUT_PLAIN, LAYOUT_BLOCKED, LAYOUT_NHWC };
+
+/* The weights of one conv in a layout a primitive asked for: reordered
+ * once, kept for the backend's life (primitives for other batch sizes
+ * usually ask for the same). */
+#define WCACHE_MAX 4
+typedef struct wentry {
+    dnnl_memory_desc_t md;
+    void *data;
+} wentry;
+
+struct dpc_dnnl_convs {
+    int n;
+    dpc_conv_desc *d;
+    float *const *params;
+    dpc_dnnl_threads_fn set_threads;
+    int layout;
+    dnnl_engine_t eng;
+    pthread_mutex_t mu; /* the weight cache: replicas plan concurrently */
+    int *nw;
+    wentry (*w)[WCACHE_MAX];
+};
+
+/* One conv of a planned set. */
+typedef struct pconv {
+    bool declined;
+    int threads;
+    char impl[64];
+    dnnl_primitive_t conv;
+    dnnl_primitive_t rsrc, rdst, rsum, rwei; /* reorders, NULL when not needed */
+    dnnl_memory_t src_user, src, wei_user, wei, bias, dst, dst_user, scratch;
+    const void *wei_kept;                     /* reordered weights, NULL: w as passed or rwei per call */
+    size_t src_bytes, dst_bytes, wei_bytes, scratch_bytes, y_bytes;
+} pconv;
+
+#define SETS_MAX 4
+typedef struct pset {
+    int64_t N;
+    int threads;
+    unsigned long used;
+    pconv *p;
+} pset;
+
+struct dpc_dnnl_rconvs {
+    dpc_dnnl_convs *c;
+    dnnl_stream_t stream;
+    pset sets[SETS_MAX];
+    int nsets;
+    pset *cur;
+    unsigned long tick;
+    void *srcb, *dstb, *weib, *scratchb; /* per replica, grown by plan */
+    size_t srcb_n, dstb_n, weib_n, scratchb_n;
+};
+
+static const char *const LAYOUT_NAMES[] = {"plain", "blocked", "nhwc"};
+
+dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, dpc_dnnl_threads_fn set_threads,
+                              dpc_dnnl_convs **out, dpc_err *e) {
+    *out = NULL;
+    int n = dpc_unit_nconvs(u);
+    const char *off = getenv("DPC_CONV");
+    if (n == 0 || (off && strcmp(off, "im2col") == 0))
+        return DPC_OK;
+    dpc_dnnl_convs *c = dpc_calloc(1, sizeof *c);
+    if (c) {
+        c->d = dpc_calloc((size_t)n, sizeof *c->d);
+        c->nw = dpc_calloc((size_t)n, sizeof *c->nw);
+        c->w = dpc_calloc((size_t)n, sizeof *c->w);
+    }
+    if (!c || !c->d || !c->nw || !c->w) {
+        if (c) {
+            free(c->d);
+            free(c->nw);
+            free(c->w);
+        }
+        free(c);
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    }
+    c->n = n;
+    c->params = params;
+    c->set_threads = set_threads;
+    const char *lay = getenv("DPC_CONV_LAYOUT");
+    for (int i = 0; lay && i < 3; i++)
+        if (strcmp(lay, LAYOUT_NAMES[i]) == 0)
+            c->layout = i;
+    for (int i = 0; i < n; i++)
+        dpc_unit_conv(u, i, &c->d[i]);
+    pthread_mutex_init(&c->mu, NULL);
+    if (dnnl_engine_create(&c->eng, dnnl_cpu, 0) != dnnl_success) {
+        dpc_dnnl_convs_free(c);
+        return dpc_errf(e, DPC_EDEVICE, "oneDNN: cannot create a CPU engine");
+    }
+    *out = c;
+    return DPC_OK;
+}
+
+void dpc_dnnl_convs_free(dpc_dnnl_convs *c) {
+    if (!c)
+        return;
+    for (int i = 0; i < c->n; i++)
+        for (int j = 0; j < c->nw[i]; j++)
+            free(c->w[i][j].data);
+    if (c->eng)
+        dnnl_engine_destroy(c->eng);
+    pthread_mutex_destroy(&c->mu);
+    free(c->d);
+    free(c->nw);
+    free(c->w);
+    free(c);
+}
+
+/* ------------------------------------------------------- creation */
+
+static dnnl_alg_kind_t alg_of(dpc_conv_act a) {
+    switch (a) {
+    case DPC_ACT_RELU: return dnnl_eltwise_relu;
+    case DPC_ACT_CLIP: return dnnl_eltwise_clip;
+    case DPC_ACT_HARDSWISH: return dnnl_eltwise_hardswish;
+    case DPC_ACT_SWISH: return dnnl_eltwise_swish;
+    case DPC_ACT_LOGISTIC: return dnnl_eltwise_logistic;
+    case DPC_ACT_TANH: return dnnl_eltwise_tanh;
+    case DPC_ACT_GELU_ERF: return dnnl_eltwise_gelu_erf;
+    case DPC_ACT_GELU_TANH: return dnnl_eltwise_gelu_tanh;
+    default: return dnnl_alg_kind_undef;
+    }
+}
+
+static void pconv_free(pconv *p) {
+    dnnl_primitive_t prims[] = {p->conv, p->rsrc, p->rdst, p->rsum, p->rwei};
+    for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
+        if (prims[i])
+            dnnl_primitive_destroy(prims[i]);
+    dnnl_memory_t mems[] = {p->src_user, p->src, p->wei_user, p->wei, p->bias, p->dst, p->dst_user, p->scratch};
+    for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
+        if (mems[i])
+            dnnl_memory_destroy(mems[i]);
+    memset(p, 0, sizeof *p);
+}
+
+/* An attribute with the scratchpad in the caller's memory, and post-ops. */
+static dnnl_primitive_attr_t make_attr(const dpc_conv_desc *d) {
+    dnnl_primitive_attr_t a;
+    if (dnnl_primitive_attr_create(&a) != dnnl_success)
+        return NULL;
+    bool ok = dnnl_primitive_attr_set_scratchpad_mode(a, dnnl_scratchpad_mode_user) == dnnl_success;
+    if (ok && d && d->npost) {
+        dnnl_post_ops_t po = NULL;
+        ok = dnnl_post_ops_create(&po) == dnnl_success;
+        for (int i = 0; ok && i < d->npost; i++) {
+            const dpc_conv_post *p = &d->post[i];
+            if (p->act == DPC_ACT_SUM)
+                ok = dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success;
+            else
+                ok = dnnl_post_ops_append_eltwise(po, 1.0f, alg_of(p->act), p->act == DPC_ACT_SWISH ? 1.0f : p->alpha,
+                                                  p->beta) == dnnl_success;
+        }
+        if (ok)
+            ok = dnnl_primitive_attr_set_post_ops(a, po) == dnnl_success;
+        if (po)
+            dnnl_post_ops_destroy(po);
+    }
+    if (!ok) {
+        dnnl_primitive_attr_destroy(a);
+        return NULL;
+    }
+    return a;
+}
+
+/* A reorder from `from` to `to` (NULL when they are the same layout); its
+ * scratchpad (if any) is the caller's too. */
+static dnnl_status_t make_reorder(dnnl_engine_t eng, const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                  dnnl_primitive_t *out, size_t *scratch) {
+    *out = NULL;
+    if (dnnl_memory_desc_equal(from, to))
+        return dnnl_success;
+    dnnl_primitive_attr_t a = make_attr(NULL);
+    if (!a)
+        return dnnl_out_of_memory;
+    dnnl_primitive_desc_t pd;
+    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, eng, to, eng, a);
+    dnnl_primitive_attr_destroy(a);
+    if (s != dnnl_success)
+        return s;
+    const dnnl_memory_desc_t *sp = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t sb = sp ? dnnl_memory_desc_get_size(sp) : 0;
+    if (sb > *scratch)
+        *scratch = sb;
+    s = dnnl_primitive_create(out, pd);
+    dnnl_primitive_desc_destroy(pd);
+    return s;
+}
+
+static dnnl_status_t mem(dnnl_engine_t eng, const dnnl_memory_desc_t *md, dnnl_memory_t *out) {
+    return dnnl_memory_create(out, md, eng, DNNL_MEMORY_NONE);
+}
+
+/* Runs a reorder from src to dst at once (the weights at plan). */
+static dnnl_status_t reorder_now(dpc_dnnl_rconvs *r, dnnl_primitive_t p, dnnl_memory_t from, dnnl_memory_t to,
+                                 dnnl_memory_t scratch) {
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratch}};
+    dnnl_status_t s = dnnl_primitive_execute(p, r->stream, scratch ? 3 : 2, args);
+    return s == dnnl_success ? dnnl_stream_wait(r->stream) : s;
+}
+
+/* The weights of conv i in layout md, reordered from the parameter once. */
+static const void *kept_weights(dpc_dnnl_rconvs *r, int i, const dnnl_memory_desc_t *md, const dnnl_memory_desc_t *user,
+                                dpc_status *st, dpc_err *e) {
+    dpc_dnnl_convs *c = r->c;
+    const void *found = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (int j = 0; j < c->nw[i] && !found; j++)
+        if (dnnl_memory_desc_equal(&c->w[i][j].md, md))
+            found = c->w[i][j].data;
+    if (!found && c->nw[i] < WCACHE_MAX) {
+        size_t bytes = dnnl_memory_desc_get_size(md), sb = 0;
+        void *data = dpc_aligned_alloc(bytes ? bytes : 64);
+        dnnl_primitive_t ro = NULL;
+        dnnl_memory_t mu = NULL, mw = NULL, ms = NULL;
+        void *sbuf = NULL;
+        dnnl_status_t s = data ? make_reorder(c->eng, user, md, &ro, &sb) : dnnl_out_of_memory;
+        if (s == dnnl_success && sb)
+            sbuf = dpc_aligned_alloc(sb);
+        if (s == dnnl_success && sb && !sbuf)
+            s = dnnl_out_of_memory;
+        if (s == dnnl_success)
+            s = dnnl_memory_create(&mu, user, c->eng, c->params[c->d[i].w_param]);
+        if (s == dnnl_success)
+            s = dnnl_memory_create(&mw, md, c->eng, data);
+        if (s == dnnl_success && sbuf) {
+            const dnnl_memory_desc_t *smd = NULL;
+            dnnl_memory_desc_t flat;
+            dnnl_dims_t dd = {(dnnl_dim_t)sb};
+            dnnl_memory_desc_init_by_tag(&flat, 1, dd, dnnl_u8, dnnl_a);
+            smd = &flat;
+            s = dnnl_memory_create(&ms, smd, c->eng, sbuf);
+        }
+        if (s == dnnl_success)
+            s = ro ? reorder_now(r, ro, mu, mw, ms) : dnnl_success;
+        if (s == dnnl_success && !ro)
+            memcpy(data, c->params[c->d[i].w_param], bytes);
+        if (ro)
+            dnnl_primitive_destroy(ro);
+        if (mu)
+            dnnl_memory_destroy(mu);
+        if (mw)
+            dnnl_memory_destroy(mw);
+        if (ms)
+            dnnl_memory_destroy(ms);
+        free(sbuf);
+        if (s == dnnl_success) {
+            c->w[i][c->nw[i]] = (wentry){*md, data};
+            c->nw[i]++;
+            found = data;
+        } else {
+            free(data);
+            *st = dpc_errf(e, DPC_EDEVICE, "oneDNN: reordering the weights of convolution %d failed (status %d)", i,
+                           (int)s);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    return found;
+}
+
+static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
+
+/* Conv i of r's set at batch N: primitive, reorders, memory objects;
+ * declined when oneDNN has no implementation. */
+static dpc_status plan_one(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *p, dpc_err *e) {
+    dpc_dnnl_convs *c = r->c;
+    const dpc_conv_desc *d = &c->d[i];
+    double macs = (double)N * (double)d->Co * (double)(d->Ho * d->Wo) * (double)(d->C / d->groups) *
+                  (double)(d->kh * d->kw);
+    p->threads = macs < DPC_CPU_PARALLEL_MIN ? 1 : threads;
+    c->set_threads(p->threads);
+    bool grouped = d->groups > 1;
+    dnnl_dims_t sd = {N, d->C, d->H, d->W}, dd = {N, d->Co, d->Ho, d->Wo}, bd = {d->Co};
+    dnnl_dims_t wd4 = {d->Co, d->C / d->groups, d->kh, d->kw};
+    dnnl_dims_t wd5 = {d->groups, d->Co / d->groups, d->C / d->groups, d->kh, d->kw};
+    dnnl_memory_desc_t src_u, dst_u, wei_u, bias_md, src_any, dst_any, wei_any;
+    dnnl_format_tag_t act = c->layout == LAYOUT_PLAIN ? dnnl_nchw : c->layout == LAYOUT_NHWC ? dnnl_nhwc : dnnl_format_tag_any;
+    dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, dnnl_f32, dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_f32, act);
+    dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, act);
+    dnnl_memory_desc_init_by_tag(&wei_u, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, grouped ? dnnl_goihw : dnnl_oihw);
+    dnnl_memory_desc_init_by_tag(&wei_any, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
+    dnnl_dims_t strides = {d->stride[0], d->stride[1]}, dil = {d->dil[0] - 1, d->dil[1] - 1};
+    dnnl_dims_t pl = {d->pad_l[0], d->pad_l[1]}, pr = {d->pad_r[0], d->pad_r[1]};
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = make_attr(d);
+    dnnl_status_t s = !attr ? dnnl_unimplemented : dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
+                                                               &src_any, &wei_any, d->bias ? &bias_md : NULL, &dst_any,
+                                                               strides, dil, pl, pr);
+    if (s == dnnl_success)
+        s = dnnl_primitive_desc_create(&pd, &cd, attr, c->eng, NULL);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    if (s != dnnl_success) { /* unimplemented, or a geometry or post-op oneDNN refuses */
+        p->declined = true;
+        snprintf(p->impl, sizeof p->impl, "declined");
+        return DPC_OK;
+    }
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    snprintf(p->impl, sizeof p->impl, "%s", impl ? impl : "?");
+    const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *wei_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    const dnnl_memory_desc_t *sp_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    size_t scratch = sp_md ? dnnl_memory_desc_get_size(sp_md) : 0;
+    bool has_sum = false;
+    for (int j = 0; j < d->npost; j++)
+        has_sum |= d->post[j].act == DPC_ACT_SUM;
+    s = dnnl_primitive_create(&p->conv, pd);
+    if (s == dnnl_success)
+        s = make_reorder(c->eng, &src_u, src_md, &p->rsrc, &scratch);
+    if (s == dnnl_success)
+        s = make_reorder(c->eng, dst_md, &dst_u, &p->rdst, &scratch);
+    if (s == dnnl_success && has_sum)
+        s = make_reorder(c->eng, &dst_u, dst_md, &p->rsum, &scratch);
+    /* weights: kept in the primitive's layout when they are a parameter,
+     * else reordered per call */
+    if (s == dnnl_success && d->w_param < 0)
+        s = make_reorder(c->eng, &wei_u, wei_md, &p->rwei, &scratch);
+    dnnl_memory_t *mems[] = {&p->src_user, &p->src, &p->wei_user, &p->wei, &p->bias, &p->dst, &p->dst_user};
+    const dnnl_memory_desc_t *mds[] = {&src_u, src_md, &wei_u, wei_md, &bias_md, dst_md, &dst_u};
+    for (size_t j = 0; s == dnnl_success && j < sizeof mems / sizeof *mems; j++)
+        s = mem(c->eng, mds[j], mems[j]);
+    dnnl_memory_desc_t flat;
+    dnnl_dims_t fd = {(dnnl_dim_t)(scratch ? scratch : 1)};
+    dnnl_memory_desc_init_by_tag(&flat, 1, fd, dnnl_u8, dnnl_a);
+    if (s == dnnl_success)
+        s = mem(c->eng, &flat, &p->scratch);
+    p->scratch_bytes = scratch;
+    p->src_bytes = p->rsrc ? dnnl_memory_desc_get_size(src_md) : 0;
+    p->dst_bytes = p->rdst ? dnnl_memory_desc_get_size(dst_md) : 0;
+    p->wei_bytes = p->rwei ? dnnl_memory_desc_get_size(wei_md) : 0;
+    p->y_bytes = dnnl_memory_desc_get_size(&dst_u);
+    dpc_status st = DPC_OK;
+    if (s == dnnl_success && d->w_param >= 0) {
+        if (dnnl_memory_desc_equal(wei_md, &wei_u))
+            p->wei_kept = NULL; /* the parameter as it is */
+        else
+            p->wei_kept = kept_weights(r, i, wei_md, &wei_u, &st, e);
+    }
+    dnnl_primitive_desc_destroy(pd);
+    if (st != DPC_OK)
+        return st;
+    if (s != dnnl_success)
+        return dpc_errf(e, s == dnnl_out_of_memory ? DPC_ENOMEM : DPC_EDEVICE,
+                        "oneDNN: creating convolution %d for batch %lld failed (status %d)", i, (long long)N, (int)s);
+    return DPC_OK;
+}
+
+static bool grow(void **b, size_t *have, size_t need) {
+    if (need <= *have)
+        return true;
+    free(*b);
+    *b = dpc_aligned_alloc(need);
+    *have = *b ? need : 0;
+    return *b != NULL;
+}
+
+dpc_status dpc_dnnl_plan(dpc_dnnl_convs *c, dpc_dnnl_rconvs **rp, int64_t N, int threads, dpc_err *e) {
+    if (!c)
+        return DPC_OK;
+    dpc_dnnl_rconvs *r = *rp;
+    if (!r) {
+        r = dpc_calloc(1, sizeof *r);
+        if (!r)
+            return dpc_errf(e, DPC_ENOMEM, "out of memory");
+        r->c = c;
+        if (dnnl_stream_create(&r->stream, c->eng, dnnl_stream_default_flags) != dnnl_success) {
+            free(r);
+            return dpc_errf(e, DPC_EDEVICE, "oneDNN: cannot create a stream");
+        }
+        *rp = r;
+    }
+    r->tick++;
+    for (int i = 0; i < r->nsets; i++)
+        if (r->sets[i].N == N && r->sets[i].threads == threads) {
+            r->cur = &r->sets[i];
+            r->cur->used = r->tick;
+            return DPC_OK;
+        }
+    pset *ps = NULL;
+    if (r->nsets < SETS_MAX)
+        ps = &r->sets[r->nsets++];
+    else { /* the least recently planned */
+        ps = &r->sets[0];
+        for (int i = 1; i < SETS_MAX; i++)
+            if (r->sets[i].used < ps->used)
+                ps = &r->sets[i];
+        for (int i = 0; i < c->n; i++)
+            pconv_free(&ps->p[i]);
+        free(ps->p);
+    }
+    *ps = (pset){.N = N, .threads = threads, .used = r->tick, .p = dpc_calloc((size_t)c->n, sizeof(pconv))};
+    r->cur = NULL;
+    dpc_status st = ps->p ? DPC_OK : dpc_errf(e, DPC_ENOMEM, "out of memory");
+    for (int i = 0; st == DPC_OK && i < c->n; i++)
+        st = plan_one(r, i, N, threads, &ps->p[i], e);
+    size_t sb = 0, db = 0, wb = 0, xb = 0;
+    for (int i = 0; st == DPC_OK && i < c->n; i++) {
+        sb = max_sz(sb, ps->p[i].src_bytes);
+        db = max_sz(db, ps->p[i].dst_bytes);
+        wb = max_sz(wb, ps->p[i].wei_bytes);
+        xb = max_sz(xb, ps->p[i].scratch_bytes);
+    }
+    if (st == DPC_OK && !(grow(&r->srcb, &r->srcb_n, sb) && grow(&r->dstb, &r->dstb_n, db) &&
+                          grow(&r->weib, &r->weib_n, wb) && grow(&r->scratchb, &r->scratchb_n, xb)))
+        st = dpc_errf(e, DPC_ENOMEM, "out of memory: the convolutions need %zu bytes of buffers", sb + db + wb + xb);
+    if (st != DPC_OK) {
+        for (int i = 0; ps->p && i < c->n; i++)
+            pconv_free(&ps->p[i]);
+        free(ps->p);
+        *ps = r->sets[--r->nsets];
+        return st;
+    }
+    r->cur = ps;
+    return DPC_OK;
+}
+
+void dpc_dnnl_rconvs_free(dpc_dnnl_rconvs *r) {
+    if (!r)
+        return;
+    for (int s = 0; s < r->nsets; s++) {
+        for (int i = 0; i < r->c->n; i++)
+            pconv_free(&r->sets[s].p[i]);
+        free(r->sets[s].p);
+    }
+    if (r->stream)
+        dnnl_stream_destroy(r->stream);
+    free(r->srcb);
+    free(r->dstb);
+    free(r->weib);
+    free(r->scratchb);
+    free(r);
+}
+
+const char *dpc_dnnl_impl(const dpc_dnnl_rconvs *r, int i) {
+    return r && r->cur && i >= 0 && i < r->c->n ? r->cur->p[i].impl : "none";
+}
+
+/* ------------------------------------------------------- running */
+
+static dnnl_status_t run_reorder(dpc_dnnl_rconvs *r, dnnl_primitive_t p, dnnl_memory_t from, dnnl_memory_t to,
+                                 dnnl_memory_t scratch) {
+    dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratch}};
+    return dnnl_primitive_execute(p, r->stream, 3, args);
+}
+
+int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, const float *bias, const float *sum,
+                 float *y, dpc_err *e) {
+    if (!r || !r->cur || i < 0 || i >= r->c->n)
+        return 1;
+    pconv *p = &r->cur->p[i];
+    if (p->declined)
+        return 1;
+    r->c->set_threads(p->threads);
+    /* the handles: the caller's tensors, the replica's buffers */
+    dnnl_status_t s = dnnl_memory_set_data_handle_v2(p->scratch, r->scratchb, r->stream);
+    if (s == dnnl_success && p->rsrc) {
+        dnnl_memory_set_data_handle_v2(p->src_user, (void *)x, r->stream);
+        dnnl_memory_set_data_handle_v2(p->src, r->srcb, r->stream);
+        s = run_reorder(r, p->rsrc, p->src_user, p->src, p->scratch);
+    } else if (s == dnnl_success)
+        s = dnnl_memory_set_data_handle_v2(p->src, (void *)x, r->stream);
+    if (s == dnnl_success) {
+        if (p->wei_kept)
+            s = dnnl_memory_set_data_handle_v2(p->wei, (void *)p->wei_kept, r->stream);
+        else if (p->rwei) {
+            dnnl_memory_set_data_handle_v2(p->wei_user, (void *)w, r->stream);
+            dnnl_memory_set_data_handle_v2(p->wei, r->weib, r->stream);
+            s = run_reorder(r, p->rwei, p->wei_user, p->wei, p->scratch);
+        } else
+            s = dnnl_memory_set_data_handle_v2(p->wei, (void *)w, r->stream);
+    }
+    if (s == dnnl_success && bias)
+        s = dnnl_memory_set_data_handle_v2(p->bias, (void *)bias, r->stream);
+    if (s == dnnl_success && p->rdst) {
+        s = dnnl_memory_set_data_handle_v2(p->dst, r->dstb, r->stream);
+        if (s == dnnl_success && sum) { /* the residual into the blocked result */
+            dnnl_memory_set_data_handle_v2(p->dst_user, (void *)sum, r->stream);
+            s = run_reorder(r, p->rsum, p->dst_user, p->dst, p->scratch);
+        }
+    } else if (s == dnnl_success) {
+        s = dnnl_memory_set_data_handle_v2(p->dst, y, r->stream);
+        if (sum && sum != y)
+            memmove(y, sum, p->y_bytes);
+    }
+    if (s == dnnl_success) {
+        dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei}, {DNNL_ARG_DST, p->dst},
+                                   {DNNL_ARG_SCRATCHPAD, p->scratch}, {DNNL_ARG_BIAS, p->bias}};
+        s = dnnl_primitive_execute(p->conv, r->stream, bias ? 5 : 4, args);
+    }
+    if (s == dnnl_success && p->rdst) {
+        dnnl_memory_set_data_handle_v2(p->dst_user, y, r->stream);
+        s = run_reorder(r, p->rdst, p->dst, p->dst_user, p->scratch);
+    }
+    if (s == dnnl_success)
+        s = dnnl_stream_wait(r->stream);
+    if (s != dnnl_success) {
+        dpc_errf(e, DPC_EDEVICE, "oneDNN: convolution %d failed (status %d)", i, (int)s);
+        return -1;
+    }
+    return 0;
+}
+#else
+typedef int dpc_conv_dnnl_unused; /* ISO C: a translation unit is not empty */
+#endif

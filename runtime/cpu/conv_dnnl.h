@@ -1,0 +1,52 @@
+/* conv_dnnl.h - the CPU backend's convolutions as oneDNN primitives
+ * (built with DPC_BLAS=dnnl): every conv2d kernel of the unit
+ * (dpc_unit_conv) becomes one oneDNN convolution with its bias and
+ * post-ops fused, created per replica and batch size when the replica
+ * plans that size, its weights reordered once into the layout the
+ * primitive prefers and kept for the backend's life, its scratchpad in a
+ * per-replica buffer: a forward neither allocates nor reorders weights.
+ * backend_cpu.c hands it to the generated C as ctx->conv (kabi.h).
+ *
+ * Activations are NCHW, as the rest of the graph. The layout the
+ * primitive computes in is chosen by DPC_CONV_LAYOUT: "plain" (the
+ * default: NCHW throughout, no reorder; oneDNN then runs its GEMM-based
+ * convolution, gemm:jit), "blocked" (the primitive picks: NHWC with its
+ * brgemm kernels, depthwise and 1x1 included, and the call reorders its
+ * source in and its result out) or "nhwc" (the same, named). Measured, the
+ * two reorders per conv cost more than the faster kernels save (twice the
+ * time on ResNet-18 and MobileNet v2): docs/performance.md. */
+#ifndef DPC_CONV_DNNL_H
+#define DPC_CONV_DNNL_H
+
+#include "base.h"
+#include "dpc_compile.h"
+
+typedef struct dpc_dnnl_convs dpc_dnnl_convs; /* per backend: descriptions, engine, weights */
+typedef struct dpc_dnnl_rconvs dpc_dnnl_rconvs; /* per replica: primitives per batch size */
+
+typedef void (*dpc_dnnl_threads_fn)(int n);
+
+/* The unit's convolutions over params (model parameter i at params[i]);
+ * *out NULL when the unit has none. set_threads bounds the library's
+ * threads (called before each creation and execution). */
+dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, dpc_dnnl_threads_fn set_threads,
+                              dpc_dnnl_convs **out, dpc_err *e);
+void dpc_dnnl_convs_free(dpc_dnnl_convs *c);
+
+/* The replica's primitives for batch N with at most `threads` threads per
+ * convolution (created once per (N, threads), a few sets kept). *r is
+ * created on first use. A convolution oneDNN refuses is declined (the
+ * kernel computes it itself); other failures are errors. */
+dpc_status dpc_dnnl_plan(dpc_dnnl_convs *c, dpc_dnnl_rconvs **r, int64_t N, int threads, dpc_err *e);
+void dpc_dnnl_rconvs_free(dpc_dnnl_rconvs *r);
+
+/* Runs conv i of the planned set (ctx->conv's contract: 0 done, 1
+ * declined, -1 failed with e set). */
+int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, const float *bias, const float *sum,
+                 float *y, dpc_err *e);
+
+/* The implementation oneDNN chose for conv i of the planned set
+ * ("jit:avx512_core", "gemm:jit", ...; "declined"), for tests and docs. */
+const char *dpc_dnnl_impl(const dpc_dnnl_rconvs *r, int i);
+
+#endif
