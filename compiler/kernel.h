@@ -51,6 +51,7 @@ typedef struct kernel {
     const char *name;
     int scratch;    /* KK_CONV: buffer id of the im2col columns [K, N*Ho*Wo], else -1 */
     int scratch2;   /* KK_CONV: buffer id of the GEMM result [Cout, N*Ho*Wo], else -1 */
+    bool prepare;   /* reads parameters and constants only: runs once per load (kgraph.nprepare) */
 } kernel;
 
 /* kbuf, buf_kind and kbuf_esize: dpc_compile.h (the memory plan reads them). */
@@ -62,7 +63,10 @@ typedef struct unfused {
 
 typedef struct kgraph {
     ir_graph *g;
-    vec kernels;  /* kernel*, in execution order */
+    vec kernels;  /* kernel*, in execution order: the prepare kernels first */
+    int nprepare; /* kernels[0..nprepare-1] read only parameters and constants (no
+                   * input, no batch size, no scalar) and write BUF_CONST buffers: they
+                   * run once when the weights are bound, not in every forward */
     vec bufs;     /* kbuf* */
     int *buf_of;  /* per IR node id: buffer id holding its data (views share), -1 if none */
     int *kern_of; /* per IR node id: kernel computing it, -1 for leaves and views */
@@ -101,7 +105,7 @@ typedef struct koperand_iter {
 koperand_iter kernel_operands(const kgraph *kg, const kernel *k, int from);
 bool koperand_next(koperand_iter *it, int *node, int *buf);
 
-/* fuse.c */
+/* fuse.c (fuse_graph also hoists the prepare kernels) */
 bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg);
 void fuse_print(const kgraph *kg, dpc_buf *out);
 /* dot.c: the graph and its kernels as Graphviz (`dpc graph`). */

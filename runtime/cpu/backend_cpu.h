@@ -15,6 +15,9 @@ dpc_status dpc_backend_cpu_new(const dpc_unit *u, float *const *params, dpc_back
 void dpc_cpu_set_gemm_threads(dpc_backend *be, int n);
 /* be's GEMM threads per replica (1 until set); 0 when be is not a CPU backend. */
 int dpc_cpu_gemm_threads(const dpc_backend *be);
+/* How many times be ran its prepare kernels (once per load, shared by its
+ * replicas; again after weights_changed); -1 when be is not a CPU backend. */
+long dpc_cpu_prepare_runs(const dpc_backend *be);
 /* The generated C source, as the CPU backend compiles it. */
 char *dpc_cpu_source(const dpc_unit *u);
 
