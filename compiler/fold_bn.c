@@ -27,7 +27,13 @@ typedef struct folder {
 } folder;
 
 static ir_node *old(const ir_graph *g, int id) { return g->nodes.items[id]; }
-static bool is_param(const ir_graph *g, int id) { return old(g, id)->op == OP_PARAM; }
+/* A parameter, or a reshape of one (Conv1d's weight viewed as Conv2d's). */
+static bool is_param(const ir_graph *g, int id) {
+    const ir_node *x = old(g, id);
+    while (x->op == OP_RESHAPE)
+        x = old(g, x->in[0]);
+    return x->op == OP_PARAM;
+}
 
 static bool same_dim(dim a, dim b) { return a.k == b.k && a.sym == b.sym; }
 
