@@ -264,14 +264,17 @@ static dpc_status consts_alloc(cpu_backend *cb, dpc_err *e) {
     const dpc_unit *u = cb->u;
     int nb = dpc_unit_nbufs(u);
     size_t total = 0;
+    int nconst = 0;
     for (int i = 0; i < nb; i++)
-        if (dpc_unit_buf(u, i)->kind == BUF_CONST)
+        if (dpc_unit_buf(u, i)->kind == BUF_CONST) {
             total += dpc_memplan_bytes(dpc_unit_buf(u, i), 1, KP_F32);
-    if (!total)
+            nconst++;
+        }
+    if (!nconst)
         return DPC_OK;
     free(cb->consts);
     free(cb->cbuf);
-    cb->consts = dpc_aligned_alloc(total);
+    cb->consts = dpc_aligned_alloc(total ? total : 64); /* empty buffers still point somewhere */
     cb->cbuf = dpc_calloc((size_t)nb + 1, sizeof(void *));
     if (!cb->consts || !cb->cbuf)
         return dpc_errf(e, DPC_ENOMEM, "out of memory: the prepare kernels need %zu bytes", total);

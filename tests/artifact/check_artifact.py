@@ -296,7 +296,7 @@ with tempfile.TemporaryDirectory() as d:
     open(P('future.dpa'), 'wb').write(edit(sb, b'"dpc.format":"3"', b'"dpc.format":"4"'))
     r = run(['compile', P('future.dpa'), '-o', P('nope.dpa')])
     good, err = clean_error(r)
-    check('dpc compile FUTURE.dpa: refused', good and '(format 3)' in err and not os.path.exists(P('nope.dpa')), err)
+    check('dpc compile FUTURE.dpa: refused', good and '(format 4)' in err and not os.path.exists(P('nope.dpa')), err)
     ir = header(sb)['__metadata__']['dpc.ir']
     line = [l for l in ir.splitlines() if '= linear' in l][0]
     shp = line.split(' : ')[1].split()[0]                     # f32[N, 5]

@@ -164,7 +164,7 @@ static void setup(void) {
 
 static void test_library(void) {
     CHECK(strcmp(dpc_version(), "") != 0);
-    CHECK(dpc_artifact_format() == 2);
+    CHECK(dpc_artifact_format() == 3);
     CHECK(strcmp(dpc_status_name(DPC_EUSER), "user error") == 0 && strcmp(dpc_status_name(DPC_OK), "ok") == 0);
 }
 
