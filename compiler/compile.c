@@ -3,6 +3,7 @@
  * out-of-memory catch around fusion. */
 #include "dpc_compile.h"
 
+#include "fold_bn.h"
 #include "frontend.h"
 #include "kernel.h"
 
@@ -153,8 +154,10 @@ static dpc_status lower(dpc_unit *u, const char *path, dpc_err *e) {
     dpc_front *f = u->front;
     if (setjmp(f->oom))
         return dpc_errf(e, DPC_ENOMEM, "out of memory while lowering '%s'", path);
+    /* the one pipeline after the front end: graph passes on a copy of the
+     * graph (f->g stays the model as written, for `dpc ir`), then fusion */
     if (u->stage == DPC_STAGE_FUSED && !f->g.deferred)
-        fuse_graph(&f->ctx, &f->g, &u->kg);
+        fuse_graph(&f->ctx, fold_bn(&f->ctx.arena, &f->g, NULL), &u->kg);
     sig_build(u);
     return DPC_OK;
 }
@@ -270,6 +273,7 @@ const dpc_signature *dpc_unit_signature(const dpc_unit *u) { return &u->sig; }
 const kgraph *dpc_unit_kgraph(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? &u->kg : NULL; }
 dpc_front *dpc_unit_front(const dpc_unit *u) { return u->front; }
 int dpc_unit_nkernels(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? u->kg.kernels.len : 0; }
+int dpc_unit_nprepare(const dpc_unit *u) { return u->stage == DPC_STAGE_FUSED ? u->kg.nprepare : 0; }
 
 _Static_assert(KK_RESAMPLE + 1 == DPC_KERNEL_KINDS, "DPC_KERNEL_KINDS is the number of kernel kinds");
 const char *dpc_kernel_kind_name(int kind_index) { return kkind_name((kkind)kind_index); }

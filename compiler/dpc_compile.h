@@ -265,6 +265,12 @@ const char *dpc_kernel_kind_name(int kind_index);
 /* Kernels of the kernel graph (0 before DPC_STAGE_FUSED), and kernel k,
  * 0 <= k < dpc_unit_nkernels. */
 int dpc_unit_nkernels(const dpc_unit *u);
+/* The prepare kernels: kernels 0 .. dpc_unit_nprepare - 1 read parameters
+ * and constants only and write BUF_CONST buffers; a backend runs them once
+ * when the weights are bound (again if they are bound again), and every
+ * forward runs the rest. Batch norms folded into convolutions
+ * (compiler/fold_bn.c) are their first users. */
+int dpc_unit_nprepare(const dpc_unit *u);
 void dpc_unit_kernel(const dpc_unit *u, int k, dpc_kernel_info *out);
 /* Nodes of the graph IR (DPC_STAGE_IR and later). */
 int dpc_unit_nnodes(const dpc_unit *u);
@@ -276,7 +282,10 @@ double dpc_unit_flops(const dpc_unit *u, int64_t N);
 /* A buffer of the kernel graph, the memory plan's input (memplan.h): every
  * buffer a kernel reads or writes, by id (the index the kernels and the
  * launch plan name it by: dpc_cpu_kctx.buf[id], dpc_cu_launch.bufs). */
-typedef enum buf_kind { BUF_INPUT, BUF_PARAM, BUF_TEMP, BUF_OUTPUT, BUF_SCRATCH } buf_kind;
+/* BUF_CONST: written by a prepare kernel (one whose operands are parameters
+ * and constants only: kgraph.nprepare), once per load; it lives as long as
+ * the weights and is never placed by the per-forward memory plan. */
+typedef enum buf_kind { BUF_INPUT, BUF_PARAM, BUF_TEMP, BUF_OUTPUT, BUF_SCRATCH, BUF_CONST } buf_kind;
 
 typedef struct kbuf {
     int id;

@@ -1,7 +1,9 @@
 /* emit_c.c - renders the kernel IR as plain C for the CPU backend.
  *
  * One static function per kernel and one entry point, dpc_forward, that
- * runs them in order. Sizes that depend on the batch are written in terms of
+ * runs them in order; where the kernel graph has prepare kernels (they read
+ * parameters and constants only: kgraph.nprepare), a second entry point,
+ * dpc_prepare, runs those, and the runtime calls it once per load. Sizes that depend on the batch are written in terms of
  * N (ctx->N); everything else is a literal, so the host compiler can unroll
  * and vectorise. GEMMs call back into the runtime (ctx->sgemm: OpenBLAS or
  * oneDNN), and their epilogue is a loop over the result in the same
@@ -881,10 +883,24 @@ void emit_c(const kgraph *kg, dpc_buf *o) {
     dpc_buf_puts(o, "#include <math.h>\n#include <stdint.h>\n#include <string.h>\n\n" DPC_KABI_C_TEXT);
     /* exp, tanh, erf, log, log1p that vectorise (compiler/kmath.h) */
     dpc_buf_puts(o, "\n" DPC_KMATH_TEXT);
-    for (int i = 0; i < kg->kernels.len; i++)
-        emit_kernel(kg, kg->kernels.items[i], o);
-    dpc_buf_printf(o, "\nint dpc_forward(dpc_kctx *ctx);\nint dpc_forward(dpc_kctx *ctx) {\n    int r;\n");
     for (int i = 0; i < kg->kernels.len; i++) {
+        if (kg->nprepare && (i == 0 || i == kg->nprepare))
+            dpc_buf_puts(o, i == 0 ? "\n/* ---- prepare kernels: parameters and constants only, run once by\n"
+                                     " * dpc_prepare when the weights are bound ---- */\n"
+                                   : "\n/* ---- forward kernels, run by dpc_forward ---- */\n");
+        emit_kernel(kg, kg->kernels.items[i], o);
+    }
+    /* the prepare entry exists only where there are prepare kernels */
+    for (int i = 0; i < kg->nprepare; i++) {
+        const kernel *k = kg->kernels.items[i];
+        if (i == 0)
+            dpc_buf_puts(o, "\nint dpc_prepare(dpc_kctx *ctx);\nint dpc_prepare(dpc_kctx *ctx) {\n    int r;\n");
+        dpc_buf_printf(o, "    if (ctx->fail_at == %d) return -%d;\n    if ((r = %s(ctx))) return r;\n", i, i + 1, k->name);
+        if (i == kg->nprepare - 1)
+            dpc_buf_puts(o, "    return 0;\n}\n");
+    }
+    dpc_buf_printf(o, "\nint dpc_forward(dpc_kctx *ctx);\nint dpc_forward(dpc_kctx *ctx) {\n    int r;\n");
+    for (int i = kg->nprepare; i < kg->kernels.len; i++) {
         const kernel *k = kg->kernels.items[i];
         dpc_buf_printf(o, "    if (ctx->fail_at == %d) return -%d;\n    if ((r = %s(ctx))) return r;\n", i, i + 1, k->name);
     }

@@ -1424,8 +1424,16 @@ static void emit_program(cg *g) {
         dpc_buf_puts(g->o, PRELUDE_F16);
     for (int i = 0; i < g->kg->kernels.len; i++) {
         g->kernel = i;
+        if (g->kg->nprepare && (i == 0 || i == g->kg->nprepare))
+            dpc_buf_puts(g->o, i == 0 ? "\n/* ---- prepare kernels: parameters and constants only, launched once\n"
+                                        " * per device when the weights are bound (the plan's prepare steps) ---- */\n"
+                                      : "\n/* ---- forward kernels ---- */\n");
+        if (g->plan && i == g->kg->nprepare)
+            g->plan->nprepare = g->plan->nsteps;
         emit_kernel(g, g->kg->kernels.items[i]);
     }
+    if (g->plan && g->kg->nprepare == g->kg->kernels.len)
+        g->plan->nprepare = g->plan->nsteps;
 }
 
 static void free_seen(cg *g) {

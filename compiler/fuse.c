@@ -344,7 +344,8 @@ static void plan_buffers(fuser *f) {
         for (int j = 0; j < kg->outputs.len; j++)
             if (kg->outputs.items[j] == o)
                 oi = j;
-        kg->buf_of[o->id] = add_buf(f, oi >= 0 ? BUF_OUTPUT : BUF_TEMP, &o->sh, o->dt == IR_I64 ? 8 : 4, oi, o->scope);
+        buf_kind bk = kr->prepare ? BUF_CONST : oi >= 0 ? BUF_OUTPUT : BUF_TEMP;
+        kg->buf_of[o->id] = add_buf(f, bk, &o->sh, o->dt == IR_I64 ? 8 : 4, oi, o->scope);
         if (kr->kind == KK_CONV) {
             /* im2col of one image: [Cin/g * kh * kw, Ho * Wo] */
             /* all images at once, so the GEMM is wide even when Ho*Wo is small */
@@ -455,6 +456,85 @@ static void visit_attn(fuser *f, ir_node *n) {
     kg->acc[n->id] = (kaccess){.kind = ACC_CONTIG, .base = n};
 }
 
+static void index_kernels(kgraph *kg) {
+    for (int k = 0; k < kg->kernels.len; k++) {
+        kernel *kr = kg->kernels.items[k];
+        kg->kern_of[kr->out->id] = k;
+        for (int i = 0; i < kr->ops.len; i++)
+            kg->kern_of[((ir_node *)kr->ops.items[i])->id] = k;
+        if (kr->root)
+            kg->kern_of[kr->root->id] = k;
+        if (kr->kind == KK_ATTN) {
+            kg->kern_of[kr->attn.softmax->id] = kg->kern_of[kr->attn.pv->id] = k;
+            if (kr->attn.perm)
+                kg->kern_of[kr->attn.perm->id] = k;
+        }
+    }
+}
+
+/* ------------------------------------------------ the prepare kernels */
+
+/* Whether operand id of kernel cur is the same in every forward of one
+ * load: a parameter, a constant (or a view of one), a value of cur itself
+ * or of a prepare kernel. Inputs, scalars and the batch size are not. */
+static bool load_constant(const fuser *f, int id, int cur) {
+    const kgraph *kg = f->kg;
+    kaccess a = kg->acc[id];
+    const ir_node *b = a.base ? a.base : kgraph_node(kg, id);
+    if (a.kind == ACC_LEAF)
+        return b->op == OP_CONST || b->op == OP_IOTA;
+    if (b->op == OP_PARAM)
+        return true;
+    int k = kg->kern_of[b->id];
+    return b->op != OP_INPUT && k >= 0 && (k == cur || ((const kernel *)kg->kernels.items[k])->prepare);
+}
+
+static bool is_prepare(const fuser *f, const kernel *k, int cur) {
+    const kgraph *kg = f->kg;
+    bool sym;
+    shape_numel(&k->out->sh, &sym);
+    /* a convolution's scratch and an embedding's indices are per forward */
+    if (sym || k->kind == KK_CONV || k->kind == KK_RESAMPLE || k->kind == KK_EMBED)
+        return false;
+    for (int j = 0; j < kg->outputs.len; j++)
+        if (kg->outputs.items[j] == k->out)
+            return false;
+    if (k->kind == KK_COPY)
+        return load_constant(f, k->src.base->id, cur);
+    for (int i = k->root ? -1 : 0; i < k->ops.len; i++) {
+        const ir_node *x = i < 0 ? k->root : k->ops.items[i];
+        int cnt = x->op == OP_CAT ? ir_cat_count(x) : x->nin;
+        for (int j = 0; j < cnt; j++)
+            if (!load_constant(f, x->op == OP_CAT ? ir_cat_operand(x, j) : x->in[j], cur))
+                return false;
+    }
+    return true;
+}
+
+/* Marks the prepare kernels and moves them, in order, before the others:
+ * they read nothing a forward kernel writes, so the order stays
+ * topological. Their outputs become BUF_CONST (plan_buffers). */
+static void hoist_prepare(fuser *f) {
+    kgraph *kg = f->kg;
+    int n = kg->kernels.len, np = 0;
+    for (int k = 0; k < n; k++) {
+        kernel *kr = kg->kernels.items[k];
+        kr->prepare = is_prepare(f, kr, k);
+        np += kr->prepare;
+    }
+    kg->nprepare = np;
+    if (!np || np == n)
+        return;
+    void **sorted = arena_alloc(&f->c->arena, sizeof(void *) * (size_t)n);
+    int a = 0, b = np;
+    for (int k = 0; k < n; k++) {
+        kernel *kr = kg->kernels.items[k];
+        sorted[kr->prepare ? a++ : b++] = kr;
+    }
+    memcpy(kg->kernels.items, sorted, sizeof(void *) * (size_t)n);
+    index_kernels(kg);
+}
+
 bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
     fuser f = {.c = c, .g = g, .kg = kg};
     memset(kg, 0, sizeof *kg);
@@ -498,19 +578,8 @@ bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
         vec_push(&c->arena, &kg->outputs, !k || k->out != o || dup ? copy_of(&f, o) : o);
     }
     qsort(kg->kernels.items, (size_t)kg->kernels.len, sizeof(void *), cmp_kernel);
-    for (int k = 0; k < kg->kernels.len; k++) {
-        kernel *kr = kg->kernels.items[k];
-        kg->kern_of[kr->out->id] = k;
-        for (int i = 0; i < kr->ops.len; i++)
-            kg->kern_of[((ir_node *)kr->ops.items[i])->id] = k;
-        if (kr->root)
-            kg->kern_of[kr->root->id] = k;
-        if (kr->kind == KK_ATTN) {
-            kg->kern_of[kr->attn.softmax->id] = kg->kern_of[kr->attn.pv->id] = k;
-            if (kr->attn.perm)
-                kg->kern_of[kr->attn.perm->id] = k;
-        }
-    }
+    index_kernels(kg);
+    hoist_prepare(&f);
     plan_buffers(&f);
     for (int k = 0; k < kg->kernels.len; k++) {
         kernel *kr = kg->kernels.items[k];
@@ -536,6 +605,10 @@ void fuse_print(const kgraph *kg, dpc_buf *out) {
     dpc_buf_printf(out, "kernels of %s: %d kernels for %d ops\n", g->model_name, kg->kernels.len, g->nodes.len);
     for (int k = 0; k < kg->kernels.len; k++) {
         const kernel *kr = kg->kernels.items[k];
+        if (kg->nprepare && (k == 0 || k == kg->nprepare))
+            dpc_buf_printf(out, k == 0 ? "prepare: %d kernels, run once when the weights are bound\n"
+                                       : "forward: %d kernels\n",
+                           k == 0 ? kg->nprepare : kg->kernels.len - kg->nprepare);
         shape_str(&kr->out->sh, g->batch_name, sh, sizeof sh);
         const ir_node *named = kr->root ? kr->root : kr->ops.len ? kr->ops.items[0] : kr->out;
         dpc_buf_printf(out, "  %s [%s] -> %%%d %s buf%d%s%s\n", kr->name, kkind_name(kr->kind), kr->out->id, sh,
@@ -578,7 +651,7 @@ void fuse_print(const kgraph *kg, dpc_buf *out) {
                        ir_op_name(u->consumer->op), u->why);
     }
     dpc_buf_puts(out, "buffers:\n");
-    static const char *const bk[] = {"input", "param", "temp", "output", "scratch"};
+    static const char *const bk[] = {"input", "param", "temp", "output", "scratch", "const"};
     for (int i = 0; i < kg->bufs.len; i++) {
         const kbuf *b = kg->bufs.items[i];
         if (b->kind == BUF_PARAM)

@@ -152,6 +152,8 @@ typedef struct dpc_cu_step {
 typedef struct dpc_cu_plan {
     int nsteps;
     dpc_cu_step *steps;
+    int nprepare; /* steps[0..nprepare-1]: the prepare kernels' (dpc_unit_nprepare), run once per
+                   * device when the weights are bound; a forward runs the rest */
     int nkernels; /* extern "C" kernels in the source */
 } dpc_cu_plan;
 

@@ -62,6 +62,7 @@ typedef struct kernel {
     struct {
         ir_node *softmax, *pv, *perm;
     } attn;
+    bool prepare;   /* reads parameters and constants only: runs once per load (kgraph.nprepare) */
 } kernel;
 
 /* kbuf, buf_kind and kbuf_esize: dpc_compile.h (the memory plan reads them). */
@@ -73,7 +74,10 @@ typedef struct unfused {
 
 typedef struct kgraph {
     ir_graph *g;
-    vec kernels;  /* kernel*, in execution order */
+    vec kernels;  /* kernel*, in execution order: the prepare kernels first */
+    int nprepare; /* kernels[0..nprepare-1] read only parameters and constants (no
+                   * input, no batch size, no scalar) and write BUF_CONST buffers: they
+                   * run once when the weights are bound, not in every forward */
     vec bufs;     /* kbuf* */
     int *buf_of;  /* per IR node id: buffer id holding its data (views share), -1 if none */
     int *kern_of; /* per IR node id: kernel computing it, -1 for leaves and views */
@@ -112,7 +116,6 @@ typedef struct koperand_iter {
 koperand_iter kernel_operands(const kgraph *kg, const kernel *k, int from);
 bool koperand_next(koperand_iter *it, int *node, int *buf);
 
-/* fuse.c */
 /* attn.c: the attention pattern (docs/internals.md, "Fused attention"). */
 typedef struct attn_match {
     ir_node *qk, *softmax, *pv, *perm; /* perm may be NULL */
@@ -124,6 +127,8 @@ typedef struct attn_match {
 int *attn_find(dpc_ctx *c, const ir_graph *g, const bool *is_output, vec *out);
 /* The largest head dim (E, Ev) the fused kernel takes. */
 #define ATTN_MAX_HEAD 128
+
+/* fuse.c (fuse_graph also hoists the prepare kernels) */
 bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg);
 void fuse_print(const kgraph *kg, dpc_buf *out);
 /* dot.c: the graph and its kernels as Graphviz (`dpc graph`). */

@@ -256,7 +256,15 @@ dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warn
         return s;
     /* the backend is created with the devices (dpc_model_set_devices, or
      * the CPU by default at the first run): a CUDA run needs no C compiler */
-    if (m->gunit) { /* the CPU backends read params (but for oneDNN convolutions' weights); the others hold copies */
+    /* the CPU backends read params, and compute again what they computed
+     * from them once (the prepare kernels) and, for oneDNN convolutions,
+     * their weights reordered; the others hold copies */
+    for (int k = 0; k < m->nspecs; k++)
+        if (m->specs[k].be && m->specs[k].be->weights_changed)
+            m->specs[k].be->weights_changed(m->specs[k].be);
+    if (m->be && m->be->weights_changed)
+        m->be->weights_changed(m->be);
+    if (m->gunit) {
         bool copies = false;
         for (int k = 0; k < m->nspecs; k++)
             copies |= m->specs[k].be && (strcmp(m->specs[k].be->name, "cpu") != 0 || dpc_cpu_holds_weights(m->specs[k].be));

@@ -7,7 +7,7 @@
  * the data section starts at a multiple of 4096 bytes and can be
  * memory-mapped. Its __metadata__ carries dpc's sections (all strings):
  *
- *   dpc.format          "2" (DPC_ARTIFACT_FORMAT)
+ *   dpc.format          "3" (DPC_ARTIFACT_FORMAT)
  *   dpc.version         the dpc that wrote it ("0.1.0")
  *   dpc.model           the model's class name
  *   dpc.root            the root source file's name ("parallel_model.dp")
@@ -75,8 +75,11 @@
 #include "model.h"
 
 /* 2: dpc.cuda.sha256 (the source the stored images were compiled from) is
- * required with images. An older format is refused with its own message. */
-#define DPC_ARTIFACT_FORMAT 2
+ * required with images. 3: the kernel graph has prepare kernels (kernels
+ * over parameters and constants only, run once per load; batch norms
+ * folded into convolutions), shown in dpc.schedule and both generated
+ * sources. An older format is refused with its own message. */
+#define DPC_ARTIFACT_FORMAT 3
 #define DPC_ARTIFACT_ALIGN 4096 /* data section offset, when weights are embedded */
 #define DPC_ARTIFACT_MAX_ARCHS 16
 

@@ -215,7 +215,7 @@ static dpc_status check_format(dpc_artifact *a, const char *fmt, bool any_versio
     if (a->format > 0 && a->format < DPC_ARTIFACT_FORMAT) {
         return dpc_errf(e, DPC_EUSER,
                         "%s: artifact written by dpc %s in format %s, older than the format %d this dpc %s reads "
-                        "(format 2 requires dpc.cuda.sha256 with CUDA images); compile the model's .dp file again "
+                        "(format 2 requires dpc.cuda.sha256 with CUDA images, format 3 has prepare kernels); compile the model's .dp file again "
                         "with `dpc compile`",
                         a->name, qv, qf, DPC_ARTIFACT_FORMAT, DPC_VERSION);
     }

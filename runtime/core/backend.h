@@ -49,6 +49,11 @@ struct dpc_backend {
      * of them at once (the CUDA backend's NCCL broadcast of the weights to
      * further GPUs). */
     dpc_status (*replicas_ready)(dpc_backend *be, dpc_err *e);
+    /* The host weights the backend reads were bound again: what it computed
+     * from them once per load (the prepare kernels, dpc_unit_nprepare) is
+     * computed again before the next forward. A backend that holds copies
+     * of the weights is rebuilt instead (NULL). */
+    void (*weights_changed)(dpc_backend *be);
 };
 
 #endif

@@ -3,7 +3,14 @@
  * the source, the compiler and its version, the flags, the CPU and dpc's
  * version), loads it with dlopen, plans each replica's memory once per
  * batch size, and runs forwards with no allocation. GEMMs go to OpenBLAS
- * (or oneDNN, chosen at build time, see docs/performance.md). */
+ * (or oneDNN, chosen at build time, see docs/performance.md).
+ *
+ * The prepare kernels (dpc_unit_nprepare: parameters and constants only,
+ * folded batch norms) run once, through the generated dpc_prepare, before
+ * the first forward after the weights are bound; their BUF_CONST outputs
+ * are kept by the backend, shared by every replica as the weights are
+ * (CPU replicas read the one host copy), and computed again after
+ * weights_changed. */
 #include "backend_cpu.h"
 #include "conv_dnnl.h"
 #include "hostcc.h"
@@ -39,10 +46,17 @@ typedef struct cpu_backend {
     float *const *params;
     void *so;
     forward_fn forward;
+    forward_fn prepare;       /* dpc_prepare; NULL when the unit has no prepare kernels */
     _Atomic int gemm_threads; /* the most one GEMM of a replica may use (dpc_cpu_set_gemm_threads) */
 #ifdef DPC_USE_DNNL
     dpc_dnnl_convs *convs; /* the convolutions as oneDNN primitives, NULL: none or DPC_CONV=im2col */
 #endif
+    /* the prepare kernels' outputs (BUF_CONST), shared by the replicas */
+    void *consts;
+    void **cbuf;              /* per buffer: parameters and BUF_CONST, for dpc_prepare */
+    pthread_mutex_t lock;     /* one replica runs the prepare kernels, the others wait */
+    _Atomic bool prepared;    /* consts hold the current weights' values */
+    _Atomic long prepare_runs;
 } cpu_backend;
 
 struct dpc_replica {
@@ -165,7 +179,7 @@ static dpc_status toolchain_id(char *out, size_t n, dpc_err *e) {
 /* Loads the kernels at path after checking that it is a shared object at
  * all (a compiler can exit 0 and leave nothing, or junk) and that it has
  * the entry point. */
-static dpc_status load_kernels(const char *path, void **so, forward_fn *fwd, dpc_err *e) {
+static dpc_status load_kernels(const char *path, void **so, forward_fn *fwd, forward_fn *prep, dpc_err *e) {
     unsigned char magic[4] = {0};
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     ssize_t got = fd >= 0 ? read(fd, magic, sizeof magic) : -1;
@@ -190,6 +204,7 @@ static dpc_status load_kernels(const char *path, void **so, forward_fn *fwd, dpc
         (void)dlopen(omp_libs[i], RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
     *so = h;
     *fwd = f;
+    *prep = (forward_fn)dlsym(h, "dpc_prepare"); /* only where there are prepare kernels */
     return DPC_OK;
 }
 
@@ -224,7 +239,8 @@ static void cache_put(const char *key, const char *path) {
 /* Compiles src in a private directory, loads the result from there (so a
  * refused cache needs no directory left behind), caches it, and removes the
  * directory on every path. */
-static dpc_status compile_so(const char *src, const char *key, void **so, forward_fn *fwd, dpc_err *e) {
+static dpc_status compile_so(const char *src, const char *key, void **so, forward_fn *fwd, forward_fn *prep,
+                             dpc_err *e) {
     dpc_ccjob *job;
     dpc_status s = dpc_ccjob_begin(&job, e);
     if (s != DPC_OK)
@@ -248,7 +264,7 @@ static dpc_status compile_so(const char *src, const char *key, void **so, forwar
             dpc_err_prefix(e, "compiling the generated kernels: ");
     }
     if (s == DPC_OK) {
-        s = load_kernels(opath, so, fwd, e);
+        s = load_kernels(opath, so, fwd, prep, e);
         if (s != DPC_OK)
             dpc_err_prefix(e, "host compiler '%s' exited 0 but gave no usable kernels: ", dpc_hostcc_name());
     }
@@ -256,6 +272,76 @@ static dpc_status compile_so(const char *src, const char *key, void **so, forwar
         cache_put(key, opath);
     dpc_ccjob_end(job);
     return s;
+}
+
+/* ---------------------------------------------------- prepare kernels */
+
+/* The BUF_CONST buffers, in one block for the backend's lifetime (their
+ * sizes do not depend on the batch). */
+static dpc_status consts_alloc(cpu_backend *cb, dpc_err *e) {
+    const dpc_unit *u = cb->u;
+    int nb = dpc_unit_nbufs(u);
+    size_t total = 0;
+    int nconst = 0;
+    for (int i = 0; i < nb; i++)
+        if (dpc_unit_buf(u, i)->kind == BUF_CONST) {
+            total += dpc_memplan_bytes(dpc_unit_buf(u, i), 1, KP_F32);
+            nconst++;
+        }
+    if (!nconst)
+        return DPC_OK;
+    free(cb->consts);
+    free(cb->cbuf);
+    cb->consts = dpc_aligned_alloc(total ? total : 64); /* empty buffers still point somewhere */
+    cb->cbuf = dpc_calloc((size_t)nb + 1, sizeof(void *));
+    if (!cb->consts || !cb->cbuf)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory: the prepare kernels need %zu bytes", total);
+    size_t off = 0;
+    for (int i = 0; i < nb; i++) {
+        const kbuf *b = dpc_unit_buf(u, i);
+        if (b->kind != BUF_CONST)
+            continue;
+        cb->cbuf[i] = (char *)cb->consts + off;
+        off += dpc_memplan_bytes(b, 1, KP_F32);
+    }
+    return DPC_OK;
+}
+
+/* Runs dpc_prepare unless the current weights' values are there: once per
+ * load for all replicas, the first to arrive doing it. */
+static dpc_status run_prepare(cpu_backend *cb, int fail_at, dpc_err *e) {
+    if (!cb->prepare || atomic_load_explicit(&cb->prepared, memory_order_acquire))
+        return DPC_OK;
+    pthread_mutex_lock(&cb->lock);
+    dpc_status s = DPC_OK;
+    if (!atomic_load_explicit(&cb->prepared, memory_order_relaxed)) {
+        const dpc_unit *u = cb->u;
+        for (int i = 0; i < dpc_unit_nbufs(u); i++) {
+            const kbuf *b = dpc_unit_buf(u, i);
+            if (b->kind == BUF_PARAM)
+                cb->cbuf[i] = cb->params[b->index];
+        }
+        dpc_cpu_kctx ctx = {.buf = cb->cbuf, .N = 1, .sgemm = sgemm, .fail_at = fail_at};
+        gemm_threads_max = cb->gemm_threads;
+        int rc = cb->prepare(&ctx);
+        dpc_kernel_info k;
+        if (rc != 0) {
+            dpc_unit_kernel(u, (rc < 0 ? -rc : rc) - 1, &k);
+            s = rc < 0 ? dpc_errf(e, DPC_EDEVICE, "injected failure in kernel %s", k.name)
+                       : dpc_errf(e, DPC_EINTERNAL, "prepare kernel %s failed", k.name);
+        } else {
+            atomic_fetch_add(&cb->prepare_runs, 1);
+            atomic_store_explicit(&cb->prepared, true, memory_order_release);
+        }
+    }
+    pthread_mutex_unlock(&cb->lock);
+    return s;
+}
+
+static void cpu_weights_changed(dpc_backend *be) { atomic_store(&((cpu_backend *)be)->prepared, false); }
+
+long dpc_cpu_prepare_runs(const dpc_backend *be) {
+    return be && be->run == cpu_run ? atomic_load(&((const cpu_backend *)be)->prepare_runs) : -1;
 }
 
 static dpc_status cpu_prepare(dpc_backend *be, const dpc_unit *u, dpc_err *e) {
@@ -275,10 +361,14 @@ static dpc_status cpu_prepare(dpc_backend *be, const dpc_unit *u, dpc_err *e) {
     /* A cached entry that does not load (written by an older dpc that
      * cached whatever the compiler left) is compiled again and replaced. */
     if (!dpc_kcache_path(key, "cpu-so", so_path, sizeof so_path) ||
-        load_kernels(so_path, &cb->so, &cb->forward, NULL) != DPC_OK)
-        s = compile_so(src, key, &cb->so, &cb->forward, e);
+        load_kernels(so_path, &cb->so, &cb->forward, &cb->prepare, NULL) != DPC_OK)
+        s = compile_so(src, key, &cb->so, &cb->forward, &cb->prepare, e);
     free(src);
-    return s;
+    if (s != DPC_OK)
+        return s;
+    if (dpc_unit_nprepare(u) > 0 && !cb->prepare)
+        return dpc_errf(e, DPC_EDEVICE, "the compiled kernels lack dpc_prepare");
+    return consts_alloc(cb, e);
 }
 
 /* ---------------------------------------------------- memory plan */
@@ -308,8 +398,6 @@ static dpc_status plan(cpu_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
         const kbuf *b = dpc_unit_buf(u, i);
         if (b->kind == BUF_TEMP || b->kind == BUF_SCRATCH)
             r->buf[i] = (char *)r->arena + r->offset[i];
-        else if (b->kind == BUF_PARAM)
-            r->buf[i] = cb->params[b->index];
     }
 #ifdef DPC_USE_DNNL
     r->conv_threads = cb->gemm_threads;
@@ -389,16 +477,24 @@ static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a
         if (s != DPC_OK)
             return s;
     }
-    /* inputs and outputs are the caller's memory: no copies */
+    /* inputs and outputs are the caller's memory: no copies; the weights
+     * are read where they are now (binding again replaces them) */
     for (int i = 0; i < dpc_unit_nbufs(u); i++) {
         const kbuf *b = dpc_unit_buf(u, i);
         if (b->kind == BUF_INPUT)
             r->buf[i] = a->inputs[b->index].data;
         else if (b->kind == BUF_OUTPUT)
             r->buf[i] = a->outputs[b->index]->data;
+        else if (b->kind == BUF_PARAM)
+            r->buf[i] = cb->params[b->index];
+        else if (b->kind == BUF_CONST)
+            r->buf[i] = cb->cbuf[i];
     }
     if (a->N == 0)
         return DPC_OK;
+    dpc_status ps = run_prepare(cb, a->fail_at, e);
+    if (ps != DPC_OK)
+        return ps;
     cpu_call call = {.ctx = {.buf = r->buf, .N = a->N, .scalars = a->scalars, .sgemm = sgemm, .fail_at = a->fail_at,
                              .threads = cb->gemm_threads},
                      .r = r, .e = e};
@@ -433,6 +529,9 @@ static void cpu_destroy(dpc_backend *be) {
 #ifdef DPC_USE_DNNL
     dpc_dnnl_convs_free(cb->convs);
 #endif
+    pthread_mutex_destroy(&cb->lock);
+    free(cb->consts);
+    free(cb->cbuf);
     free(cb);
 }
 
@@ -440,7 +539,9 @@ dpc_status dpc_backend_cpu_new(const dpc_unit *u, float *const *params, dpc_back
     cpu_backend *cb = dpc_calloc(1, sizeof *cb);
     if (!cb)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
-    cb->be = (dpc_backend){"cpu", cpu_prepare, cpu_replica_new, cpu_run, cpu_replica_free, cpu_destroy};
+    cb->be = (dpc_backend){"cpu", cpu_prepare, cpu_replica_new, cpu_run, cpu_replica_free, cpu_destroy,
+                           .weights_changed = cpu_weights_changed};
+    pthread_mutex_init(&cb->lock, NULL);
     cb->u = u;
     cb->params = params;
     cb->gemm_threads = 1;

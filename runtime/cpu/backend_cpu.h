@@ -21,6 +21,9 @@ bool dpc_cpu_holds_weights(const dpc_backend *be);
 /* Products below this many multiply-adds run on one thread: waking a
  * second one costs more than it saves (measured, bench/). */
 #define DPC_CPU_PARALLEL_MIN (1 << 22)
+/* How many times be ran its prepare kernels (once per load, shared by its
+ * replicas; again after weights_changed); -1 when be is not a CPU backend. */
+long dpc_cpu_prepare_runs(const dpc_backend *be);
 /* The generated C source, as the CPU backend compiles it. */
 char *dpc_cpu_source(const dpc_unit *u);
 

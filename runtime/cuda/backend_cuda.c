@@ -270,6 +270,7 @@ static dpc_status upload_weights(cuda_backend *cb, cu_dev *d, dpc_err *e) {
     if (cb->weight_bytes == 0)
         return DPC_OK;
     dpc_status s = CK(cuMemAlloc(&d->weights, cb->weight_bytes));
+    atomic_store(&d->prepared, false); /* new weights: the prepare steps run again */
     if (s != DPC_OK) {
         dpc_err_prefix(e, "weights of %zu bytes on cuda:%d: ", cb->weight_bytes, d->ordinal);
         return s;
@@ -462,9 +463,12 @@ static dpc_status cuda_prepare(dpc_backend *be, const dpc_unit *u, dpc_err *e) {
     if (!cb->param_off)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
     size_t off = 0;
+    /* the prepare kernels' outputs (BUF_CONST) follow the parameters in each
+     * device's weights: they live as long as the weights, computed there once
+     * (backend_cuda_run.c, prepare_device) */
     for (int i = 0; i < dpc_unit_nbufs(u); i++) {
         const kbuf *b = dpc_unit_buf(u, i);
-        if (b->kind != BUF_PARAM)
+        if (b->kind != BUF_PARAM && b->kind != BUF_CONST)
             continue;
         cb->param_off[i] = off;
         off += dpc_memplan_bytes(b, 1, cb->prec);

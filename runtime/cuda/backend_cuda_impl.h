@@ -35,6 +35,7 @@ typedef struct cu_dev {
     CUfunction *fn;    /* per plan step; NULL for GEMMs */
     CUdeviceptr weights;
     atomic_bool weights_pending; /* allocated, waiting for the NCCL broadcast */
+    atomic_bool prepared;        /* the prepare steps ran on these weights (under the backend's lock) */
 } cu_dev;
 
 typedef struct cuda_backend {
@@ -45,7 +46,7 @@ typedef struct cuda_backend {
     const char *model_name;
     dpc_cu_plan plan;
     bool has_gemm;
-    size_t *param_off; /* per buffer: offset of a parameter in a device's weights */
+    size_t *param_off; /* per buffer: offset of a parameter (or BUF_CONST) in a device's weights */
     size_t weight_bytes;
     struct {
         char arch[32];

@@ -62,7 +62,7 @@ static dpc_status plan(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) 
     size_t host = HOST_IO;
     for (int i = 0; i < dpc_unit_nbufs(u); i++) {
         const kbuf *b = dpc_unit_buf(u, i);
-        if (b->kind == BUF_PARAM)
+        if (b->kind == BUF_PARAM || b->kind == BUF_CONST)
             r->ptr[i] = r->dev->weights + cb->param_off[i];
         else
             r->ptr[i] = r->arena + r->offset[i];
@@ -193,10 +193,11 @@ static dpc_status run_gemm(cuda_backend *cb, dpc_replica *r, int i, int64_t N, d
     return dpc_cu_gemm_expand(x.g, N, gemm_call, &x);
 }
 
-/* The plan's steps, in order. */
-static dpc_status enqueue_steps(cuda_backend *cb, dpc_replica *r, int64_t N, bool capturing, dpc_err *e) {
+/* The plan's steps from..to-1, in order. */
+static dpc_status run_steps(cuda_backend *cb, dpc_replica *r, int from, int to, int64_t N, bool capturing,
+                            dpc_err *e) {
     dpc_status s = DPC_OK;
-    for (int i = 0; s == DPC_OK && i < cb->plan.nsteps; i++) {
+    for (int i = from; s == DPC_OK && i < to; i++) {
         const dpc_cu_step *st = &cb->plan.steps[i];
         s = st->kind == DPC_CU_LAUNCH ? launch_kernel(cb, r, i, N, e) : run_gemm(cb, r, i, N, e);
         if (s == DPC_OK && cb->sync_each && !capturing)
@@ -204,6 +205,32 @@ static dpc_status enqueue_steps(cuda_backend *cb, dpc_replica *r, int64_t N, boo
         if (s != DPC_OK)
             dpc_err_prefix(e, "kernel %s: ", dpc_cub_kname(cb, st->kernel));
     }
+    return s;
+}
+
+/* A forward's steps: all but the prepare steps. */
+static dpc_status enqueue_steps(cuda_backend *cb, dpc_replica *r, int64_t N, bool capturing, dpc_err *e) {
+    return run_steps(cb, r, cb->plan.nprepare, cb->plan.nsteps, N, capturing, e);
+}
+
+/* The prepare steps (the kernels over parameters and constants only), once
+ * per device and weights: the first replica there runs them on its stream
+ * and waits; their outputs live in the device's weights block. */
+static dpc_status prepare_device(cuda_backend *cb, dpc_replica *r, dpc_err *e) {
+    if (!cb->plan.nprepare || atomic_load(&r->dev->prepared))
+        return DPC_OK;
+    pthread_mutex_lock(&cb->lock);
+    dpc_status s = DPC_OK;
+    if (!atomic_load(&r->dev->prepared)) {
+        s = run_steps(cb, r, 0, cb->plan.nprepare, 1, false, e);
+        if (s == DPC_OK)
+            s = CK(cuStreamSynchronize(r->stream));
+        if (s == DPC_OK)
+            atomic_store(&r->dev->prepared, true);
+        else
+            dpc_err_prefix(e, "preparing the weights: ");
+    }
+    pthread_mutex_unlock(&cb->lock);
     return s;
 }
 
@@ -280,6 +307,8 @@ dpc_status dpc_cub_launch(dpc_backend *be, dpc_replica *r, const dpc_run_args *a
     if ((s = CK(cuCtxSetCurrent(r->dev->ctx))) != DPC_OK)
         return s;
     if (r->planned_N != a->N && (s = plan(cb, r, a->N, e)) != DPC_OK)
+        return s;
+    if ((s = prepare_device(cb, r, e)) != DPC_OK)
         return s;
     /* stage the inputs and scalars in pinned memory */
     char *host = r->host;
@@ -392,6 +421,8 @@ dpc_status dpc_cuda_bench_steps(dpc_backend *be, dpc_replica *r, int64_t N, bool
         return s;
     if (r->planned_N != N && (s = plan(cb, r, N, e)) != DPC_OK)
         return s;
+    if ((s = prepare_device(cb, r, e)) != DPC_OK)
+        return s;
     CUgraphExec exec = NULL;
     if (graph) {
         if ((s = CK(cuStreamBeginCapture(r->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL))) != DPC_OK)
@@ -449,7 +480,7 @@ dpc_status dpc_cuda_bench_steps(dpc_backend *be, dpc_replica *r, int64_t N, bool
         out->host_us = host / iters;
         out->iters = iters;
         if (graph) { /* a replay launches nothing itself: count the steps */
-            for (int i = 0; i < cb->plan.nsteps; i++)
+            for (int i = cb->plan.nprepare; i < cb->plan.nsteps; i++)
                 cb->plan.steps[i].kind == DPC_CU_LAUNCH ? out->kernels_per_forward++ : out->gemms_per_forward++;
         }
     }

@@ -270,11 +270,11 @@ with tempfile.TemporaryDirectory() as d:
     # a change of the content only: the checksum names itself
     refused('IR edited, checksum not fixed', edit(sb, b'graph SimpleModel(', b'graph SimpleMudel(', fix=False),
             'checksum mismatch')
-    refused('future format version', edit(sb, b'"dpc.format":"2"', b'"dpc.format":"3"'),
-            'artifact written by dpc 0.1.0 (format 3); this dpc')
-    refused('older format version', edit(sb, b'"dpc.format":"2"', b'"dpc.format":"1"'),
-            'in format 1, older than the format 2 this dpc')
-    refused('future format version (checksum not fixed)', edit(sb, b'"dpc.format":"2"', b'"dpc.format":"9"', False),
+    refused('future format version', edit(sb, b'"dpc.format":"3"', b'"dpc.format":"4"'),
+            'artifact written by dpc 0.1.0 (format 4); this dpc')
+    refused('older format version', edit(sb, b'"dpc.format":"3"', b'"dpc.format":"1"'),
+            'in format 1, older than the format 3 this dpc')
+    refused('future format version (checksum not fixed)', edit(sb, b'"dpc.format":"3"', b'"dpc.format":"9"', False),
             '(format 9)')
     ver = header(sb)['__metadata__']['dpc.version'].encode()
     other = bytes([ver[0] ^ 1]) + ver[1:]
@@ -293,10 +293,10 @@ with tempfile.TemporaryDirectory() as d:
     meta = header(open(P('arch.dpa'), 'rb').read())['__metadata__'] if r.returncode == 0 else {}
     check('dpc compile X.dpa --arch sm_80: weights kept, images added', meta.get('dpc.arch') == 'sm_80' and
           'dpc.cubin.sm_80' in meta and set(header(open(P('arch.dpa'), 'rb').read())) == set(header(sw)), r.stderr)
-    open(P('future.dpa'), 'wb').write(edit(sb, b'"dpc.format":"2"', b'"dpc.format":"3"'))
+    open(P('future.dpa'), 'wb').write(edit(sb, b'"dpc.format":"3"', b'"dpc.format":"4"'))
     r = run(['compile', P('future.dpa'), '-o', P('nope.dpa')])
     good, err = clean_error(r)
-    check('dpc compile FUTURE.dpa: refused', good and '(format 3)' in err and not os.path.exists(P('nope.dpa')), err)
+    check('dpc compile FUTURE.dpa: refused', good and '(format 4)' in err and not os.path.exists(P('nope.dpa')), err)
     ir = header(sb)['__metadata__']['dpc.ir']
     line = [l for l in ir.splitlines() if '= linear' in l][0]
     shp = line.split(' : ')[1].split()[0]                     # f32[N, 5]

@@ -164,7 +164,7 @@ static void setup(void) {
 
 static void test_library(void) {
     CHECK(strcmp(dpc_version(), "") != 0);
-    CHECK(dpc_artifact_format() == 2);
+    CHECK(dpc_artifact_format() == 3);
     CHECK(strcmp(dpc_status_name(DPC_EUSER), "user error") == 0 && strcmp(dpc_status_name(DPC_OK), "ok") == 0);
 }
 
@@ -503,14 +503,14 @@ static void test_bad_artifacts(void) {
     }
     /* a future format and another dpc version: the version message */
     memcpy(copy, img, len);
-    char *fmt = strstr((char *)copy + 8, "\"dpc.format\":\"2\"");
+    char *fmt = strstr((char *)copy + 8, "\"dpc.format\":\"3\"");
     CHECK(fmt != NULL);
     if (fmt) {
         fmt[14] = '7';
         CHECK(refused(copy, len, "(format 7); this dpc"));
         CHECK(strstr(dpc_last_error(), "recompile it with `dpc compile`") != NULL);
         fmt[14] = '1'; /* an older format: its own message */
-        CHECK(refused(copy, len, "in format 1, older than the format 2 this dpc"));
+        CHECK(refused(copy, len, "in format 1, older than the format 3 this dpc"));
     }
     memcpy(copy, img, len);
     char *ver = strstr((char *)copy + 8, "\"dpc.version\":\"");

@@ -216,7 +216,8 @@ typedef struct emu_model {
     const kgraph *kg;
     dpc_cu_plan plan;
     emu_fn *fn; /* per step */
-    char **param; /* per buffer: aligned copies of the weights */
+    char **param; /* per buffer: aligned copies of the weights, and the prepare kernels' outputs */
+    bool prepared; /* the plan's prepare steps ran (once, as the backend runs them) */
 } emu_model;
 
 /* Runs the plan at batch n; outputs[j] receive the output buffers. Returns
@@ -238,7 +239,7 @@ static int emu_forward(emu_model *em, const dpc_model *m, int64_t n, dpc_tensor 
     memset(arena, 0xff, total + DPC_MEMPLAN_ALIGN); /* NaN: reading what was never written shows */
     for (int i = 0; i < nb; i++) {
         const kbuf *b = kg->bufs.items[i];
-        ptr[i] = b->kind == BUF_PARAM ? em->param[i] : arena + off[i];
+        ptr[i] = b->kind == BUF_PARAM || b->kind == BUF_CONST ? em->param[i] : arena + off[i];
         if (b->kind == BUF_INPUT) {
             int64_t cnt = b->sym ? b->elems * n : b->elems;
             if (kbuf_esize(b, prec) == b->esize)
@@ -251,7 +252,7 @@ static int emu_forward(emu_model *em, const dpc_model *m, int64_t n, dpc_tensor 
     for (int i = 0; i < m->front->g.scalars.len; i++)
         sc[i] = (float)scalars[i];
     memset(flag, 0, sizeof *flag);
-    for (int i = 0; i < em->plan.nsteps; i++) {
+    for (int i = em->prepared ? em->plan.nprepare : 0; i < em->plan.nsteps; i++) {
         const dpc_cu_step *s = &em->plan.steps[i];
         if (s->kind == DPC_CU_GEMM) {
             gemm_args ga = {&s->u.gemm, ptr};
@@ -270,6 +271,7 @@ static int emu_forward(emu_model *em, const dpc_model *m, int64_t n, dpc_tensor 
         kctx c = {sc, flag, n, l->g};
         em->fn[i](args, &c, (unsigned)blocks);
     }
+    em->prepared = true;
     for (int i = 0; i < nb; i++) {
         const kbuf *b = kg->bufs.items[i];
         if (b->kind == BUF_OUTPUT) {
@@ -377,10 +379,14 @@ static void test_model(const char *path) {
     }
     for (int i = 0; i < nb; i++) {
         const kbuf *b = dpc_unit_kgraph(m->unit)->bufs.items[i];
-        if (b->kind != BUF_PARAM)
+        if (b->kind != BUF_PARAM && b->kind != BUF_CONST)
             continue;
         size_t bytes = dpc_memplan_bytes(b, 1, prec);
         em.param[i] = aligned_alloc(DPC_MEMPLAN_ALIGN, bytes ? bytes : DPC_MEMPLAN_ALIGN);
+        if (b->kind == BUF_CONST) { /* written by the prepare steps */
+            memset(em.param[i], 0xff, bytes ? bytes : DPC_MEMPLAN_ALIGN);
+            continue;
+        }
         if (prec == KP_F32)
             memcpy(em.param[i], m->params[b->index], (size_t)b->elems * 4);
         else

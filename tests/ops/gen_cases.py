@@ -1550,6 +1550,38 @@ def gen_fusion(R):
     c.ret("mp(relu(bn3(conv3(y))))", "conv -> bn(affine=false) -> relu -> maxpool")
     cases.append(c)
 
+    # batch norm folded into the layer before it (compiler/fold_bn.c), and
+    # where it must not be; no draws from R, so later cases stay as they were
+    c = Case("fusion", "fold_bn", "BatchNorm folded into the conv2d / conv1d / linear before it "
+                                  "(random running statistics and affine, eps from 1e-4 to 0.1)")
+    c.members += ["c1 = Conv2d(3, 8, 3, padding=1)", "b1 = BatchNorm2d(8, eps=0.1)",
+                  "c2 = Conv2d(8, 8, 3, padding=1, groups=8, bias=false)", "b2 = BatchNorm2d(8, eps=1e-3)",
+                  "c3 = Conv2d(8, 4, 1, stride=2, bias=false)", "b3 = BatchNorm2d(4, affine=false)",
+                  "d1 = Conv1d(3, 5, 3, padding=1)", "e1 = BatchNorm1d(5, eps=1e-2)",
+                  "f1 = Linear(12, 6)", "g1 = BatchNorm1d(6, eps=1e-4)"]
+    c.params += ["x: [N, 3, 8, 8]", "s: [N, 3, 10]", "v: [N, 12]"]
+    c.body.append("y = relu(b1(c1(x)))")
+    c.ret("b2(c2(y))", "depthwise conv (bias=false) -> bn")
+    c.ret("b3(c3(y))", "1x1 stride-2 conv (bias=false) -> bn(affine=false)")
+    c.ret("e1(d1(s))", "conv1d -> BatchNorm1d")
+    c.ret("relu(g1(f1(v)))", "linear -> BatchNorm1d -> relu")
+    cases.append(c)
+
+    c = Case("fusion", "fold_bn_not", "BatchNorm that must not be folded: its input has a second use, "
+                                      "it comes before the conv, batch statistics, a linear over the last dim")
+    c.single_device = "batch statistics are per replica under DataParallel"
+    c.members += ["c1 = Conv2d(3, 4, 3, padding=1)", "b1 = BatchNorm2d(4)",
+                  "b2 = BatchNorm2d(3, eps=1e-2)", "c2 = Conv2d(3, 4, 3)",
+                  "c3 = Conv2d(3, 4, 3)", "b3 = BatchNorm2d(4, track_running_stats=false)",
+                  "f1 = Linear(6, 5)", "g1 = BatchNorm1d(4)"]
+    c.params += ["x: [N, 3, 6, 6]", "t: [N, 4, 6]"]
+    c.body.append("h = c1(x)")
+    c.ret("b1(h) + h", "conv -> bn, the conv's output used again")
+    c.ret("c2(b2(x))", "bn before the conv")
+    c.ret("b3(c3(x))", "conv -> bn with batch statistics")
+    c.ret("g1(f1(t))", "linear on [N, 4, 6] -> BatchNorm1d(4): channels are not the linear's outputs")
+    cases.append(c)
+
     c = Case("fusion", "chains", "long elementwise chains with operands broadcast in different ways, "
                                  "unary functions in between, and a kw scalar")
     c.kw.append("alpha=%s" % repr(round(R.uniform(0.2, 2.0), 3)))

@@ -73,7 +73,8 @@ static void io_liveness(const kgraph *kg, int *first, int *last) {
     }
 }
 
-static bool placed(const kbuf *b) { return b->kind != BUF_PARAM; }
+/* what the memory plan places: not the weights, nor the prepare kernels' outputs (BUF_CONST, kept by the backend) */
+static bool placed(const kbuf *b) { return b->kind != BUF_PARAM && b->kind != BUF_CONST; }
 
 static void check_plan(const char *path, const dpc_unit *u, int64_t N, kprec prec) {
     const kgraph *kg = dpc_unit_kgraph(u);
