@@ -782,6 +782,11 @@ static void emit_copy(const kgraph *kg, const kernel *k, dpc_buf *o) {
 #define ATTN_BK 64
 #define ATTN_RQ 4
 #define ATTN_RK 16
+/* whether k^T is closer to contiguous along e than along the keys */
+static bool kt_by_key(const emit_attn *a) {
+    const dim se = a->kt.stride[a->r - 2], sk = a->kt.stride[a->r - 1];
+    return !se.sym && (sk.sym || se.k < sk.k);
+}
 static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
     emit_attn a;
     emit_attn_geom(kg, k, &a);
@@ -818,11 +823,20 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
                    "        for (int64_t x = 0; x < %d * %lldLL; x++) acc[x] = 0.0f;\n"
                    "        for (int64_t j0 = 0; j0 < %lldLL; j0 += %d) {\n"
                    "            const int64_t nk = %lldLL - j0 < %d ? %lldLL - j0 : %d;\n"
-                   "            float kb[%lld * %d], vb[%d * %lld], s[%d * %d];\n"
-                   "            for (int64_t e = 0; e < %lldLL; e++)\n"
-                   "                for (int64_t jj = 0; jj < %d; jj++) kb[e * %d + jj] = jj < nk ? kp[e * %s",
-                   BQ, BQ, Ev, S, BK, S, BK, S, BK, E, BK, BK, Ev, BQ, BK, E, BK, BK,
-                   emit_dim(t1, sizeof t1, a.kt.stride[r - 2]));
+                   "            float kb[%lld * %d], vb[%d * %lld], s[%d * %d];\n",
+                   BQ, BQ, Ev, S, BK, S, BK, S, BK, E, BK, BK, Ev, BQ, BK);
+    /* the transposing copy reads along the smaller stride (BERT's k: along
+     * e, one key row after the other) */
+    if (kt_by_key(&a))
+        dpc_buf_printf(o,
+                       "            for (int64_t jj = 0; jj < %d; jj++)\n"
+                       "                for (int64_t e = 0; e < %lldLL; e++) kb[e * %d + jj] = jj < nk ? kp[e * %s",
+                       BK, E, BK, emit_dim(t1, sizeof t1, a.kt.stride[r - 2]));
+    else
+        dpc_buf_printf(o,
+                       "            for (int64_t e = 0; e < %lldLL; e++)\n"
+                       "                for (int64_t jj = 0; jj < %d; jj++) kb[e * %d + jj] = jj < nk ? kp[e * %s",
+                       E, BK, BK, emit_dim(t1, sizeof t1, a.kt.stride[r - 2]));
     dpc_buf_printf(o, " + (j0 + jj) * %s] : 0.0f;\n", emit_dim(t1, sizeof t1, a.kt.stride[r - 1]));
     dpc_buf_printf(o,
                    "            for (int64_t jj = 0; jj < %d; jj++)\n"
