@@ -778,7 +778,7 @@ static void emit_copy(const kgraph *kg, const kernel *k, dpc_buf *o) {
  * queries at a time, each value row read once for them, inner loop over
  * Ev. q, k^T and v are read through their strides; the output is written
  * in the layout of the permute after it, when the kernel has one. */
-#define ATTN_BQ 32
+#define ATTN_BQ 128
 #define ATTN_BK 64
 #define ATTN_RQ 4
 #define ATTN_RK 16
@@ -792,8 +792,13 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
     emit_attn_geom(kg, k, &a);
     char t1[96], t2[96];
     int r = a.r;
-    const int BQ = ATTN_BQ, BK = ATTN_BK, RQ = ATTN_RQ, RK = ATTN_RK;
+    const int BK = ATTN_BK, RQ = ATTN_RQ, RK = ATTN_RK;
     const long long L = a.L, E = a.E, S = a.S, Ev = a.Ev, nqb = (a.L + ATTN_BQ - 1) / ATTN_BQ;
+    /* up to ATTN_BQ queries a block, the blocks as even as RQ allows (L =
+     * 197: two of 100): each key block is copied once per query block */
+    const int BQ = (int)(((L + nqb - 1) / nqb + RQ - 1) / RQ * RQ);
+    /* acc and the value block have rows of Ev rounded up to RK (zeros) */
+    const long long EvP = (Ev + RK - 1) / RK * RK;
     emit_comment(o, "    ", k->root);
     for (int i = 0; i < k->ops.len; i++)
         emit_comment(o, "    ", k->ops.items[i]);
@@ -814,17 +819,19 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_printf(o,
                    "        const int64_t nq = %lldLL - i0 < %d ? %lldLL - i0 : %d;\n"
                    "        float qb[%d * %lld], acc[%d * %lld], mx[%d], sm[%d], cr[%d];\n"
-                   "        for (int64_t ii = 0; ii < %d; ii++)\n"
-                   "            for (int64_t e = 0; e < %lldLL; e++) qb[ii * %lld + e] = ii < nq ? qp[(i0 + ii) * %s",
-                   L, BQ, L, BQ, BQ, E, BQ, Ev, BQ, BQ, BQ, BQ, E, E, emit_dim(t1, sizeof t1, a.q.stride[r - 2]));
-    dpc_buf_printf(o, " + e * %s] : 0.0f;\n", emit_dim(t1, sizeof t1, a.q.stride[r - 1]));
+                   "        for (int64_t ii = 0; ii < nq; ii++)\n"
+                   "            for (int64_t e = 0; e < %lldLL; e++) qb[ii * %lld + e] = qp[(i0 + ii) * %s",
+                   L, BQ, L, BQ, BQ, E, BQ, EvP, BQ, BQ, BQ, E, E, emit_dim(t1, sizeof t1, a.q.stride[r - 2]));
+    dpc_buf_printf(o, " + e * %s];\n", emit_dim(t1, sizeof t1, a.q.stride[r - 1]));
+    /* the score loop reads the query rows up to nq rounded up to RQ */
+    dpc_buf_printf(o, "        for (int64_t x = nq * %lld; x < %d * %lld; x++) qb[x] = 0.0f;\n", E, BQ, E);
     dpc_buf_printf(o,
                    "        for (int64_t ii = 0; ii < %d; ii++) { mx[ii] = -INFINITY; sm[ii] = 0.0f; cr[ii] = 1.0f; }\n"
                    "        for (int64_t x = 0; x < %d * %lldLL; x++) acc[x] = 0.0f;\n"
                    "        for (int64_t j0 = 0; j0 < %lldLL; j0 += %d) {\n"
                    "            const int64_t nk = %lldLL - j0 < %d ? %lldLL - j0 : %d;\n"
                    "            float kb[%lld * %d], vb[%d * %lld], s[%d * %d];\n",
-                   BQ, BQ, Ev, S, BK, S, BK, S, BK, E, BK, BK, Ev, BQ, BK);
+                   BQ, BQ, EvP, S, BK, S, BK, S, BK, E, BK, BK, EvP, BQ, BK);
     /* the transposing copy reads along the smaller stride (BERT's k: along
      * e, one key row after the other) */
     if (kt_by_key(&a))
@@ -840,8 +847,8 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_printf(o, " + (j0 + jj) * %s] : 0.0f;\n", emit_dim(t1, sizeof t1, a.kt.stride[r - 1]));
     dpc_buf_printf(o,
                    "            for (int64_t jj = 0; jj < %d; jj++)\n"
-                   "                for (int64_t d = 0; d < %lldLL; d++) vb[jj * %lld + d] = jj < nk ? vp[(j0 + jj) * %s",
-                   BK, Ev, Ev, emit_dim(t1, sizeof t1, a.v.stride[r - 2]));
+                   "                for (int64_t d = 0; d < %lldLL; d++) vb[jj * %lld + d] = jj < nk && d < %lldLL ? vp[(j0 + jj) * %s",
+                   BK, EvP, EvP, Ev, emit_dim(t1, sizeof t1, a.v.stride[r - 2]));
     dpc_buf_printf(o, " + d * %s] : 0.0f;\n", emit_dim(t1, sizeof t1, a.v.stride[r - 1]));
     /* the scores: RQ queries x RK keys in registers, E inner */
     dpc_buf_printf(o,
@@ -902,30 +909,38 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
                    BK, RK, RK, RK, RK, BK, RK, RK, RK, BK, BK, RK, RK, BK, RK, RK, RK);
     /* p . v, RQ queries per value row */
     dpc_buf_printf(o,
-                   "            /* p . v, %d queries per pass over the value block */\n"
-                   "            for (int64_t ii = 0; ii < nq; ii += %d) {\n"
-                   "                float *const a0 = acc + ii * %lld, *const a1 = a0 + %lld, *const a2 = a0 + %lld, *const a3 = a0 + %lld;\n"
-                   "                const float *const p0 = s + ii * %d;\n"
-                   "                const float w0 = cr[ii], w1 = cr[ii + 1], w2 = cr[ii + 2], w3 = cr[ii + 3];\n"
-                   "                for (int64_t d = 0; d < %lldLL; d++) { a0[d] *= w0; a1[d] *= w1; a2[d] *= w2; a3[d] *= w3; }\n"
-                   "                for (int64_t jj = 0; jj < nk; jj++) {\n"
-                   "                    const float e0 = p0[jj], e1 = p0[%d + jj], e2 = p0[%d + jj], e3 = p0[%d + jj];\n"
-                   "                    const float *const vr = vb + jj * %lld;\n"
-                   "                    for (int64_t d = 0; d < %lldLL; d++) {\n"
-                   "                        const float vv = vr[d];\n"
-                   "                        a0[d] += e0 * vv; a1[d] += e1 * vv; a2[d] += e2 * vv; a3[d] += e3 * vv;\n"
+                   "            /* p . v: %d queries x %d of Ev in registers, over the block's keys */\n"
+                   "            for (int64_t ii = 0; ii < nq; ii += %d)\n"
+                   "                for (int64_t db = 0; db < %lldLL; db += %d) {\n"
+                   "                    float *const a0 = acc + ii * %lld + db;\n"
+                   "                    const float *const p0 = s + ii * %d;\n"
+                   "                    const float w0 = cr[ii], w1 = cr[ii + 1], w2 = cr[ii + 2], w3 = cr[ii + 3];\n"
+                   "                    float r0[%d], r1[%d], r2[%d], r3[%d];\n"
+                   "                    for (int64_t l = 0; l < %d; l++) {\n"
+                   "                        r0[l] = a0[l] * w0; r1[l] = a0[%lld + l] * w1; r2[l] = a0[%lld + l] * w2; r3[l] = a0[%lld + l] * w3;\n"
+                   "                    }\n"
+                   "                    for (int64_t jj = 0; jj < nk; jj++) {\n"
+                   "                        const float e0 = p0[jj], e1 = p0[%d + jj], e2 = p0[%d + jj], e3 = p0[%d + jj];\n"
+                   "                        const float *const vr = vb + jj * %lld + db;\n"
+                   "                        for (int64_t l = 0; l < %d; l++) {\n"
+                   "                            const float vv = vr[l];\n"
+                   "                            r0[l] += e0 * vv; r1[l] += e1 * vv; r2[l] += e2 * vv; r3[l] += e3 * vv;\n"
+                   "                        }\n"
+                   "                    }\n"
+                   "                    for (int64_t l = 0; l < %d; l++) {\n"
+                   "                        a0[l] = r0[l]; a0[%lld + l] = r1[l]; a0[%lld + l] = r2[l]; a0[%lld + l] = r3[l];\n"
                    "                    }\n"
                    "                }\n"
-                   "            }\n"
                    "        }\n",
-                   RQ, RQ, Ev, Ev, 2 * Ev, 3 * Ev, BK, Ev, BK, 2 * BK, 3 * BK, Ev, Ev);
+                   RQ, RK, RQ, EvP, RK, EvP, BK, RK, RK, RK, RK, RK, EvP, 2 * EvP, 3 * EvP, BK, 2 * BK, 3 * BK, EvP, RK,
+                   RK, EvP, 2 * EvP, 3 * EvP);
     dpc_buf_printf(o,
                    "        for (int64_t ii = 0; ii < nq; ii++) {\n"
                    "            const float inv = 1.0f / sm[ii];\n"
                    "            for (int64_t d = 0; d < %lldLL; d++) op[(i0 + ii) * %s",
                    Ev, emit_dim(t1, sizeof t1, a.o.stride[r - 2]));
     dpc_buf_printf(o, " + d * %s] = acc[ii * %lld + d] * inv;\n        }\n    }\n",
-                   emit_dim(t1, sizeof t1, a.o.stride[r - 1]), Ev);
+                   emit_dim(t1, sizeof t1, a.o.stride[r - 1]), EvP);
 }
 
 static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
