@@ -765,19 +765,40 @@ static void emit_copy(const kgraph *kg, const kernel *k, dpc_buf *o) {
 
 /* Fused attention (KK_ATTN, fuse.c / attn.c): per batch (b.., a head) and
  * block of ATTN_BQ queries, the keys in blocks of ATTN_BK with an online
- * softmax: the block's scores (q . k, GEMM-like over a transposed copy of
- * the key block, so the inner loop runs over keys), the chain (scale,
- * mask) at each (query, key), the running max and sum rescaled, and p . v
- * accumulated over a copy of the value block (inner loop over Ev). q, k^T
- * and v are read through their strides; the output is written in the
- * layout of the permute after it, when the kernel has one. */
-#define ATTN_BQ 32
+ * softmax. The (batch, query block) pairs are independent (each writes its
+ * own output rows), so that loop is split over the replica's threads. Per
+ * key block: the key block copied transposed ([E][BK]) and the value block
+ * copied ([BK][Ev]), both zero-padded past the last key; the scores of the
+ * whole query block into a tile s[BQ][BK], ATTN_RQ queries x ATTN_RK keys
+ * at a time with the head dim inner (the accumulators stay in registers,
+ * the key loop vectorises); the chain (scale, mask) at each (query, key)
+ * and -inf past the last key; per row the running max and sum over
+ * ATTN_RK lanes (selects and adds GCC vectorises without -ffast-math) and
+ * the exp over the row with dpc_expf (vectorised); p . v for ATTN_RQ
+ * queries at a time, each value row read once for them, inner loop over
+ * Ev. q, k^T and v are read through their strides; the output is written
+ * in the layout of the permute after it, when the kernel has one. */
+#define ATTN_BQ 128
 #define ATTN_BK 64
+#define ATTN_RQ 4
+#define ATTN_RK 16
+/* whether k^T is closer to contiguous along e than along the keys */
+static bool kt_by_key(const emit_attn *a) {
+    const dim se = a->kt.stride[a->r - 2], sk = a->kt.stride[a->r - 1];
+    return !se.sym && (sk.sym || se.k < sk.k);
+}
 static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
     emit_attn a;
     emit_attn_geom(kg, k, &a);
-    char t1[96], t2[96], t3[96], t4[96], t5[96], t6[96], t7[96], t8[96];
+    char t1[96], t2[96];
     int r = a.r;
+    const int BK = ATTN_BK, RQ = ATTN_RQ, RK = ATTN_RK;
+    const long long L = a.L, E = a.E, S = a.S, Ev = a.Ev, nqb = (a.L + ATTN_BQ - 1) / ATTN_BQ;
+    /* up to ATTN_BQ queries a block, the blocks as even as RQ allows (L =
+     * 197: two of 100): each key block is copied once per query block */
+    const int BQ = (int)(((L + nqb - 1) / nqb + RQ - 1) / RQ * RQ);
+    /* acc and the value block have rows of Ev rounded up to RK (zeros) */
+    const long long EvP = (Ev + RK - 1) / RK * RK;
     emit_comment(o, "    ", k->root);
     for (int i = 0; i < k->ops.len; i++)
         emit_comment(o, "    ", k->ops.items[i]);
@@ -786,70 +807,140 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
     if (k->attn.perm)
         emit_comment(o, "    ", k->attn.perm);
     dpc_buf_printf(o, "    /* fused attention: [L=%lld, E=%lld] x [S=%lld, Ev=%lld], %d queries x %d keys per block */\n",
-                   a.L, a.E, a.S, a.Ev, ATTN_BQ, ATTN_BK);
-    dpc_buf_printf(o, "    const int64_t nbat = %s;\n    for (int64_t bi = 0; bi < nbat; bi++) {\n",
-                   emit_prod(t1, sizeof t1, &a.batch, 0, a.nb));
+                   L, E, S, Ev, BQ, BK);
+    dpc_buf_printf(o, "    const int64_t nbat = %s;\n", emit_prod(t1, sizeof t1, &a.batch, 0, a.nb));
+    snprintf(t2, sizeof t2, "nbat * %lldLL", L * S * (E + Ev));
+    emit_par_for(o, "    ", 1, t2);
+    dpc_buf_printf(o,
+                   "    for (int64_t t = 0; t < nbat * %lldLL; t++) {\n"
+                   "        const int64_t bi = t / %lldLL, i0 = (t %% %lldLL) * %d;\n",
+                   nqb, nqb, nqb, BQ);
     emit_attn_bases(kg, &a, o, "        ", "int64_t", "float");
     dpc_buf_printf(o,
-                   "        for (int64_t i0 = 0; i0 < %lldLL; i0 += %d) {\n"
-                   "            const int64_t nq = %lldLL - i0 < %d ? %lldLL - i0 : %d;\n"
-                   "            float qb[%d * %lld], acc[%d * %lld], mx[%d], sm[%d];\n"
-                   "            for (int64_t ii = 0; ii < nq; ii++)\n"
-                   "                for (int64_t e = 0; e < %lldLL; e++) qb[ii * %lld + e] = qp[(i0 + ii) * %s + e * %s];\n"
-                   "            for (int64_t ii = 0; ii < %d; ii++) { mx[ii] = -INFINITY; sm[ii] = 0.0f; }\n"
-                   "            for (int64_t x = 0; x < %d * %lldLL; x++) acc[x] = 0.0f;\n"
-                   "            for (int64_t j0 = 0; j0 < %lldLL; j0 += %d) {\n"
-                   "                const int64_t nk = %lldLL - j0 < %d ? %lldLL - j0 : %d;\n"
-                   "                float kb[%lld * %d], vb[%d * %lld], s[%d];\n"
-                   "                for (int64_t e = 0; e < %lldLL; e++)\n"
-                   "                    for (int64_t jj = 0; jj < %d; jj++) kb[e * %d + jj] = jj < nk ? kp[e * %s + (j0 + jj) * %s] : 0.0f;\n"
-                   "                for (int64_t jj = 0; jj < nk; jj++)\n"
-                   "                    for (int64_t d = 0; d < %lldLL; d++) vb[jj * %lld + d] = vp[(j0 + jj) * %s + d * %s];\n"
-                   "                for (int64_t ii = 0; ii < nq; ii++) {\n"
-                   "                    for (int64_t jj = 0; jj < %d; jj++) s[jj] = 0.0f;\n"
-                   "                    for (int64_t e = 0; e < %lldLL; e++) {\n"
-                   "                        const float qv = qb[ii * %lld + e];\n"
-                   "                        const float *const kr = kb + e * %d;\n"
-                   "                        for (int64_t jj = 0; jj < %d; jj++) s[jj] += qv * kr[jj];\n"
-                   "                    }\n"
-                   "                    const int64_t c%d = i0 + ii;\n"
-                   "                    for (int64_t jj = 0; jj < nk; jj++) {\n"
-                   "                        const int64_t c%d = j0 + jj;\n",
-                   a.L, ATTN_BQ, a.L, ATTN_BQ, a.L, ATTN_BQ, ATTN_BQ, a.E, ATTN_BQ, a.Ev, ATTN_BQ, ATTN_BQ, a.E, a.E,
-                   emit_dim(t1, sizeof t1, a.q.stride[r - 2]), emit_dim(t2, sizeof t2, a.q.stride[r - 1]), ATTN_BQ,
-                   ATTN_BQ, a.Ev, a.S, ATTN_BK, a.S, ATTN_BK, a.S, ATTN_BK, a.E, ATTN_BK, ATTN_BK, a.Ev, ATTN_BK, a.E,
-                   ATTN_BK, ATTN_BK, emit_dim(t3, sizeof t3, a.kt.stride[r - 2]),
-                   emit_dim(t4, sizeof t4, a.kt.stride[r - 1]), a.Ev, a.Ev, emit_dim(t5, sizeof t5, a.v.stride[r - 2]),
-                   emit_dim(t6, sizeof t6, a.v.stride[r - 1]), ATTN_BK, a.E, a.E, ATTN_BK, ATTN_BK, r - 2, r - 1);
-    emit_attn_chain(kg, k, &a, o, "                        ", "int64_t", "s[jj]", "s[jj]", DIALECT_C);
+                   "        const int64_t nq = %lldLL - i0 < %d ? %lldLL - i0 : %d;\n"
+                   "        float qb[%d * %lld], acc[%d * %lld], mx[%d], sm[%d], cr[%d];\n"
+                   "        for (int64_t ii = 0; ii < nq; ii++)\n"
+                   "            for (int64_t e = 0; e < %lldLL; e++) qb[ii * %lld + e] = qp[(i0 + ii) * %s",
+                   L, BQ, L, BQ, BQ, E, BQ, EvP, BQ, BQ, BQ, E, E, emit_dim(t1, sizeof t1, a.q.stride[r - 2]));
+    dpc_buf_printf(o, " + e * %s];\n", emit_dim(t1, sizeof t1, a.q.stride[r - 1]));
+    /* the score loop reads the query rows up to nq rounded up to RQ */
+    dpc_buf_printf(o, "        for (int64_t x = nq * %lld; x < %d * %lld; x++) qb[x] = 0.0f;\n", E, BQ, E);
     dpc_buf_printf(o,
+                   "        for (int64_t ii = 0; ii < %d; ii++) { mx[ii] = -INFINITY; sm[ii] = 0.0f; cr[ii] = 1.0f; }\n"
+                   "        for (int64_t x = 0; x < %d * %lldLL; x++) acc[x] = 0.0f;\n"
+                   "        for (int64_t j0 = 0; j0 < %lldLL; j0 += %d) {\n"
+                   "            const int64_t nk = %lldLL - j0 < %d ? %lldLL - j0 : %d;\n"
+                   "            float kb[%lld * %d], vb[%d * %lld], s[%d * %d];\n",
+                   BQ, BQ, EvP, S, BK, S, BK, S, BK, E, BK, BK, EvP, BQ, BK);
+    /* the transposing copy reads along the smaller stride (BERT's k: along
+     * e, one key row after the other) */
+    if (kt_by_key(&a))
+        dpc_buf_printf(o,
+                       "            for (int64_t jj = 0; jj < %d; jj++)\n"
+                       "                for (int64_t e = 0; e < %lldLL; e++) kb[e * %d + jj] = jj < nk ? kp[e * %s",
+                       BK, E, BK, emit_dim(t1, sizeof t1, a.kt.stride[r - 2]));
+    else
+        dpc_buf_printf(o,
+                       "            for (int64_t e = 0; e < %lldLL; e++)\n"
+                       "                for (int64_t jj = 0; jj < %d; jj++) kb[e * %d + jj] = jj < nk ? kp[e * %s",
+                       E, BK, BK, emit_dim(t1, sizeof t1, a.kt.stride[r - 2]));
+    dpc_buf_printf(o, " + (j0 + jj) * %s] : 0.0f;\n", emit_dim(t1, sizeof t1, a.kt.stride[r - 1]));
+    dpc_buf_printf(o,
+                   "            for (int64_t jj = 0; jj < %d; jj++)\n"
+                   "                for (int64_t d = 0; d < %lldLL; d++) vb[jj * %lld + d] = jj < nk && d < %lldLL ? vp[(j0 + jj) * %s",
+                   BK, EvP, EvP, Ev, emit_dim(t1, sizeof t1, a.v.stride[r - 2]));
+    dpc_buf_printf(o, " + d * %s] : 0.0f;\n", emit_dim(t1, sizeof t1, a.v.stride[r - 1]));
+    /* the scores: RQ queries x RK keys in registers, E inner */
+    dpc_buf_printf(o,
+                   "            /* scores, %d queries x %d keys at a time (padded query rows are zero) */\n"
+                   "            for (int64_t ii = 0; ii < nq; ii += %d)\n"
+                   "                for (int64_t jb = 0; jb < nk; jb += %d) {\n"
+                   "                    float r0[%d], r1[%d], r2[%d], r3[%d];\n"
+                   "                    for (int64_t l = 0; l < %d; l++) r0[l] = r1[l] = r2[l] = r3[l] = 0.0f;\n"
+                   "                    const float *const q0 = qb + ii * %lld;\n"
+                   "                    for (int64_t e = 0; e < %lldLL; e++) {\n"
+                   "                        const float a0 = q0[e], a1 = q0[%lld + e], a2 = q0[%lld + e], a3 = q0[%lld + e];\n"
+                   "                        const float *const kr = kb + e * %d + jb;\n"
+                   "                        for (int64_t l = 0; l < %d; l++) {\n"
+                   "                            const float kv = kr[l];\n"
+                   "                            r0[l] += a0 * kv; r1[l] += a1 * kv; r2[l] += a2 * kv; r3[l] += a3 * kv;\n"
+                   "                        }\n"
                    "                    }\n"
-                   "                    /* online softmax: the running max, the sum and the output rescaled */\n"
-                   "                    float mb = mx[ii];\n"
-                   "                    for (int64_t jj = 0; jj < nk; jj++) mb = s[jj] > mb ? s[jj] : mb;\n"
-                   "                    if (mb == -INFINITY) continue; /* every key so far masked */\n"
-                   "                    const float corr = expf(mx[ii] - mb);\n"
-                   "                    float ls = 0.0f;\n"
-                   "                    for (int64_t jj = 0; jj < nk; jj++) { s[jj] = expf(s[jj] - mb); ls += s[jj]; }\n"
-                   "                    sm[ii] = sm[ii] * corr + ls;\n"
-                   "                    mx[ii] = mb;\n"
-                   "                    float *const ar = acc + ii * %lld;\n"
-                   "                    for (int64_t d = 0; d < %lldLL; d++) ar[d] *= corr;\n"
+                   "                    float *const s0 = s + ii * %d + jb;\n"
+                   "                    for (int64_t l = 0; l < %d; l++) {\n"
+                   "                        s0[l] = r0[l]; s0[%d + l] = r1[l]; s0[%d + l] = r2[l]; s0[%d + l] = r3[l];\n"
+                   "                    }\n"
+                   "                }\n",
+                   RQ, RK, RQ, RK, RK, RK, RK, RK, RK, E, E, E, 2 * E, 3 * E, BK, RK, BK, RK, BK, 2 * BK, 3 * BK);
+    /* the chain, row by row */
+    dpc_buf_printf(o,
+                   "            for (int64_t ii = 0; ii < nq; ii++) {\n"
+                   "                float *const sr = s + ii * %d;\n"
+                   "                const int64_t c%d = i0 + ii;\n"
+                   "                for (int64_t jj = 0; jj < nk; jj++) {\n"
+                   "                    const int64_t c%d = j0 + jj;\n",
+                   BK, r - 2, r - 1);
+    emit_attn_chain(kg, k, &a, o, "                    ", "int64_t", "sr[jj]", "sr[jj]", DIALECT_C);
+    dpc_buf_printf(o,
+                   "                }\n"
+                   "                for (int64_t jj = nk; jj < %d; jj++) sr[jj] = -INFINITY;\n"
+                   "                /* online softmax: the running max, the sum and the output rescaled */\n"
+                   "                float lm[%d], ls[%d];\n"
+                   "                for (int64_t l = 0; l < %d; l++) lm[l] = sr[l];\n"
+                   "                for (int64_t jb = %d; jb < %d; jb += %d)\n"
+                   "                    for (int64_t l = 0; l < %d; l++) lm[l] = sr[jb + l] > lm[l] ? sr[jb + l] : lm[l];\n"
+                   "                float mb = mx[ii];\n"
+                   "                for (int64_t l = 0; l < %d; l++) mb = lm[l] > mb ? lm[l] : mb;\n"
+                   "                if (mb == -INFINITY) { /* every key so far masked: nothing accumulated */\n"
+                   "                    cr[ii] = 1.0f;\n"
+                   "                    for (int64_t jj = 0; jj < %d; jj++) sr[jj] = 0.0f;\n"
+                   "                    continue;\n"
+                   "                }\n"
+                   "                cr[ii] = dpc_expf(mx[ii] - mb);\n"
+                   "                for (int64_t jj = 0; jj < %d; jj++) sr[jj] = dpc_expf(sr[jj] - mb);\n"
+                   "                for (int64_t l = 0; l < %d; l++) ls[l] = sr[l];\n"
+                   "                for (int64_t jb = %d; jb < %d; jb += %d)\n"
+                   "                    for (int64_t l = 0; l < %d; l++) ls[l] += sr[jb + l];\n"
+                   "                float lsum = 0.0f;\n"
+                   "                for (int64_t l = 0; l < %d; l++) lsum += ls[l];\n"
+                   "                sm[ii] = sm[ii] * cr[ii] + lsum;\n"
+                   "                mx[ii] = mb;\n"
+                   "            }\n",
+                   BK, RK, RK, RK, RK, BK, RK, RK, RK, BK, BK, RK, RK, BK, RK, RK, RK);
+    /* p . v, RQ queries per value row */
+    dpc_buf_printf(o,
+                   "            /* p . v: %d queries x %d of Ev in registers, over the block's keys */\n"
+                   "            for (int64_t ii = 0; ii < nq; ii += %d)\n"
+                   "                for (int64_t db = 0; db < %lldLL; db += %d) {\n"
+                   "                    float *const a0 = acc + ii * %lld + db;\n"
+                   "                    const float *const p0 = s + ii * %d;\n"
+                   "                    const float w0 = cr[ii], w1 = cr[ii + 1], w2 = cr[ii + 2], w3 = cr[ii + 3];\n"
+                   "                    float r0[%d], r1[%d], r2[%d], r3[%d];\n"
+                   "                    for (int64_t l = 0; l < %d; l++) {\n"
+                   "                        r0[l] = a0[l] * w0; r1[l] = a0[%lld + l] * w1; r2[l] = a0[%lld + l] * w2; r3[l] = a0[%lld + l] * w3;\n"
+                   "                    }\n"
                    "                    for (int64_t jj = 0; jj < nk; jj++) {\n"
-                   "                        const float p = s[jj];\n"
-                   "                        const float *const vr = vb + jj * %lld;\n"
-                   "                        for (int64_t d = 0; d < %lldLL; d++) ar[d] += p * vr[d];\n"
+                   "                        const float e0 = p0[jj], e1 = p0[%d + jj], e2 = p0[%d + jj], e3 = p0[%d + jj];\n"
+                   "                        const float *const vr = vb + jj * %lld + db;\n"
+                   "                        for (int64_t l = 0; l < %d; l++) {\n"
+                   "                            const float vv = vr[l];\n"
+                   "                            r0[l] += e0 * vv; r1[l] += e1 * vv; r2[l] += e2 * vv; r3[l] += e3 * vv;\n"
+                   "                        }\n"
+                   "                    }\n"
+                   "                    for (int64_t l = 0; l < %d; l++) {\n"
+                   "                        a0[l] = r0[l]; a0[%lld + l] = r1[l]; a0[%lld + l] = r2[l]; a0[%lld + l] = r3[l];\n"
                    "                    }\n"
                    "                }\n"
-                   "            }\n"
-                   "            for (int64_t ii = 0; ii < nq; ii++) {\n"
-                   "                const float inv = 1.0f / sm[ii];\n"
-                   "                for (int64_t d = 0; d < %lldLL; d++) op[(i0 + ii) * %s + d * %s] = acc[ii * %lld + d] * inv;\n"
-                   "            }\n"
-                   "        }\n"
-                   "    }\n",
-                   a.Ev, a.Ev, a.Ev, a.Ev, a.Ev, emit_dim(t7, sizeof t7, a.o.stride[r - 2]),
-                   emit_dim(t8, sizeof t8, a.o.stride[r - 1]), a.Ev);
+                   "        }\n",
+                   RQ, RK, RQ, EvP, RK, EvP, BK, RK, RK, RK, RK, RK, EvP, 2 * EvP, 3 * EvP, BK, 2 * BK, 3 * BK, EvP, RK,
+                   RK, EvP, 2 * EvP, 3 * EvP);
+    dpc_buf_printf(o,
+                   "        for (int64_t ii = 0; ii < nq; ii++) {\n"
+                   "            const float inv = 1.0f / sm[ii];\n"
+                   "            for (int64_t d = 0; d < %lldLL; d++) op[(i0 + ii) * %s",
+                   Ev, emit_dim(t1, sizeof t1, a.o.stride[r - 2]));
+    dpc_buf_printf(o, " + d * %s] = acc[ii * %lld + d] * inv;\n        }\n    }\n",
+                   emit_dim(t1, sizeof t1, a.o.stride[r - 1]), EvP);
 }
 
 static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {

@@ -3,7 +3,7 @@
 
 threads/threads.dp holds one kernel of every kind the C dialect splits
 (elementwise chains flat and nested, softmax, log_softmax, layer_norm, sum,
-mean, amax, pooling, a permute copy, a cat), each above the size from which
+mean, amax, pooling, a permute copy, a cat, a fused attention), each above the size from which
 it is split. `dpc run` at 1, 2 and 3 threads a replica (DPC_GEMM_THREADS)
 and with two replicas must give the same bytes (the split is over
 independent rows and elements, never a reduction), and match the same
@@ -31,7 +31,8 @@ def reference(x, y):
     n = F.layer_norm(b, [64])
     r = b.sum(2) + lsm.mean(2) + n.amax(2)
     c = torch.cat([F.max_pool2d(b, 3, 2, 1), F.avg_pool2d(s, 2)], 1)
-    return [s + lsm + n, r, b.permute(0, 2, 3, 1), c]
+    t = torch.softmax(torch.matmul(b, x.transpose(-1, -2)) * 0.125 + y, -1)
+    return [s + lsm + n, r, b.permute(0, 2, 3, 1), c, torch.matmul(t, x)]
 
 
 def main():
@@ -45,7 +46,7 @@ def main():
         np.save(os.path.join(d, "y.npy"), y)
         runs = {}
         for name, threads, devices in [("1", "1", "cpu"), ("2", "2", "cpu"), ("3", "3", "cpu"), ("2x2", "2", "cpu,cpu")]:
-            outs = [os.path.join(d, "%s_%d.npy" % (name, i)) for i in range(4)]
+            outs = [os.path.join(d, "%s_%d.npy" % (name, i)) for i in range(5)]
             cmd = [dpc, "run", MODEL, "--input", os.path.join(d, "x.npy"), "--input", os.path.join(d, "y.npy"),
                    "--devices", devices]
             for o in outs:
