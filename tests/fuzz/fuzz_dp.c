@@ -149,7 +149,7 @@ static bool all_digits(const char *p, size_t n) {
 
 static int cmp_word(const void *key, const void *elem) { return strcmp(key, *(const char *const *)elem); }
 
-/* Whether name is "k<digits>" then "_<op name>" or "_copy" pieces. */
+/* Whether name is "k<digits>" then "_<op name>", "_copy" or "_attention" pieces. */
 static bool kernel_name_ok(const char *name) {
     const char *p = name + 1;
     size_t d = strspn(p, "0123456789");
@@ -165,6 +165,8 @@ static bool kernel_name_ok(const char *name) {
         }
         if (!best && strncmp(p, "_copy", 5) == 0 && (p[5] == '_' || !p[5]))
             best = 4;
+        if (!best && strncmp(p, "_attention", 10) == 0 && (p[10] == '_' || !p[10]))
+            best = 9; /* a fused attention kernel (attn.c) */
         if (!best)
             return false;
         p += 1 + best;
