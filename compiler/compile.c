@@ -306,6 +306,7 @@ void dpc_unit_conv(const dpc_unit *u, int i, dpc_conv_desc *out) {
         const kernel *kr = u->kg.kernels.items[k];
         if (kr->kind == KK_CONV && i-- == 0) {
             conv_describe(&u->kg, kr, out, &sum);
+            conv_keep_marks(&u->kg, kr, out, sum);
             return;
         }
     }

@@ -82,7 +82,8 @@ void conv_describe(const kgraph *kg, const kernel *k, dpc_conv_desc *d, int *sum
     emit_conv_geom(n, x, w, &cv);
     const conv_attr *a = &n->attr.conv;
     *d = (dpc_conv_desc){.kernel = k->id, .C = cv.C, .H = cv.H, .W = cv.W, .Co = cv.Co, .Ho = cv.Ho, .Wo = cv.Wo,
-                         .kh = cv.kh, .kw = cv.kw, .groups = cv.G, .bias = n->nin > 2, .w_param = -1};
+                         .kh = cv.kh, .kw = cv.kw, .groups = cv.G, .bias = n->nin > 2, .w_param = -1,
+                         .src_conv = -1, .sum_conv = -1};
     for (int i = 0; i < 2; i++) {
         d->stride[i] = a->stride[i];
         d->dil[i] = a->dil[i];
@@ -137,4 +138,67 @@ int conv_index_of(const kgraph *kg, const kernel *k) {
     for (int i = 0; i < k->id && i < kg->kernels.len; i++)
         c += ((const kernel *)kg->kernels.items[i])->kind == KK_CONV;
     return c;
+}
+
+/* The conv kernel computing node id (its tail), or NULL. */
+static const kernel *conv_of(const kgraph *kg, int id) {
+    int kk = id >= 0 && id < kg->nnodes ? kg->kern_of[id] : -1;
+    const kernel *p = kk >= 0 && kk < kg->kernels.len ? kg->kernels.items[kk] : NULL;
+    return p && p->kind == KK_CONV && p->out->id == id && !p->prepare ? p : NULL;
+}
+
+/* Whether conv kernel k's result may stay in the library's layout: every
+ * epilogue op is a post-op, it is a temporary (no graph output, no
+ * constant), and every read of its buffer is a conv kernel reading the
+ * value itself (no view) as its source or its residual operand. */
+static bool may_keep(const kgraph *kg, const kernel *k, const dpc_conv_desc *d) {
+    int yb = kg->buf_of[k->out->id];
+    if (k->prepare || d->nfused < k->ops.len || yb < 0 || ((const kbuf *)kg->bufs.items[yb])->kind != BUF_TEMP)
+        return false;
+    for (int i = 0; i < kg->out_bufs.len; i++)
+        if ((int)(intptr_t)kg->out_bufs.items[i] == yb)
+            return false;
+    for (int i = 0; i < kg->kernels.len; i++) {
+        const kernel *c = kg->kernels.items[i];
+        if (c == k)
+            continue;
+        int reads = 0, node, buf;
+        koperand_iter it = kernel_operands(kg, c, -1);
+        while (koperand_next(&it, &node, &buf))
+            if (buf == yb) {
+                if (node != k->out->id || c->kind != KK_CONV)
+                    return false;
+                reads++;
+            }
+        if (!reads)
+            continue;
+        dpc_conv_desc cd;
+        int sum;
+        conv_describe(kg, c, &cd, &sum);
+        int allowed = (c->root->in[0] == k->out->id) + (sum == k->out->id);
+        if (reads > allowed)
+            return false;
+    }
+    return true;
+}
+
+void conv_keep_marks(const kgraph *kg, const kernel *k, dpc_conv_desc *d, int sum) {
+    d->y_keep = may_keep(kg, k, d);
+    const kernel *p = conv_of(kg, k->root->in[0]);
+    dpc_conv_desc pd;
+    int ps;
+    if (p) {
+        conv_describe(kg, p, &pd, &ps);
+        if (may_keep(kg, p, &pd))
+            d->src_conv = conv_index_of(kg, p);
+    }
+    p = sum >= 0 ? conv_of(kg, sum) : NULL;
+    if (p) {
+        conv_describe(kg, p, &pd, &ps);
+        if (may_keep(kg, p, &pd))
+            d->sum_conv = conv_index_of(kg, p);
+    }
+    int wid = k->root->in[1], wb = kg->buf_of[wid];
+    d->w_const = d->w_param < 0 && wb >= 0 && ((const kbuf *)kg->bufs.items[wb])->kind == BUF_CONST &&
+                 kg->acc[wid].kind == ACC_CONTIG && kg->acc[wid].base == kgraph_node(kg, wid);
 }

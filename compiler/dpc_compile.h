@@ -346,6 +346,14 @@ typedef struct dpc_conv_desc {
     int npost;
     dpc_conv_post post[DPC_CONV_MAX_POST];
     int nfused;                 /* epilogue ops the post-ops compute */
+    /* the activation layout between convs (conv_keep_marks, conv_post.c):
+     * the result may stay in the library's layout (its epilogue is all
+     * post-ops, it is no graph output, and only convs read it, as their
+     * source or residual); the convs whose result is this conv's source
+     * and residual when they may (-1: another kernel's, NCHW) */
+    bool y_keep;
+    int src_conv, sum_conv;
+    bool w_const;               /* the weights are a prepare kernel's result (BUF_CONST) */
 } dpc_conv_desc;
 
 /* Convolution kernels of the unit (0 before DPC_STAGE_FUSED), and conv i

@@ -331,6 +331,9 @@ static dpc_status run_prepare(cpu_backend *cb, int fail_at, dpc_err *e) {
                        : dpc_errf(e, DPC_EINTERNAL, "prepare kernel %s failed", k.name);
         } else {
             atomic_fetch_add(&cb->prepare_runs, 1);
+#ifdef DPC_USE_DNNL
+            dpc_dnnl_consts_changed(cb->convs);
+#endif
             atomic_store_explicit(&cb->prepared, true, memory_order_release);
         }
     }

@@ -6,6 +6,7 @@
 
 #include <dnnl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@ enum { LAYOUT_PLAIN, LAYOUT_BLOCKED, LAYOUT_NHWC };
 typedef struct wentry {
     dnnl_memory_desc_t md;
     void *data;
+    unsigned long gen; /* weights computed by the prepare kernels: the consts' generation they hold */
 } wentry;
 
 struct dpc_dnnl_convs {
@@ -27,6 +29,8 @@ struct dpc_dnnl_convs {
     float *const *params;
     dpc_dnnl_threads_fn set_threads;
     int layout;
+    bool keep;                 /* results a conv alone reads stay in the primitive's layout (DPC_CONV_KEEP) */
+    _Atomic unsigned long gen; /* bumped whenever the prepare kernels ran (dpc_dnnl_consts_changed) */
     dnnl_engine_t eng;
     pthread_mutex_t mu; /* the weight cache: replicas plan concurrently */
     int *nw;
@@ -39,9 +43,12 @@ typedef struct pconv {
     int threads;
     char impl[64];
     dnnl_primitive_t conv;
+    dnnl_primitive_desc_t pd;                /* between the two passes of a plan */
     dnnl_primitive_t rsrc, rdst, rsum, rwei; /* reorders, NULL when not needed */
-    dnnl_memory_t src_user, src, wei_user, wei, bias, dst, dst_user, scratch;
+    dnnl_memory_t src_user, src, wei_user, wei, bias, dst, dst_user, sum_user, scratch;
     const void *wei_kept;                     /* reordered weights, NULL: w as passed or rwei per call */
+    unsigned long wgen;                       /* w_const: the generation wei_kept holds */
+    bool keep_y;                              /* the result stays in the primitive's layout (NHWC) */
     size_t src_bytes, dst_bytes, wei_bytes, scratch_bytes, y_bytes;
 } pconv;
 
@@ -92,9 +99,13 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, dpc_dnnl_
     c->params = params;
     c->set_threads = set_threads;
     const char *lay = getenv("DPC_CONV_LAYOUT");
+    c->layout = LAYOUT_NHWC; /* measured fastest: docs/performance.md */
     for (int i = 0; lay && i < 3; i++)
         if (strcmp(lay, LAYOUT_NAMES[i]) == 0)
             c->layout = i;
+    const char *keep = getenv("DPC_CONV_KEEP");
+    c->keep = c->layout != LAYOUT_PLAIN && !(keep && strcmp(keep, "0") == 0);
+    atomic_init(&c->gen, 1);
     for (int i = 0; i < n; i++)
         dpc_unit_conv(u, i, &c->d[i]);
     pthread_mutex_init(&c->mu, NULL);
@@ -138,11 +149,13 @@ static dnnl_alg_kind_t alg_of(dpc_conv_act a) {
 }
 
 static void pconv_free(pconv *p) {
+    if (p->pd)
+        dnnl_primitive_desc_destroy(p->pd);
     dnnl_primitive_t prims[] = {p->conv, p->rsrc, p->rdst, p->rsum, p->rwei};
     for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
         if (prims[i])
             dnnl_primitive_destroy(prims[i]);
-    dnnl_memory_t mems[] = {p->src_user, p->src, p->wei_user, p->wei, p->bias, p->dst, p->dst_user, p->scratch};
+    dnnl_memory_t mems[] = {p->src_user, p->src, p->wei_user, p->wei, p->bias, p->dst, p->dst_user, p->sum_user, p->scratch};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
         if (mems[i])
             dnnl_memory_destroy(mems[i]);
@@ -214,60 +227,74 @@ static dnnl_status_t reorder_now(dpc_dnnl_rconvs *r, dnnl_primitive_t p, dnnl_me
     return s == dnnl_success ? dnnl_stream_wait(r->stream) : s;
 }
 
-/* The weights of conv i in layout md, reordered from the parameter once. */
+/* The weights of conv i in layout md, reordered once from `from` (the
+ * parameter, or the prepare kernels' result: gen, their generation, then
+ * says which values the entry must hold; 0 for a parameter). NULL when the
+ * cache is full (the call reorders them) or on failure (*st set). */
 static const void *kept_weights(dpc_dnnl_rconvs *r, int i, const dnnl_memory_desc_t *md, const dnnl_memory_desc_t *user,
-                                dpc_status *st, dpc_err *e) {
+                                const void *from, unsigned long gen, dpc_status *st, dpc_err *e) {
     dpc_dnnl_convs *c = r->c;
-    const void *found = NULL;
+    wentry *w = NULL;
     pthread_mutex_lock(&c->mu);
-    for (int j = 0; j < c->nw[i] && !found; j++)
+    for (int j = 0; j < c->nw[i] && !w; j++)
         if (dnnl_memory_desc_equal(&c->w[i][j].md, md))
-            found = c->w[i][j].data;
-    if (!found && c->nw[i] < WCACHE_MAX) {
-        size_t bytes = dnnl_memory_desc_get_size(md), sb = 0;
-        void *data = dpc_aligned_alloc(bytes ? bytes : 64);
-        dnnl_primitive_t ro = NULL;
-        dnnl_memory_t mu = NULL, mw = NULL, ms = NULL;
-        void *sbuf = NULL;
-        dnnl_status_t s = data ? make_reorder(c->eng, user, md, &ro, &sb) : dnnl_out_of_memory;
-        if (s == dnnl_success && sb)
-            sbuf = dpc_aligned_alloc(sb);
-        if (s == dnnl_success && sb && !sbuf)
-            s = dnnl_out_of_memory;
-        if (s == dnnl_success)
-            s = dnnl_memory_create(&mu, user, c->eng, c->params[c->d[i].w_param]);
-        if (s == dnnl_success)
-            s = dnnl_memory_create(&mw, md, c->eng, data);
-        if (s == dnnl_success && sbuf) {
-            const dnnl_memory_desc_t *smd = NULL;
-            dnnl_memory_desc_t flat;
-            dnnl_dims_t dd = {(dnnl_dim_t)sb};
-            dnnl_memory_desc_init_by_tag(&flat, 1, dd, dnnl_u8, dnnl_a);
-            smd = &flat;
-            s = dnnl_memory_create(&ms, smd, c->eng, sbuf);
+            w = &c->w[i][j];
+    if (w && w->gen == gen) {
+        pthread_mutex_unlock(&c->mu);
+        return w->data;
+    }
+    if (!w && c->nw[i] == WCACHE_MAX) {
+        pthread_mutex_unlock(&c->mu);
+        return NULL;
+    }
+    size_t bytes = dnnl_memory_desc_get_size(md), sb = 0;
+    void *data = w ? w->data : dpc_aligned_alloc(bytes ? bytes : 64);
+    dnnl_primitive_t ro = NULL;
+    dnnl_memory_t mu = NULL, mw = NULL, ms = NULL;
+    void *sbuf = NULL;
+    dnnl_status_t s = data ? make_reorder(c->eng, user, md, &ro, &sb) : dnnl_out_of_memory;
+    if (s == dnnl_success && sb)
+        sbuf = dpc_aligned_alloc(sb);
+    if (s == dnnl_success && sb && !sbuf)
+        s = dnnl_out_of_memory;
+    if (s == dnnl_success)
+        s = dnnl_memory_create(&mu, user, c->eng, (void *)from);
+    if (s == dnnl_success)
+        s = dnnl_memory_create(&mw, md, c->eng, data);
+    if (s == dnnl_success && sbuf) {
+        dnnl_memory_desc_t flat;
+        dnnl_dims_t dd = {(dnnl_dim_t)sb};
+        dnnl_memory_desc_init_by_tag(&flat, 1, dd, dnnl_u8, dnnl_a);
+        s = dnnl_memory_create(&ms, &flat, c->eng, sbuf);
+    }
+    if (s == dnnl_success)
+        s = ro ? reorder_now(r, ro, mu, mw, ms) : dnnl_success;
+    if (s == dnnl_success && !ro)
+        memcpy(data, from, bytes);
+    if (ro)
+        dnnl_primitive_destroy(ro);
+    if (mu)
+        dnnl_memory_destroy(mu);
+    if (mw)
+        dnnl_memory_destroy(mw);
+    if (ms)
+        dnnl_memory_destroy(ms);
+    free(sbuf);
+    const void *found = NULL;
+    if (s == dnnl_success) {
+        if (!w) {
+            w = &c->w[i][c->nw[i]++];
+            w->md = *md;
+            w->data = data;
         }
-        if (s == dnnl_success)
-            s = ro ? reorder_now(r, ro, mu, mw, ms) : dnnl_success;
-        if (s == dnnl_success && !ro)
-            memcpy(data, c->params[c->d[i].w_param], bytes);
-        if (ro)
-            dnnl_primitive_destroy(ro);
-        if (mu)
-            dnnl_memory_destroy(mu);
-        if (mw)
-            dnnl_memory_destroy(mw);
-        if (ms)
-            dnnl_memory_destroy(ms);
-        free(sbuf);
-        if (s == dnnl_success) {
-            c->w[i][c->nw[i]] = (wentry){*md, data};
-            c->nw[i]++;
-            found = data;
-        } else {
+        w->gen = gen;
+        found = data;
+    } else {
+        if (!w)
             free(data);
-            *st = dpc_errf(e, DPC_EDEVICE, "oneDNN: reordering the weights of convolution %d failed (status %d)", i,
-                           (int)s);
-        }
+        else
+            w->gen = 0; /* (never a generation: the next call tries again) */
+        *st = dpc_errf(e, DPC_EDEVICE, "oneDNN: reordering the weights of convolution %d failed (status %d)", i, (int)s);
     }
     pthread_mutex_unlock(&c->mu);
     return found;
@@ -275,9 +302,9 @@ static const void *kept_weights(dpc_dnnl_rconvs *r, int i, const dnnl_memory_des
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
-/* Conv i of r's set at batch N: primitive, reorders, memory objects;
- * declined when oneDNN has no implementation. */
-static dpc_status plan_one(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *p, dpc_err *e) {
+/* Pass one of a plan: conv i's primitive descriptor at batch N (p->pd),
+ * or declined when oneDNN has no implementation. */
+static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *p) {
     dpc_dnnl_convs *c = r->c;
     const dpc_conv_desc *d = &c->d[i];
     double macs = (double)N * (double)d->Co * (double)(d->Ho * d->Wo) * (double)(d->C / d->groups) *
@@ -288,35 +315,52 @@ static dpc_status plan_one(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pc
     dnnl_dims_t sd = {N, d->C, d->H, d->W}, dd = {N, d->Co, d->Ho, d->Wo}, bd = {d->Co};
     dnnl_dims_t wd4 = {d->Co, d->C / d->groups, d->kh, d->kw};
     dnnl_dims_t wd5 = {d->groups, d->Co / d->groups, d->C / d->groups, d->kh, d->kw};
-    dnnl_memory_desc_t src_u, dst_u, wei_u, bias_md, src_any, dst_any, wei_any;
+    dnnl_memory_desc_t bias_md, src_any, dst_any, wei_any;
     dnnl_format_tag_t act = c->layout == LAYOUT_PLAIN ? dnnl_nchw : c->layout == LAYOUT_NHWC ? dnnl_nhwc : dnnl_format_tag_any;
-    dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, dnnl_nchw);
-    dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, dnnl_f32, dnnl_nchw);
     dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_f32, act);
     dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, act);
-    dnnl_memory_desc_init_by_tag(&wei_u, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, grouped ? dnnl_goihw : dnnl_oihw);
     dnnl_memory_desc_init_by_tag(&wei_any, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
     dnnl_dims_t strides = {d->stride[0], d->stride[1]}, dil = {d->dil[0] - 1, d->dil[1] - 1};
     dnnl_dims_t pl = {d->pad_l[0], d->pad_l[1]}, pr = {d->pad_r[0], d->pad_r[1]};
     dnnl_convolution_desc_t cd;
-    dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_attr_t attr = make_attr(d);
     dnnl_status_t s = !attr ? dnnl_unimplemented : dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
                                                                &src_any, &wei_any, d->bias ? &bias_md : NULL, &dst_any,
                                                                strides, dil, pl, pr);
     if (s == dnnl_success)
-        s = dnnl_primitive_desc_create(&pd, &cd, attr, c->eng, NULL);
+        s = dnnl_primitive_desc_create(&p->pd, &cd, attr, c->eng, NULL);
     if (attr)
         dnnl_primitive_attr_destroy(attr);
     if (s != dnnl_success) { /* unimplemented, or a geometry or post-op oneDNN refuses */
+        p->pd = NULL;
         p->declined = true;
         snprintf(p->impl, sizeof p->impl, "declined");
-        return DPC_OK;
+        return;
     }
     const char *impl = NULL;
-    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &impl);
     snprintf(p->impl, sizeof p->impl, "%s", impl ? impl : "?");
+}
+
+/* Pass two: the primitive, the reorders between the tensors' layouts
+ * (NHWC where kept, else NCHW: src_k, sum_k, p->keep_y) and the
+ * primitive's, the memory objects, the kept weights. */
+static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, bool src_k, bool sum_k, dpc_err *e) {
+    dpc_dnnl_convs *c = r->c;
+    const dpc_conv_desc *d = &c->d[i];
+    c->set_threads(p->threads);
+    bool grouped = d->groups > 1;
+    dnnl_dims_t sd = {N, d->C, d->H, d->W}, dd = {N, d->Co, d->Ho, d->Wo}, bd = {d->Co};
+    dnnl_dims_t wd4 = {d->Co, d->C / d->groups, d->kh, d->kw};
+    dnnl_dims_t wd5 = {d->groups, d->Co / d->groups, d->C / d->groups, d->kh, d->kw};
+    dnnl_memory_desc_t src_u, dst_u, sum_u, wei_u, bias_md;
+    dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, src_k ? dnnl_nhwc : dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, dnnl_f32, p->keep_y ? dnnl_nhwc : dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&sum_u, 4, dd, dnnl_f32, sum_k ? dnnl_nhwc : dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&wei_u, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, grouped ? dnnl_goihw : dnnl_oihw);
+    dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
+    dnnl_primitive_desc_t pd = p->pd;
     const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
     const dnnl_memory_desc_t *wei_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
     const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
@@ -325,19 +369,27 @@ static dpc_status plan_one(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pc
     bool has_sum = false;
     for (int j = 0; j < d->npost; j++)
         has_sum |= d->post[j].act == DPC_ACT_SUM;
-    s = dnnl_primitive_create(&p->conv, pd);
+    dnnl_status_t s = dnnl_primitive_create(&p->conv, pd);
     if (s == dnnl_success)
         s = make_reorder(c->eng, &src_u, src_md, &p->rsrc, &scratch);
     if (s == dnnl_success)
         s = make_reorder(c->eng, dst_md, &dst_u, &p->rdst, &scratch);
     if (s == dnnl_success && has_sum)
-        s = make_reorder(c->eng, &dst_u, dst_md, &p->rsum, &scratch);
-    /* weights: kept in the primitive's layout when they are a parameter,
-     * else reordered per call */
+        s = make_reorder(c->eng, &sum_u, dst_md, &p->rsum, &scratch);
+    /* weights: kept in the primitive's layout when they are a parameter
+     * (here) or the prepare kernels' result (at the first call after they
+     * ran), else reordered per call */
     if (s == dnnl_success && d->w_param < 0)
         s = make_reorder(c->eng, &wei_u, wei_md, &p->rwei, &scratch);
-    dnnl_memory_t *mems[] = {&p->src_user, &p->src, &p->wei_user, &p->wei, &p->bias, &p->dst, &p->dst_user};
-    const dnnl_memory_desc_t *mds[] = {&src_u, src_md, &wei_u, wei_md, &bias_md, dst_md, &dst_u};
+    dpc_status st = DPC_OK;
+    if (s == dnnl_success && d->w_param >= 0) {
+        if (dnnl_memory_desc_equal(wei_md, &wei_u))
+            p->wei_kept = NULL; /* the parameter as it is */
+        else if (!(p->wei_kept = kept_weights(r, i, wei_md, &wei_u, c->params[d->w_param], 0, &st, e)) && st == DPC_OK)
+            s = make_reorder(c->eng, &wei_u, wei_md, &p->rwei, &scratch); /* the cache is full: per call */
+    }
+    dnnl_memory_t *mems[] = {&p->src_user, &p->src, &p->wei_user, &p->wei, &p->bias, &p->dst, &p->dst_user, &p->sum_user};
+    const dnnl_memory_desc_t *mds[] = {&src_u, src_md, &wei_u, wei_md, &bias_md, dst_md, &dst_u, &sum_u};
     for (size_t j = 0; s == dnnl_success && j < sizeof mems / sizeof *mems; j++)
         s = mem(c->eng, mds[j], mems[j]);
     dnnl_memory_desc_t flat;
@@ -347,17 +399,13 @@ static dpc_status plan_one(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pc
         s = mem(c->eng, &flat, &p->scratch);
     p->scratch_bytes = scratch;
     p->src_bytes = p->rsrc ? dnnl_memory_desc_get_size(src_md) : 0;
-    p->dst_bytes = p->rdst ? dnnl_memory_desc_get_size(dst_md) : 0;
+    /* the result goes through the replica's buffer when its layout is not
+     * y's, or when a residual in another layout is y itself */
+    p->dst_bytes = p->rdst || p->rsum ? dnnl_memory_desc_get_size(dst_md) : 0;
     p->wei_bytes = p->rwei ? dnnl_memory_desc_get_size(wei_md) : 0;
     p->y_bytes = dnnl_memory_desc_get_size(&dst_u);
-    dpc_status st = DPC_OK;
-    if (s == dnnl_success && d->w_param >= 0) {
-        if (dnnl_memory_desc_equal(wei_md, &wei_u))
-            p->wei_kept = NULL; /* the parameter as it is */
-        else
-            p->wei_kept = kept_weights(r, i, wei_md, &wei_u, &st, e);
-    }
     dnnl_primitive_desc_destroy(pd);
+    p->pd = NULL;
     if (st != DPC_OK)
         return st;
     if (s != dnnl_success)
@@ -413,7 +461,22 @@ dpc_status dpc_dnnl_plan(dpc_dnnl_convs *c, dpc_dnnl_rconvs **rp, int64_t N, int
     r->cur = NULL;
     dpc_status st = ps->p ? DPC_OK : dpc_errf(e, DPC_ENOMEM, "out of memory");
     for (int i = 0; st == DPC_OK && i < c->n; i++)
-        st = plan_one(r, i, N, threads, &ps->p[i], e);
+        plan_prim(r, i, N, threads, &ps->p[i]);
+    /* which results stay NHWC: a conv's whose readers are all convs
+     * (y_keep) when it and they run as primitives */
+    for (int i = 0; st == DPC_OK && c->keep && i < c->n; i++) {
+        bool k = c->d[i].y_keep && !ps->p[i].declined;
+        for (int j = 0; k && j < c->n; j++)
+            if (c->d[j].src_conv == i || c->d[j].sum_conv == i)
+                k = !ps->p[j].declined;
+        ps->p[i].keep_y = k;
+    }
+    for (int i = 0; st == DPC_OK && i < c->n; i++)
+        if (!ps->p[i].declined) {
+            const dpc_conv_desc *d = &c->d[i];
+            st = plan_io(r, i, N, &ps->p[i], d->src_conv >= 0 && ps->p[d->src_conv].keep_y,
+                         d->sum_conv >= 0 && ps->p[d->sum_conv].keep_y, e);
+        }
     size_t sb = 0, db = 0, wb = 0, xb = 0;
     for (int i = 0; st == DPC_OK && i < c->n; i++) {
         sb = max_sz(sb, ps->p[i].src_bytes);
@@ -456,12 +519,21 @@ const char *dpc_dnnl_impl(const dpc_dnnl_rconvs *r, int i) {
     return r && r->cur && i >= 0 && i < r->c->n ? r->cur->p[i].impl : "none";
 }
 
+bool dpc_dnnl_kept(const dpc_dnnl_rconvs *r, int i) {
+    return r && r->cur && i >= 0 && i < r->c->n && r->cur->p[i].keep_y;
+}
+
 /* ------------------------------------------------------- running */
 
 static dnnl_status_t run_reorder(dpc_dnnl_rconvs *r, dnnl_primitive_t p, dnnl_memory_t from, dnnl_memory_t to,
                                  dnnl_memory_t scratch) {
     dnnl_exec_arg_t args[3] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}, {DNNL_ARG_SCRATCHPAD, scratch}};
     return dnnl_primitive_execute(p, r->stream, 3, args);
+}
+
+void dpc_dnnl_consts_changed(dpc_dnnl_convs *c) {
+    if (c)
+        atomic_fetch_add(&c->gen, 1);
 }
 
 int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, const float *bias, const float *sum,
@@ -480,6 +552,20 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
         s = run_reorder(r, p->rsrc, p->src_user, p->src, p->scratch);
     } else if (s == dnnl_success)
         s = dnnl_memory_set_data_handle_v2(p->src, (void *)x, r->stream);
+    if (s == dnnl_success && r->c->d[i].w_const && p->rwei) {
+        /* the prepare kernels' weights, reordered once per generation */
+        unsigned long gen = atomic_load(&r->c->gen);
+        if (p->wgen != gen) {
+            dpc_status st = DPC_OK;
+            const dnnl_memory_desc_t *wmd, *umd;
+            dnnl_memory_get_memory_desc(p->wei, &wmd);
+            dnnl_memory_get_memory_desc(p->wei_user, &umd);
+            p->wei_kept = kept_weights(r, i, wmd, umd, w, gen, &st, e);
+            if (st != DPC_OK)
+                return -1;
+            p->wgen = p->wei_kept ? gen : 0;
+        }
+    }
     if (s == dnnl_success) {
         if (p->wei_kept)
             s = dnnl_memory_set_data_handle_v2(p->wei, (void *)p->wei_kept, r->stream);
@@ -492,15 +578,18 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
     }
     if (s == dnnl_success && bias)
         s = dnnl_memory_set_data_handle_v2(p->bias, (void *)bias, r->stream);
-    if (s == dnnl_success && p->rdst) {
-        s = dnnl_memory_set_data_handle_v2(p->dst, r->dstb, r->stream);
-        if (s == dnnl_success && sum) { /* the residual into the blocked result */
-            dnnl_memory_set_data_handle_v2(p->dst_user, (void *)sum, r->stream);
-            s = run_reorder(r, p->rsum, p->dst_user, p->dst, p->scratch);
-        }
-    } else if (s == dnnl_success) {
-        s = dnnl_memory_set_data_handle_v2(p->dst, y, r->stream);
-        if (sum && sum != y)
+    /* the result: in y when the primitive's layout is y's (and a residual
+     * in another layout is not y itself), else in the replica's buffer */
+    bool via = p->rdst || (sum && sum == y && p->rsum);
+    if (s == dnnl_success)
+        s = dnnl_memory_set_data_handle_v2(p->dst, via ? r->dstb : y, r->stream);
+    if (s == dnnl_success && sum) { /* the residual into the result */
+        if (p->rsum) {
+            dnnl_memory_set_data_handle_v2(p->sum_user, (void *)sum, r->stream);
+            s = run_reorder(r, p->rsum, p->sum_user, p->dst, p->scratch);
+        } else if (via)
+            memcpy(r->dstb, sum, p->y_bytes);
+        else if (sum != y)
             memmove(y, sum, p->y_bytes);
     }
     if (s == dnnl_success) {
@@ -514,6 +603,8 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
     }
     if (s == dnnl_success)
         s = dnnl_stream_wait(r->stream);
+    if (s == dnnl_success && via && !p->rdst)
+        memcpy(y, r->dstb, p->y_bytes);
     if (s != dnnl_success) {
         dpc_errf(e, DPC_EDEVICE, "oneDNN: convolution %d failed (status %d)", i, (int)s);
         return -1;

@@ -45,6 +45,13 @@ void dpc_dnnl_rconvs_free(dpc_dnnl_rconvs *r);
 int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, const float *bias, const float *sum,
                  float *y, dpc_err *e);
 
+/* The prepare kernels ran (their results, weights of some convs, changed):
+ * those weights are reordered again at their next call. */
+void dpc_dnnl_consts_changed(dpc_dnnl_convs *c);
+
+/* Whether conv i's result stays NHWC in the planned set (for tests). */
+bool dpc_dnnl_kept(const dpc_dnnl_rconvs *r, int i);
+
 /* The implementation oneDNN chose for conv i of the planned set
  * ("jit:avx512_core", "gemm:jit", ...; "declined"), for tests and docs. */
 const char *dpc_dnnl_impl(const dpc_dnnl_rconvs *r, int i);

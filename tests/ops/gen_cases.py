@@ -396,7 +396,7 @@ def gen_conv(R):
         m = c.member(ctor, "conv")
         c.ret("%s(%s)" % (m, c.inp(dims)), doc)
     cases.append(c)
-    return cases + gen_conv1d(R) + gen_conv_post()
+    return cases + gen_conv1d(R) + gen_conv_post() + gen_conv_keep()
 
 
 def gen_conv_post():
@@ -443,6 +443,60 @@ def gen_conv_post():
     c.ret("relu(h) + h", "a conv output read twice")
     a, b = c.member("Conv2d(8, 12, 1)", "conv"), c.member("Conv2d(12, 8, 3, padding=1, groups=4)", "conv")
     c.ret("relu(%s(relu6(%s(%s))) + %s)" % (b, a, x, x), "1x1 -> relu6 -> grouped 3x3 + residual -> relu")
+    return [c]
+
+
+def gen_conv_keep():
+    """Conv2d chains whose activations the CPU backend keeps in oneDNN's
+    layout (NHWC) between convs (runtime/cpu/conv_dnnl.c), and chains where
+    it must not: a conv output also read by a pool, by elementwise C, or
+    returned; residual operands kept and not; depthwise -> 1x1 with channel
+    counts not multiples of 16; folded batch norms (weights from the
+    prepare phase)."""
+    c = Case("conv", "keep", "Conv2d chains between oneDNN convs: kept layouts and the readers that "
+                             "stop them (pool, elementwise, graph output), residuals in either layout")
+    x = c.inp([8, 10, 9])
+    m = [c.member("Conv2d(8, 8, 3, padding=1)", "conv") for _ in range(4)]
+    h = c.let("relu(%s(%s))" % (m[0], x))
+    h2 = c.let("relu6(%s(%s))" % (m[1], h))
+    c.ret("%s(%s)" % (m[2], h2), "conv -> conv -> conv, the middle results kept")
+    c.ret("relu(%s(%s) + %s)" % (m[3], h, h), "one kept result as the source and the residual")
+    # read by a pool, by elementwise C, returned: never kept
+    a, b = c.member("Conv2d(8, 6, 3, padding=1)", "conv"), c.member("Conv2d(6, 6, 1)", "conv")
+    p = c.let("relu(%s(%s))" % (a, x))
+    c.ret("%s(%s)" % (b, p), "conv output read by a conv ...")
+    c.ret("%s(%s)" % (c.member("MaxPool2d(2)", "pool"), p), "... and by a pool")
+    a, b = c.member("Conv2d(8, 6, 3, padding=1)", "conv"), c.member("Conv2d(6, 5, 3, padding=1)", "conv")
+    q = c.let("hardswish(%s(%s))" % (a, x))
+    c.ret("%s(%s) * 2" % (b, q), "conv output read by a conv ...")
+    c.ret("%s * %s" % (q, q), "... and by an elementwise kernel")
+    a, b = c.member("Conv2d(8, 7, 3, padding=1)", "conv"), c.member("Conv2d(7, 7, 3, padding=1)", "conv")
+    r = c.let("silu(%s(%s))" % (a, x))
+    c.ret("%s(%s)" % (b, r), "conv output read by a conv ...")
+    c.ret(r, "... and returned")
+    # residuals: a kept source with a plain residual, a plain source with a kept residual
+    a, b, d = (c.member("Conv2d(8, 8, 3, padding=1)", "conv") for _ in range(3))
+    k = c.let("relu(%s(%s))" % (a, x))
+    plain = c.let("%s * 0.5 + 1" % x)
+    s = c.let("relu(%s(%s) + %s)" % (b, k, plain))
+    c.ret("tanh(%s(%s) + %s(%s))" % (d, x, d, s), "kept source + NCHW residual, NCHW source + kept residual")
+    # a branch: one kept result read by two convs, one the other's residual
+    a, b, d = (c.member("Conv2d(8, 8, 3, padding=1)", "conv") for _ in range(3))
+    e = c.member("Conv2d(8, 8, 1)", "conv")
+    k = c.let("relu(%s(%s))" % (a, x))
+    u = c.let("%s(%s)" % (b, k))
+    c.ret("%s(%s) + %s(%s)" % (e, u, d, k), "a kept result read by two convs, one the other's residual")
+    # depthwise -> 1x1 with channel counts not multiples of 16, folded batch norms
+    y = c.inp([20, 13, 11])
+    dw1, bn1 = c.member("Conv2d(20, 20, 3, padding=1, groups=20, bias=false)", "conv"), c.member("BatchNorm2d(20)", "bn")
+    pw1, bn2 = c.member("Conv2d(20, 12, 1, bias=false)", "conv"), c.member("BatchNorm2d(12)", "bn")
+    dw2 = c.member("Conv2d(12, 24, 3, stride=2, padding=1, groups=12)", "conv")
+    pw2 = c.member("Conv2d(24, 20, 1)", "conv")
+    t = c.let("relu6(%s(%s(%s)))" % (bn1, dw1, y))
+    t = c.let("%s(%s(%s))" % (bn2, pw1, t))
+    t = c.let("hardswish(%s(%s))" % (dw2, t))
+    c.ret("%s(%s)" % (pw2, t), "depthwise -> 1x1 -> depthwise x2 stride 2 -> 1x1, 20/12/24 channels, "
+                               "batch norms folded")
     return [c]
 
 
