@@ -1,29 +1,57 @@
 #!/usr/bin/python3
-"""The CPU backend's oneDNN convolutions can take oneDNN's fast paths
-(DPC_CONV_LAYOUT=blocked): run one
-forward of a model with DNNL_VERBOSE=1 and require every convolution to be a
-JIT/brgemm kernel of the machine's ISA (not `ref`, not `gemm`, which is
-im2col inside oneDNN), and, when asked, depthwise and 1x1 ones among them.
+"""The CPU backend's oneDNN convolutions take oneDNN's fast paths (the
+default layout, NHWC): run one forward of a model with DNNL_VERBOSE=1 and
+require every convolution to be a JIT/brgemm kernel of the machine's ISA
+(not `ref`, not `gemm`, which is im2col inside oneDNN), and, when asked,
+depthwise and 1x1 ones among them. With --max-reorders K, the activations
+must stay NHWC between convs: one forward (`dpc run`, batch 3, an input of
+CxHxW per image) reorders at most K activations.
 
-    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1]
+    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1] [--max-reorders K --input CxHxW]
 """
 import os
 import subprocess
 import sys
+import tempfile
 
 
 def main() -> int:
     dpc, model = sys.argv[1], sys.argv[2]
-    expect = sys.argv[4].split(",") if len(sys.argv) > 4 and sys.argv[3] == "--expect" else []
-    # the layout with oneDNN's own kernels (the default, plain NCHW, runs gemm:jit)
-    env = dict(os.environ, DNNL_VERBOSE="1", OMP_NUM_THREADS="1", DPC_CONV_LAYOUT="blocked")
-    env.pop("DPC_CONV", None)
+    args = sys.argv[3:]
+    expect = args[args.index("--expect") + 1].split(",") if "--expect" in args else []
+    max_reorders = int(args[args.index("--max-reorders") + 1]) if "--max-reorders" in args else None
+    # the default layout (NHWC), with oneDNN's own kernels (plain NCHW runs gemm:jit)
+    env = dict(os.environ, DNNL_VERBOSE="1", OMP_NUM_THREADS="1")
+    for k in ("DPC_CONV", "DPC_CONV_LAYOUT", "DPC_CONV_KEEP"):
+        env.pop(k, None)
     r = subprocess.run([dpc, "bench", model, "--batch", "1", "--iters", "1"], env=env, capture_output=True,
                        text=True, timeout=600)
     if r.returncode != 0:
         print("dpc failed:", r.stdout[-2000:], r.stderr[-2000:])
         return 1
-    convs = [l.split(",") for l in r.stdout.splitlines() if l.startswith("onednn_verbose,exec,cpu,convolution")]
+    lines = r.stdout.splitlines()
+    bad_reorders = False
+    if max_reorders is not None:
+        # one forward (dpc run) at batch 3: the activations' reorders are the
+        # 4-D ones whose first dim is the batch (the weights' is Cout)
+        import numpy as np
+        with tempfile.TemporaryDirectory() as tmp:
+            w, x, y = (os.path.join(tmp, f) for f in ("w.safetensors", "x.npy", "y.npy"))
+            shape = [3] + [int(v) for v in args[args.index("--input") + 1].split("x")]
+            np.save(x, np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+            q = subprocess.run([dpc, "init", model, "-o", w], capture_output=True, text=True, timeout=600)
+            if q.returncode == 0:
+                q = subprocess.run([dpc, "run", model, "--weights", w, "--input", x, "-o", y], env=env,
+                                   capture_output=True, text=True, timeout=600)
+            if q.returncode != 0:
+                print("dpc failed:", q.stdout[-2000:], q.stderr[-2000:])
+                return 1
+        dims = [l.split(",")[-2].split("x") for l in q.stdout.splitlines()
+                if l.startswith("onednn_verbose,exec,cpu,reorder")]
+        per = sum(len(d) == 4 and d[0] == "3" for d in dims)
+        print("%d activation reorders in a forward (at most %d expected)" % (per, max_reorders))
+        bad_reorders = per > max_reorders
+    convs = [l.split(",") for l in lines if l.startswith("onednn_verbose,exec,cpu,convolution")]
     if not convs:
         print("no oneDNN convolution ran (expected every conv through oneDNN)")
         return 1
@@ -37,7 +65,7 @@ def main() -> int:
         print("no %s convolution took a %s kernel" % (k, k))
     impls = sorted(set(c[4] for c in convs))
     print("%d convolutions: %s" % (len(convs), ", ".join(impls)))
-    return 1 if bad or missing else 0
+    return 1 if bad or missing or bad_reorders else 0
 
 
 if __name__ == "__main__":
