@@ -5,7 +5,11 @@ primitives"). CPU time (user + system of `dpc bench`) rather than wall time,
 so a loaded machine still gives comparable figures; `--iters 1` is
 subtracted, so compiling, loading and planning cancel.
 
-    conv_cpu_time.py MODEL BATCH ITERS [ROUNDS] [--before OTHER_DPC]
+    conv_cpu_time.py MODEL BATCH ITERS [ROUNDS] [--before OTHER_DPC] [--only before,nhwc,...]
+
+Configurations: nhwc (the default: activations kept NHWC between convs),
+nokeep (DPC_CONV_KEEP=0: NHWC primitives, reordered around every conv),
+plain (NCHW), blocked (oneDNN's pick), im2col (no primitives).
 """
 import os
 import resource
@@ -28,12 +32,19 @@ def main(argv):
         i = argv.index("--before")
         before = argv[i + 1]
         argv = argv[:i] + argv[i + 2:]
-    model, batch, n = argv[0], argv[1], int(argv[2])
-    rounds = int(argv[3]) if len(argv) > 3 else 1
     dpc = os.path.join(ROOT, "build", "dpc")
     cfgs = [("before", before, {})] if before else []
-    cfgs += [("plain", dpc, {"DPC_CONV_LAYOUT": "plain"}), ("blocked", dpc, {"DPC_CONV_LAYOUT": "blocked"}),
+    only = None
+    if "--only" in argv:
+        i = argv.index("--only")
+        only = argv[i + 1].split(",")
+        argv = argv[:i] + argv[i + 2:]
+    model, batch, n = argv[0], argv[1], int(argv[2])
+    rounds = int(argv[3]) if len(argv) > 3 else 1
+    cfgs += [("nhwc", dpc, {"DPC_CONV_LAYOUT": "nhwc"}), ("nokeep", dpc, {"DPC_CONV_KEEP": "0"}),
+             ("plain", dpc, {"DPC_CONV_LAYOUT": "plain"}), ("blocked", dpc, {"DPC_CONV_LAYOUT": "blocked"}),
              ("im2col", dpc, {"DPC_CONV": "im2col"})]
+    cfgs = [c for c in cfgs if not only or c[0] in only]
     for _ in range(rounds):
         for name, exe, extra in cfgs:
             env = dict(os.environ, **extra)

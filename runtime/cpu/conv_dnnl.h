@@ -7,14 +7,14 @@
  * per-replica buffer: a forward neither allocates nor reorders weights.
  * backend_cpu.c hands it to the generated C as ctx->conv (kabi.h).
  *
- * Activations are NCHW, as the rest of the graph. The layout the
- * primitive computes in is chosen by DPC_CONV_LAYOUT: "plain" (the
- * default: NCHW throughout, no reorder; oneDNN then runs its GEMM-based
- * convolution, gemm:jit), "blocked" (the primitive picks: NHWC with its
- * brgemm kernels, depthwise and 1x1 included, and the call reorders its
- * source in and its result out) or "nhwc" (the same, named). Measured, the
- * two reorders per conv cost more than the faster kernels save (twice the
- * time on ResNet-18 and MobileNet v2): docs/performance.md. */
+ * The layout the primitive computes in is chosen by DPC_CONV_LAYOUT:
+ * "nhwc" (the default: oneDNN's brgemm kernels, depthwise and 1x1
+ * included), "blocked" (oneDNN picks) or "plain" (NCHW throughout;
+ * oneDNN then runs its GEMM-based convolution, gemm:jit). Outside plain, a
+ * conv's result that only convs read stays NHWC in its buffer (the
+ * compiler's y_keep, unless DPC_CONV_KEEP=0), and a call reorders only
+ * where a tensor's layout (NHWC kept, else NCHW) is not the primitive's:
+ * docs/internals.md, "Convolutions on the CPU"; docs/performance.md. */
 #ifndef DPC_CONV_DNNL_H
 #define DPC_CONV_DNNL_H
 
