@@ -53,13 +53,18 @@ int emit_mm_axis(const emit_mm *mm, const shape *s, int i) {
 
 /* ---------------------------------------------------------- conv2d */
 
-bool emit_conv_geom(const ir_node *n, const ir_node *x, const ir_node *w, emit_conv_dims *c) {
+/* The sizes and attributes a conv2d and a conv_transpose2d share. */
+static void conv_dims(const ir_node *n, const ir_node *x, const ir_node *w, emit_conv_dims *c) {
     c->C = x->sh.d[1].k, c->H = x->sh.d[2].k, c->W = x->sh.d[3].k;
     c->Co = n->sh.d[1].k, c->Ho = n->sh.d[2].k, c->Wo = n->sh.d[3].k;
     c->kh = w->sh.d[2].k, c->kw = w->sh.d[3].k;
     const conv_attr *a = &n->attr.conv;
     c->sh = a->stride[0], c->sw = a->stride[1], c->ph = a->pad[0], c->pw = a->pad[1], c->dh = a->dil[0], c->dw = a->dil[1];
     c->G = a->groups;
+}
+
+bool emit_conv_geom(const ir_node *n, const ir_node *x, const ir_node *w, emit_conv_dims *c) {
+    conv_dims(n, x, w, c);
     /* the front end checks groups; a graph that slipped past it gets no
      * division by zero here */
     bool ok = c->G >= 1 && c->C % c->G == 0 && c->Co % c->G == 0;
@@ -167,20 +172,6 @@ const char *emit_pool_value(char *b, size_t n, const ir_node *p) {
 
 /* ---------------------------------------------------------- fused attention */
 
-/* x's read as strides over its own rank (a contiguous x over its shape). */
-static kaccess attn_strides(const kgraph *kg, const ir_node *x) {
-    kaccess a = kg->acc[x->id];
-    if (a.kind == ACC_STRIDED)
-        return a;
-    a = (kaccess){.kind = ACC_STRIDED, .base = (ir_node *)x};
-    dim st = {1, false};
-    for (int i = x->sh.rank - 1; i >= 0; i--) {
-        a.stride[i] = st;
-        st.k *= x->sh.d[i].k;
-        st.sym |= x->sh.d[i].sym;
-    }
-    return a;
-}
 
 void emit_attn_geom(const kgraph *kg, const kernel *k, emit_attn *a) {
     const ir_node *q = kgraph_node(kg, k->root->in[0]), *kt = kgraph_node(kg, k->root->in[1]);
@@ -195,15 +186,15 @@ void emit_attn_geom(const kgraph *kg, const kernel *k, emit_attn *a) {
     a->batch.rank = a->nb;
     for (int i = 0; i < a->nb; i++)
         a->batch.d[i] = pv->sh.d[i];
-    a->q = attn_strides(kg, q);
-    a->kt = attn_strides(kg, kt);
-    a->v = attn_strides(kg, v);
+    a->q = kaccess_strided(kg, q);
+    a->kt = kaccess_strided(kg, kt);
+    a->v = kaccess_strided(kg, v);
     a->qb = kg->buf_of[q->id];
     a->kb = kg->buf_of[kt->id];
     a->vb = kg->buf_of[v->id];
     a->ob = kg->buf_of[k->out->id];
     if (!k->attn.perm) {
-        a->o = attn_strides(kg, pv);
+        a->o = kaccess_strided(kg, pv);
         a->o.off = a->o.off_n = 0;
         return;
     }
@@ -263,12 +254,7 @@ void emit_attn_chain(const kgraph *kg, const kernel *k, const emit_attn *a, dpc_
 /* ---------------------------------------------------------- resampling */
 
 bool emit_convt_geom(const ir_node *n, const ir_node *x, const ir_node *w, emit_conv_dims *c) {
-    c->C = x->sh.d[1].k, c->H = x->sh.d[2].k, c->W = x->sh.d[3].k;
-    c->Co = n->sh.d[1].k, c->Ho = n->sh.d[2].k, c->Wo = n->sh.d[3].k;
-    c->kh = w->sh.d[2].k, c->kw = w->sh.d[3].k;
-    const conv_attr *a = &n->attr.conv;
-    c->sh = a->stride[0], c->sw = a->stride[1], c->ph = a->pad[0], c->pw = a->pad[1], c->dh = a->dil[0], c->dw = a->dil[1];
-    c->G = a->groups;
+    conv_dims(n, x, w, c);
     bool ok = c->G >= 1 && c->C % c->G == 0 && c->Co % c->G == 0 && w->sh.d[1].k * c->G == c->Co;
     c->Cg = ok ? c->C / c->G : 0;
     c->Cog = ok ? c->Co / c->G : 0;

@@ -116,14 +116,12 @@ static void need_contig(fuser *f, ir_node *x, ir_node *consumer) {
                          : "a strided view feeding an op that needs contiguous memory is materialised");
 }
 
-/* x's access as strides: a contiguous x over its own shape (x may be a
- * reshape of its base's data, which is contiguous over the base buffer),
- * or the view x already is. */
-static kaccess strided_of(fuser *f, ir_node *x) {
-    kaccess a = f->kg->acc[x->id];
+/* kernel.h */
+kaccess kaccess_strided(const kgraph *kg, const ir_node *x) {
+    kaccess a = kg->acc[x->id];
     if (a.kind == ACC_STRIDED)
         return a;
-    a = (kaccess){.kind = ACC_STRIDED, .base = x};
+    a = (kaccess){.kind = ACC_STRIDED, .base = (ir_node *)x};
     dim st = {1, false};
     for (int i = x->sh.rank - 1; i >= 0; i--) {
         a.stride[i] = st;
@@ -215,7 +213,7 @@ static void visit_view(fuser *f, ir_node *n) {
         return;
     }
     /* permute, slice, expand: new strides over the same buffer */
-    kaccess in = strided_of(f, x), a = in;
+    kaccess in = kaccess_strided(f->kg, x), a = in;
     for (int j = 0; j < n->sh.rank; j++) {
         if (n->op == OP_PERMUTE) {
             a.stride[j] = in.stride[n->attr.perm.perm[j]];

@@ -93,6 +93,11 @@ typedef struct kgraph {
     vec outputs;  /* ir_node*: per graph output, the node whose buffer holds it */
 } kgraph;
 
+/* x's access as strides: a contiguous x over its own shape (x may be a
+ * reshape of its base's data, which is contiguous over the base buffer),
+ * or the view x already is (fusion's views, the attention kernel's q, k, v). */
+kaccess kaccess_strided(const kgraph *kg, const ir_node *x);
+
 /* The node of id `id`, a graph node or a copy added by fusion. */
 const ir_node *kgraph_node(const kgraph *kg, int id);
 
