@@ -16,6 +16,19 @@
 enum { C_IN, C_OUT, C_K, C_S, C_P, C_D, C_G, C_BIAS, C_MODE };
 
 /* PyTorch's _ConvNd.__init__ checks, for nd spatial dims. */
+/* groups > 0 dividing both channel counts: Conv and ConvTranspose, whose
+ * arguments sit at slots gi, ini, outi of their signatures. */
+static void groups_init(dpc_ctx *c, const inst *in, const loc *arg_at, int gi, int ini, int outi) {
+    int64_t g = inst_int(in, gi);
+    NEED(g > 0, gi, "groups must be positive, got %lld", (long long)g);
+    if (g > 0) {
+        NEED(inst_int(in, ini) % g == 0, ini, "in_channels (%lld) must be divisible by groups (%lld)",
+             (long long)inst_int(in, ini), (long long)g);
+        NEED(inst_int(in, outi) % g == 0, outi, "out_channels (%lld) must be divisible by groups (%lld)",
+             (long long)inst_int(in, outi), (long long)g);
+    }
+}
+
 static void conv_init(dpc_ctx *c, inst *in, const loc *arg_at, int nd) {
     int64_t k[2], s[2], d[2];
     tuple_of(&in->args[C_K], nd, k), tuple_of(&in->args[C_S], nd, s), tuple_of(&in->args[C_D], nd, d);
@@ -27,14 +40,7 @@ static void conv_init(dpc_ctx *c, inst *in, const loc *arg_at, int nd) {
     NEED(kpos, C_K, "kernel_size must be positive");
     NEED(spos, C_S, "stride must be positive");
     NEED(dpos, C_D, "dilation must be positive");
-    int64_t g = inst_int(in, C_G);
-    NEED(g > 0, C_G, "groups must be positive, got %lld", (long long)g);
-    if (g > 0) {
-        NEED(inst_int(in, C_IN) % g == 0, C_IN, "in_channels (%lld) must be divisible by groups (%lld)",
-             (long long)inst_int(in, C_IN), (long long)g);
-        NEED(inst_int(in, C_OUT) % g == 0, C_OUT, "out_channels (%lld) must be divisible by groups (%lld)",
-             (long long)inst_int(in, C_OUT), (long long)g);
-    }
+    groups_init(c, in, arg_at, C_G, C_IN, C_OUT);
     const val *p = &in->args[C_P];
     if (p->kind == V_STR) {
         NEED(strcmp(p->s, "same") == 0 || strcmp(p->s, "valid") == 0, C_P,
@@ -369,14 +375,7 @@ static void convtranspose2d_init(dpc_ctx *c, inst *in, const loc *arg_at) {
          "output padding must be smaller than either stride or dilation, got output_padding (%lld, %lld), "
          "stride (%lld, %lld), dilation (%lld, %lld)",
          (long long)op[0], (long long)op[1], (long long)s[0], (long long)s[1], (long long)d[0], (long long)d[1]);
-    int64_t g = inst_int(in, T_G);
-    NEED(g > 0, T_G, "groups must be positive, got %lld", (long long)g);
-    if (g > 0) {
-        NEED(inst_int(in, T_IN) % g == 0, T_IN, "in_channels (%lld) must be divisible by groups (%lld)",
-             (long long)inst_int(in, T_IN), (long long)g);
-        NEED(inst_int(in, T_OUT) % g == 0, T_OUT, "out_channels (%lld) must be divisible by groups (%lld)",
-             (long long)inst_int(in, T_OUT), (long long)g);
-    }
+    groups_init(c, in, arg_at, T_G, T_IN, T_OUT);
     NEED(strcmp(in->args[T_MODE].s, "zeros") == 0, T_MODE,
          "Only \"zeros\" padding mode is supported for ConvTranspose2d, got '%s'", in->args[T_MODE].s);
 }
