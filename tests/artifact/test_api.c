@@ -24,18 +24,10 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures, checks;
-static const char *DPC, *MODELS, *WORK;
+#define CHECK_NOTE() fprintf(stderr, "  (last error: %s)\n", dpc_last_error())
+#include "../check.h"
 
-#define CHECK(c)                                                                                             \
-    do {                                                                                                     \
-        checks++;                                                                                            \
-        if (!(c)) {                                                                                          \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n  (last error: %s)\n", __FILE__, __LINE__, #c,          \
-                    dpc_last_error());                                                                       \
-            failures++;                                                                                      \
-        }                                                                                                    \
-    } while (0)
+static const char *DPC, *MODELS, *WORK;
 
 static char *path_of(const char *name) {
     static _Thread_local char buf[8][4096];

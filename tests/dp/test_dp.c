@@ -21,17 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int checks, failures;
-
-#define CHECK(cond)                                                                                          \
-    do {                                                                                                     \
-        checks++;                                                                                            \
-        if (!(cond)) {                                                                                       \
-            failures++;                                                                                      \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                          \
-        }                                                                                                    \
-    } while (0)
+#include "../check.h"
 
 #define CHECK_ERR(st, err, code, sub)                                                                        \
     do {                                                                                                     \

@@ -14,17 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static int checks, failures;
-
-#define CHECK(cond)                                                                                          \
-    do {                                                                                                     \
-        checks++;                                                                                            \
-        if (!(cond)) {                                                                                       \
-            failures++;                                                                                      \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                          \
-        }                                                                                                    \
-    } while (0)
+#include "../check.h"
 
 /* The call must fail with `code` and a message containing `sub`. */
 #define EXPECT_ERR(call, code, sub)                                                                          \

@@ -21,18 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int failures;
-
-#define CHECK(cond, ...)                                                                                              \
-    do {                                                                                                              \
-        if (!(cond)) {                                                                                                \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);                                                      \
-            fprintf(stderr, __VA_ARGS__);                                                                             \
-            fputc('\n', stderr);                                                                                      \
-            failures++;                                                                                               \
-        }                                                                                                             \
-    } while (0)
+#include "../check.h"
 
 static bool printable(unsigned char c) { return c >= 0x20 && c < 0x7f; }
 

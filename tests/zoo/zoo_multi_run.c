@@ -24,16 +24,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures;
-
-#define CHECK(c)                                                                                             \
-    do {                                                                                                     \
-        if (!(c)) {                                                                                          \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n  (last error: %s)\n", __FILE__, __LINE__, #c,          \
-                    dpc_last_error());                                                                       \
-            failures++;                                                                                      \
-        }                                                                                                    \
-    } while (0)
+#define CHECK_NOTE() fprintf(stderr, "  (last error: %s)\n", dpc_last_error())
+#include "../check.h"
 
 enum { MAX_IO = 16 };
 
