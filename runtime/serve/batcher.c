@@ -73,6 +73,11 @@ struct dpc_batcher {
     pthread_cond_t done_cv; /* dpc_request_wait, dpc_batcher_close */
     dpc_request *head, *tail;
     dpc_request **sel; /* max_queue + 1 slots for the batch being formed */
+    struct done_call {
+        dpc_request_done_fn fn;
+        dpc_request *r;
+        void *user;
+    } *calls; /* the batch's callbacks, taken before its requests are marked done */
     bool closing, started, joined;
     pthread_t thread;
     long runs; /* batches run since warm-up */
@@ -580,13 +585,14 @@ static void *worker(void *arg) {
                 b->st.succeeded++;
             else
                 b->st.failed++;
-            r->finished = true;
+            b->calls[k] = (struct done_call){r->done, r, r->user};
+            r->finished = true; /* from here on a waiter may free r */
         }
         pthread_cond_broadcast(&b->done_cv);
         pthread_mutex_unlock(&b->lock);
         for (int k = 0; k < n; k++)
-            if (rs[k]->done)
-                rs[k]->done(rs[k], rs[k]->user); /* may free it */
+            if (b->calls[k].fn)
+                b->calls[k].fn(b->calls[k].r, b->calls[k].user); /* may free it */
         pthread_mutex_lock(&b->lock);
     }
     pthread_mutex_unlock(&b->lock);
@@ -692,6 +698,7 @@ static void batcher_destroy(dpc_batcher *b) {
     free(b->sc);
     free(b->scnames);
     free(b->sel);
+    free(b->calls);
     free(b);
 }
 
@@ -714,7 +721,8 @@ dpc_status dpc_batcher_new(dpc_program *p, const dpc_batcher_opts *o, dpc_batche
     b->max_queue = d.max_queue ? d.max_queue : 1024;
     b->max_delay_s = (d.max_delay_us < 0 ? 2000 : (double)d.max_delay_us) * 1e-6;
     b->sel = calloc((size_t)b->max_queue + 1, sizeof *b->sel);
-    dpc_status s = b->sel ? read_signature(b) : failmsg(DPC_ENOMEM, "out of memory");
+    b->calls = calloc((size_t)b->max_queue + 1, sizeof *b->calls);
+    dpc_status s = b->sel && b->calls ? read_signature(b) : failmsg(DPC_ENOMEM, "out of memory");
     if (s == DPC_OK)
         s = faults_from_env(b);
     int64_t def_warm[2] = {1, b->max_batch};
