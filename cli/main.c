@@ -9,6 +9,7 @@
 #include "nccl_lib.h"
 #include "npy.h"
 #include "nvrtc_compile.h"
+#include "serve.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -40,6 +41,8 @@ static const char *USAGE =
     "              [--kw NAME=VALUE ...] [--devices LIST] [--dtype f32|bf16|f16] [-v] -o OUT.npy [-o OUT2.npy ...]\n"
     "              [--mpi]  (implied under mpirun -np P: each rank runs its share of the batch)\n"
     "  dpc bench   MODEL.dp --batch B [--bind S=16 ...] [--devices LIST] [--dtype f32|bf16|f16] [--weights W] [--iters K] [--json]\n"
+    "  dpc serve   MODEL.dp|MODEL.dpa [--weights W] [--devices LIST] [--host H] [--port P] [--max-batch 64]\n"
+    "              [--max-delay-us 2000] [--max-queue 1024] [--max-body BYTES] [--dtype f32|bf16|f16]\n"
     "  dpc cache   ls|clear\n";
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -1227,7 +1230,7 @@ int main(int argc, char **argv) {
     struct { const char *name; int (*fn)(int, char **); } cmds[] = {
         {"print", cmd_print}, {"ir", cmd_ir}, {"source", cmd_source}, {"init", cmd_init},
         {"run", cmd_run}, {"graph", cmd_graph}, {"cache", cmd_cache}, {"bench", cmd_bench},
-        {"compile", cmd_compile}, {"inspect", cmd_inspect},
+        {"compile", cmd_compile}, {"inspect", cmd_inspect}, {"serve", dpc_cmd_serve},
     };
     install_signal_handlers();
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)

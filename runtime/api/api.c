@@ -15,6 +15,7 @@
 #include "npy.h"
 
 #include "dpc.h"
+#include "api_internal.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -24,7 +25,7 @@
 /* dpc.h repeats these for users; inside the library they come from base.h
  * and tensor.h. They must agree. */
 _Static_assert(DPC_OK == 0 && DPC_EUSER == 1 && DPC_EUSAGE == 2 && DPC_ENOMEM == 3 && DPC_EIO == 4 &&
-                   DPC_EDEVICE == 5 && DPC_EINTERNAL == 6,
+                   DPC_EDEVICE == 5 && DPC_EINTERNAL == 6 && DPC_EBUSY == 7,
                "dpc.h and base.h disagree on dpc_status");
 _Static_assert(DPC_F32 == 0 && DPC_F64 == 1 && DPC_F16 == 2 && DPC_BF16 == 3 && DPC_I64 == 4 && DPC_I32 == 5 &&
                    DPC_I8 == 6 && DPC_U8 == 7 && DPC_BOOL == 8 && DPC_I16 == 9 && DPC_NUM_DTYPES == 10,
@@ -45,6 +46,7 @@ struct dpc_program {
     int ndev;
     bool devs_pending; /* devs (and prec) not applied to m yet */
     kprec prec;        /* float storage on CUDA devices */
+    int fault_replica, fault_kernel; /* dpc_program_set_fault; -1: none */
     char err[DPC_ERR_MSG];
     char warn[DPC_ERR_MSG];
 };
@@ -91,6 +93,7 @@ static dpc_status leave(dpc_program *p, dpc_status s) {
 const char *dpc_version(void) { return DPC_VERSION; }
 int dpc_artifact_format(void) { return DPC_ARTIFACT_FORMAT; }
 const char *dpc_last_error(void) { return tl_err; }
+void dpc_set_last_error(const char *msg) { snprintf(tl_err, sizeof tl_err, "%s", msg ? msg : ""); }
 
 void dpc_abort_compilers(void) { dpc_hostcc_abort(); }
 
@@ -114,6 +117,7 @@ static dpc_status load(dpc_artifact *a, dpc_program **out) {
     p->devs[0] = (dpc_device){DPC_DEV_CPU, 0};
     p->ndev = 1;
     p->devs_pending = true;
+    p->fault_replica = p->fault_kernel = -1;
     *out = p;
     return DPC_OK;
 }
@@ -411,8 +415,11 @@ dpc_status dpc_program_run(dpc_program *cp, const dpc_tensor *const *inputs, int
                               g->model_name, p->m->sig->noutputs, p->m->sig->noutputs == 1 ? "" : "s", noutputs,
                               noutputs == 1 ? "" : "s"));
     }
-    if (s == DPC_OK)
+    if (s == DPC_OK) {
+        p->m->fail_replica = p->fault_replica;
+        p->m->fail_kernel = p->fault_kernel;
         s = dpc_model_run(p->m, in, ninputs, scalars, outputs, &e);
+    }
     for (int i = 0; i < ninputs; i++)
         dpc_tensor_free(wide[i]);
     if (s != DPC_OK) {
@@ -435,6 +442,13 @@ dpc_status dpc_program_run(dpc_program *cp, const dpc_tensor *const *inputs, int
         p->kcache_told = true;
     }
     return leave(p, DPC_OK);
+}
+
+void dpc_program_set_fault(dpc_program *cp, int replica, int kernel) {
+    dpc_program *p = enter(cp);
+    p->fault_replica = replica;
+    p->fault_kernel = kernel;
+    leave(p, DPC_OK);
 }
 
 /* ---------------------------------------------------------------- text */

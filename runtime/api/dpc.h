@@ -50,6 +50,7 @@ typedef enum dpc_status {
     DPC_EIO = 4,       /* the operating system refused a read or write */
     DPC_EDEVICE = 5,   /* a device or its toolchain (C compiler, NVRTC, CUDA) failed */
     DPC_EINTERNAL = 6, /* a bug in dpc */
+    DPC_EBUSY = 7,     /* a queue is full or closing: try again later (dpc_batcher_submit) */
 } dpc_status;
 #endif
 
@@ -173,6 +174,120 @@ DPC_API dpc_status dpc_program_scalar(const dpc_program *p, int i, const char **
 DPC_API dpc_status dpc_program_run(dpc_program *p, const dpc_tensor *const *inputs, int ninputs,
                                    const char *const *kw_names, const double *kw_values, int nkw,
                                    dpc_tensor **outputs, int noutputs);
+
+/* ------------------------------------------------------------ batcher */
+
+/* A dynamic batcher over one program: requests that arrive close together
+ * are stacked on dim 0 into one batch, run by dpc_program_run (which
+ * scatters the batch over the replicas of dpc_program_set_devices), and
+ * each request gets its own rows of every output back. What `dpc serve`
+ * runs behind its HTTP front end (docs/serve.md); usable from C alone.
+ *
+ *  - One worker thread runs every batch: the program is never entered
+ *    concurrently (dpc_program_run may be called from any thread; calls on
+ *    one program are serialised by its lock anyway). While a batcher
+ *    lives, the program belongs to it: do not call other dpc_program_*
+ *    functions on it.
+ *  - A batch is run when it holds max_batch rows or its oldest request has
+ *    waited max_delay_us. Requests of different batch sizes stack;
+ *    requests whose keyword scalars, dtypes or non-batch dims differ are
+ *    never stacked together; a request of more than max_batch rows runs
+ *    alone. A model whose inputs have no batch dim 0, or whose outputs do
+ *    not scale with the batch on dim 0, runs each request alone.
+ *  - At most max_queue requests wait; dpc_batcher_submit then fails with
+ *    DPC_EBUSY (back-pressure), as it does once the batcher is closing.
+ *  - Errors: a request that does not match forward's signature (count,
+ *    names, dtypes, shapes, scalars) is refused by dpc_batcher_submit
+ *    (DPC_EUSER, message in dpc_last_error()). A batch that fails with
+ *    DPC_EUSER (a value only the run can check, such as an index out of
+ *    range) is run again one request at a time, so only the offending
+ *    request fails; any other failure (a device or kernel failure) fails
+ *    that batch's requests only, and the batcher keeps serving.
+ *  - Warm-up: dpc_batcher_new runs forward once with zero inputs at each
+ *    of warm_batches (default: 1 and max_batch rows), which compiles the
+ *    kernels and plans memory for those sizes before the first request
+ *    (skipped for a model with run-time dims or required scalars).
+ *  - Fault injection for tests, read at dpc_batcher_new: DPC_FAULT_REPLICA=R
+ *    with DPC_FAULT_KERNEL=K makes kernel K of replica R fail (as for `dpc
+ *    run`), only in the Bth batch run after warm-up when DPC_FAULT_BATCH=B
+ *    is set too, else in every batch. */
+typedef struct dpc_batcher dpc_batcher;
+typedef struct dpc_request dpc_request;
+
+typedef struct dpc_batcher_opts {
+    int max_batch;               /* rows per batch; 0: 64 */
+    int64_t max_delay_us;        /* longest wait of a batch's oldest request; < 0: 2000; 0: no waiting */
+    int max_queue;               /* requests waiting at most; 0: 1024 */
+    const int64_t *warm_batches; /* batch sizes run at start; NULL: 1 and max_batch */
+    int nwarm;                   /* entries of warm_batches (0 with a non-NULL list: no warm-up) */
+} dpc_batcher_opts;
+
+/* Called once per request when it is done (its status and outputs are
+ * set), on the batcher's worker thread: return quickly. The request may be
+ * freed in the callback or later. */
+typedef void (*dpc_request_done_fn)(dpc_request *r, void *user);
+
+/* Starts a batcher over p (weights bound or embedded, devices set) with
+ * options o (NULL: the defaults), after the warm-up. On failure *out is
+ * NULL and dpc_last_error() says why. */
+DPC_API dpc_status dpc_batcher_new(dpc_program *p, const dpc_batcher_opts *o, dpc_batcher **out);
+/* Queues one request: tensor inputs in forward order (f32, or i64/i32 for
+ * index inputs) with dim 0 the request's rows, keyword scalars as for
+ * dpc_program_run. The inputs are read when its batch runs: keep them
+ * alive and unchanged until the request is done. done (may be NULL) is
+ * called when it is; dpc_request_wait waits for it. *out receives the
+ * request (free it with dpc_request_free once done) or NULL on failure:
+ * DPC_EUSER for a request that does not match forward, DPC_EBUSY for a
+ * full or closing queue. */
+DPC_API dpc_status dpc_batcher_submit(dpc_batcher *b, const dpc_tensor *const *inputs, int ninputs,
+                                      const char *const *kw_names, const double *kw_values, int nkw,
+                                      dpc_request_done_fn done, void *user, dpc_request **out);
+/* Stops accepting requests (dpc_batcher_submit fails with DPC_EBUSY), runs
+ * every request queued, and returns when they are all done. */
+DPC_API void dpc_batcher_close(dpc_batcher *b);
+/* dpc_batcher_close, then frees b. Every request must be done; the program
+ * is the caller's again. */
+DPC_API void dpc_batcher_free(dpc_batcher *b);
+
+/* Blocks until r is done; returns its status. */
+DPC_API dpc_status dpc_request_wait(dpc_request *r);
+/* Once done: its status (DPC_OK, or why its batch failed), the message
+ * ("" on success), and output i (owned by the request: valid until
+ * dpc_request_free; NULL on failure or out of range). */
+DPC_API dpc_status dpc_request_status(const dpc_request *r);
+DPC_API const char *dpc_request_error(const dpc_request *r);
+DPC_API int dpc_request_num_outputs(const dpc_request *r);
+DPC_API const dpc_tensor *dpc_request_output(const dpc_request *r, int i);
+/* Rows of the batch it ran in, and seconds it waited and computed. */
+DPC_API int64_t dpc_request_batch_rows(const dpc_request *r);
+DPC_API double dpc_request_queue_seconds(const dpc_request *r);
+DPC_API double dpc_request_compute_seconds(const dpc_request *r);
+DPC_API void dpc_request_free(dpc_request *r);
+
+/* Counters since dpc_batcher_new (warm-up excluded), for metrics. The
+ * histograms count observations <= bound i (not cumulative; the last
+ * bucket is +Inf); dpc_batcher_bucket gives the bounds. */
+#define DPC_BATCHER_SIZE_BUCKETS 12   /* batch rows: 1, 2, 4, ... 1024, +Inf */
+#define DPC_BATCHER_TIME_BUCKETS 16   /* seconds: 0.0001 ... 10, +Inf */
+typedef struct dpc_batcher_stats {
+    uint64_t requests;  /* submitted and accepted */
+    uint64_t succeeded; /* done with DPC_OK */
+    uint64_t failed;    /* done with an error */
+    uint64_t rejected;  /* refused: does not match forward (DPC_EUSER) */
+    uint64_t busy;      /* refused: queue full or closing (DPC_EBUSY) */
+    uint64_t batches;   /* dpc_program_run calls (retries one request at a time included) */
+    uint64_t batch_failures;
+    int64_t queue_depth;   /* requests waiting now */
+    int64_t running;       /* requests in the batch running now */
+    uint64_t batch_rows_sum;
+    uint64_t batch_rows[DPC_BATCHER_SIZE_BUCKETS];
+    double queue_seconds_sum, compute_seconds_sum; /* per request */
+    uint64_t queue_seconds[DPC_BATCHER_TIME_BUCKETS], compute_seconds[DPC_BATCHER_TIME_BUCKETS];
+} dpc_batcher_stats;
+DPC_API void dpc_batcher_get_stats(dpc_batcher *b, dpc_batcher_stats *out);
+/* Upper bound of bucket i: size = 1 rows buckets, else seconds; +Inf
+ * (HUGE_VAL) for the last. */
+DPC_API double dpc_batcher_bucket(int size, int i);
 
 /* ---------------------------------------------------------------- text */
 

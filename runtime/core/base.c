@@ -53,6 +53,7 @@ const char *dpc_status_name(dpc_status s) {
     case DPC_EIO: return "i/o error";
     case DPC_EDEVICE: return "device error";
     case DPC_EINTERNAL: return "internal error";
+    case DPC_EBUSY: return "busy";
     }
     return "unknown";
 }

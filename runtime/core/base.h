@@ -21,6 +21,7 @@ typedef enum dpc_status {
     DPC_EIO = 4,       /* the operating system refused a read or write */
     DPC_EDEVICE = 5,   /* a device (CUDA driver, NVRTC, cuBLAS, NCCL) failed */
     DPC_EINTERNAL = 6, /* a broken invariant: a bug in dpc */
+    DPC_EBUSY = 7,     /* a queue is full or closing (the batcher's back-pressure) */
 } dpc_status;
 
 #define DPC_ERR_MSG 1024

@@ -1,0 +1,1156 @@
+/* serve.c - `dpc serve`: a KServe v2 (Open Inference Protocol) HTTP/REST
+ * server over libmicrohttpd and cJSON, with libdpc's dynamic batcher
+ * (dpc_batcher_*, runtime/serve/batcher.c) behind it. Contract:
+ * ../shared/spec/serve.md; user guide: docs/serve.md.
+ *
+ * Threads: libmicrohttpd's pool (epoll, HTTP_THREADS threads) reads
+ * requests, parses JSON and writes responses; an infer request is
+ * validated, handed to the batcher, and its connection suspended
+ * (MHD_suspend_connection) so that no HTTP thread ever waits for a model.
+ * The batcher's worker runs the batches and, per request, resumes its
+ * connection from the completion callback; the HTTP thread then builds the
+ * response. A signal thread waits for SIGINT/SIGTERM: during start-up it
+ * kills the kernel compilers and exits, while serving it starts the drain
+ * (stop accepting, run what is queued, answer it, exit 0). */
+#include "serve.h"
+
+#include "artifact.h"
+#include "base.h"
+#include "tensor.h"
+
+#include "dpc.h"
+
+#include <cjson/cJSON.h>
+#include <microhttpd.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <math.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define HTTP_THREADS 4
+#define CONN_LIMIT 1024
+#define CONN_TIMEOUT_S 60
+#define DEFAULT_MAX_BODY (64L << 20)
+#define DRAIN_TIMEOUT_S 30.0
+
+typedef struct srv_input {
+    const char *name;
+    dpc_dtype dtype; /* DPC_F32 or DPC_I64 */
+    int rank;
+    int64_t shape[DPC_MAX_RANK]; /* -1 for a batch or run-time dim (metadata) */
+} srv_input;
+
+typedef struct server {
+    dpc_program *p;
+    dpc_batcher *b;
+    const char *name;
+    int nin, nout, nsc;
+    srv_input in[DPC_MAX_IO];
+    int out_rank[DPC_MAX_IO];
+    int64_t out_shape[DPC_MAX_IO][DPC_MAX_RANK];
+    int max_batch;
+    long max_body;
+    struct MHD_Daemon *d;
+    _Atomic bool draining;
+    _Atomic long inflight; /* submitted, response not finished */
+    _Atomic unsigned long http[6]; /* 200, 400, 404, 405, 500, 503 */
+} server;
+
+static server g_srv;
+
+/* ----------------------------------------------------------- responses */
+
+typedef struct buf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} buf;
+
+static void put(buf *b, const void *s, size_t n) {
+    if (b->oom)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *q = realloc(b->p, cap);
+        if (!q) {
+            b->oom = true;
+            return;
+        }
+        b->p = q;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = 0;
+}
+static void puts_(buf *b, const char *s) { put(b, s, strlen(s)); }
+static void putf(buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void putf(buf *b, const char *fmt, ...) {
+    char tmp[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (n >= (int)sizeof tmp) {
+        char *big = malloc((size_t)n + 1);
+        if (!big) {
+            b->oom = true;
+            return;
+        }
+        va_start(ap, fmt);
+        vsnprintf(big, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+        put(b, big, (size_t)n);
+        free(big);
+    } else if (n > 0) {
+        put(b, tmp, (size_t)n);
+    }
+}
+/* A JSON string, escaped by cJSON. */
+static void put_jstr(buf *b, const char *s) {
+    cJSON *j = cJSON_CreateString(s);
+    char *t = j ? cJSON_PrintUnformatted(j) : NULL;
+    if (t)
+        puts_(b, t);
+    else
+        b->oom = true;
+    free(t);
+    cJSON_Delete(j);
+}
+
+static int code_slot(unsigned code) {
+    switch (code) {
+    case 200: return 0;
+    case 400: return 1;
+    case 404: return 2;
+    case 405: return 3;
+    case 500: return 4;
+    default: return 5;
+    }
+}
+
+static enum MHD_Result send_body(struct MHD_Connection *c, unsigned code, char *body, size_t len, const char *ctype,
+                                 long header_len) {
+    struct MHD_Response *r = MHD_create_response_from_buffer_with_free_callback(len, body, free);
+    if (!r) {
+        free(body);
+        return MHD_NO;
+    }
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (header_len >= 0) {
+        char n[32];
+        snprintf(n, sizeof n, "%ld", header_len);
+        MHD_add_response_header(r, "Inference-Header-Content-Length", n);
+    }
+    atomic_fetch_add(&g_srv.http[code_slot(code)], 1);
+    enum MHD_Result ret = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result send_buf(struct MHD_Connection *c, unsigned code, buf *b, const char *ctype, long hlen) {
+    if (b->oom) {
+        free(b->p);
+        return MHD_NO;
+    }
+    if (!b->p)
+        puts_(b, "");
+    return send_body(c, code, b->p, b->len, ctype, hlen);
+}
+
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned code, cJSON *j) {
+    char *t = j ? cJSON_PrintUnformatted(j) : NULL;
+    cJSON_Delete(j);
+    if (!t)
+        return MHD_NO;
+    return send_body(c, code, t, strlen(t), "application/json", -1);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static enum MHD_Result send_error(struct MHD_Connection *c, unsigned code, const char *fmt, ...) {
+    char msg[DPC_ERR_MSG];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "error", msg);
+    return send_json(c, code, j);
+}
+
+/* --------------------------------------------------------------- infer */
+
+typedef struct infer_ctx {
+    bool is_infer;
+    char *body;
+    size_t len, cap;
+    bool too_big;
+    long header_len; /* Inference-Header-Content-Length, -1 none */
+    struct MHD_Connection *conn;
+    cJSON *req;
+    dpc_tensor *in[DPC_MAX_IO];
+    const char *kw_names[DPC_MAX_IO];
+    double kw_values[DPC_MAX_IO];
+    int nkw;
+    int sel[DPC_MAX_IO];  /* outputs to return, in order */
+    bool bin[DPC_MAX_IO]; /* binary for sel[i] */
+    int nsel;             /* -1: all */
+    bool bin_all;
+    dpc_request *r;
+    _Atomic int state; /* 0 reading, 1 submitted, 2 done */
+    bool submitted;
+} infer_ctx;
+
+static void ctx_free(infer_ctx *x) {
+    if (!x)
+        return;
+    for (int i = 0; i < DPC_MAX_IO; i++)
+        dpc_tensor_free(x->in[i]);
+    dpc_request_free(x->r);
+    cJSON_Delete(x->req);
+    free(x->body);
+    free(x);
+}
+
+static void on_done(dpc_request *r, void *user) {
+    infer_ctx *x = user;
+    (void)r;
+    atomic_store(&x->state, 2);
+    MHD_resume_connection(x->conn);
+}
+
+typedef struct dt_info {
+    const char *name;
+    size_t size;
+} dt_info;
+enum { DT_FP32, DT_FP16, DT_INT64, DT_INT32, DT_BOOL, DT_N };
+static const dt_info DTS[DT_N] = {{"FP32", 4}, {"FP16", 2}, {"INT64", 8}, {"INT32", 4}, {"BOOL", 1}};
+
+static int dt_of(const char *s) {
+    for (int i = 0; s && i < DT_N; i++)
+        if (strcmp(s, DTS[i].name) == 0)
+            return i;
+    return -1;
+}
+
+/* Flat (or nested) JSON array elements into dst as the input's dtype. */
+static bool json_elems(const cJSON *a, int dt, bool want_f32, void *dst, int64_t n, int64_t *k, char *err,
+                       size_t errn) {
+    const cJSON *e;
+    cJSON_ArrayForEach(e, a) {
+        if (cJSON_IsArray(e)) {
+            if (!json_elems(e, dt, want_f32, dst, n, k, err, errn))
+                return false;
+            continue;
+        }
+        double v;
+        if (dt == DT_BOOL) {
+            if (cJSON_IsBool(e))
+                v = cJSON_IsTrue(e);
+            else if (cJSON_IsNumber(e) && (e->valuedouble == 0 || e->valuedouble == 1))
+                v = e->valuedouble;
+            else {
+                snprintf(err, errn, "BOOL data holds a value that is not true or false");
+                return false;
+            }
+        } else if (cJSON_IsNumber(e)) {
+            v = e->valuedouble;
+            if ((dt == DT_INT64 || dt == DT_INT32) &&
+                (v != floor(v) || fabs(v) > (dt == DT_INT32 ? 2147483647.0 : 9007199254740992.0))) {
+                snprintf(err, errn, "%s data holds %g, not an integer in range", DTS[dt].name, v);
+                return false;
+            }
+        } else {
+            snprintf(err, errn, "data holds a value that is not a number");
+            return false;
+        }
+        if (*k >= n) {
+            (*k)++;
+            continue; /* counted, reported by the caller */
+        }
+        if (want_f32)
+            ((float *)dst)[*k] = (float)v;
+        else
+            ((int64_t *)dst)[*k] = (int64_t)v;
+        (*k)++;
+    }
+    return true;
+}
+
+/* Binary data of datatype dt into the tensor's dtype. */
+static void bin_elems(const unsigned char *src, int dt, bool want_f32, void *dst, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        double v = 0;
+        switch (dt) {
+        case DT_FP32: {
+            float f;
+            memcpy(&f, src + 4 * i, 4);
+            v = f;
+            break;
+        }
+        case DT_FP16: {
+            uint16_t h;
+            float f;
+            memcpy(&h, src + 2 * i, 2);
+            dpc_f32_widen(&h, &f, 1, DPC_F16);
+            v = f;
+            break;
+        }
+        case DT_INT64: {
+            int64_t q;
+            memcpy(&q, src + 8 * i, 8);
+            if (!want_f32) {
+                ((int64_t *)dst)[i] = q;
+                continue;
+            }
+            v = (double)q;
+            break;
+        }
+        case DT_INT32: {
+            int32_t q;
+            memcpy(&q, src + 4 * i, 4);
+            v = q;
+            break;
+        }
+        default: v = src[i] != 0; break;
+        }
+        if (want_f32)
+            ((float *)dst)[i] = (float)v;
+        else
+            ((int64_t *)dst)[i] = (int64_t)v;
+    }
+}
+
+static int find_input(const char *name) {
+    for (int i = 0; name && i < g_srv.nin; i++)
+        if (strcmp(g_srv.in[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+static int output_index(const char *name) {
+    if (!name || strncmp(name, "output", 6) != 0 || !name[6])
+        return -1;
+    char *end;
+    long v = strtol(name + 6, &end, 10);
+    if (*end || v < 0 || v >= DPC_MAX_IO || (name[6] == '0' && name[7]))
+        return -1;
+    return (int)v;
+}
+
+static bool param_true(const cJSON *params, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(params, key);
+    return v && (cJSON_IsTrue(v) || (cJSON_IsNumber(v) && v->valuedouble != 0));
+}
+
+/* Parses the request body into x (tensors, keywords, output selection);
+ * false with a message in err (a 400). */
+static bool parse_infer(infer_ctx *x, char *err, size_t errn) {
+    size_t jlen = x->len;
+    if (x->header_len >= 0) {
+        if ((size_t)x->header_len > x->len) {
+            snprintf(err, errn, "Inference-Header-Content-Length %ld is larger than the body (%zu bytes)",
+                     x->header_len, x->len);
+            return false;
+        }
+        jlen = (size_t)x->header_len;
+    }
+    const char *endp = NULL;
+    x->req = cJSON_ParseWithLengthOpts(x->body ? x->body : "", jlen, &endp, 0);
+    if (!x->req || !cJSON_IsObject(x->req)) {
+        size_t at = endp && x->body ? (size_t)(endp - x->body) : 0;
+        snprintf(err, errn, "malformed JSON in the request body (near byte %zu)", at);
+        return false;
+    }
+    const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(x->req, "inputs");
+    if (!cJSON_IsArray(inputs)) {
+        snprintf(err, errn, "the request has no \"inputs\" array");
+        return false;
+    }
+    size_t boff = jlen; /* binary data follows the JSON, in input order */
+    bool seen[DPC_MAX_IO] = {0};
+    const cJSON *it;
+    cJSON_ArrayForEach(it, inputs) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(it, "shape");
+        const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(it, "datatype");
+        const cJSON *data = cJSON_GetObjectItemCaseSensitive(it, "data");
+        const cJSON *params = cJSON_GetObjectItemCaseSensitive(it, "parameters");
+        if (!cJSON_IsString(nm)) {
+            snprintf(err, errn, "an input has no \"name\"");
+            return false;
+        }
+        int i = find_input(nm->valuestring);
+        if (i < 0) {
+            char list[512] = "";
+            for (int k = 0, l = 0; k < g_srv.nin && l < (int)sizeof list; k++)
+                l += snprintf(list + l, sizeof list - (size_t)l, "%s%s", k ? ", " : "", g_srv.in[k].name);
+            snprintf(err, errn, "unknown input '%.100s' (%s takes %s)", nm->valuestring, g_srv.name, list);
+            return false;
+        }
+        if (seen[i]) {
+            snprintf(err, errn, "input '%s' given twice", g_srv.in[i].name);
+            return false;
+        }
+        seen[i] = true;
+        const srv_input *si = &g_srv.in[i];
+        int dt = cJSON_IsString(dtype) ? dt_of(dtype->valuestring) : -1;
+        if (dt < 0) {
+            snprintf(err, errn, "input '%s': datatype must be one of FP32, FP16, INT64, INT32, BOOL", si->name);
+            return false;
+        }
+        bool want_f32 = si->dtype == DPC_F32;
+        if (want_f32 ? (dt == DT_INT64 || dt == DT_INT32) : (dt == DT_FP32 || dt == DT_FP16)) {
+            snprintf(err, errn, "input '%s' is %s, got %s", si->name, want_f32 ? "FP32 (or FP16)" : "INT64 (or INT32)",
+                     DTS[dt].name);
+            return false;
+        }
+        if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > DPC_MAX_RANK) {
+            snprintf(err, errn, "input '%s': \"shape\" must be an array of at most %d dims", si->name, DPC_MAX_RANK);
+            return false;
+        }
+        int64_t dims[DPC_MAX_RANK];
+        int rank = 0;
+        int64_t numel = 1;
+        const cJSON *d;
+        cJSON_ArrayForEach(d, shape) {
+            if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble != floor(d->valuedouble) ||
+                d->valuedouble > 1e12) {
+                snprintf(err, errn, "input '%s': shape holds a dim that is not a non-negative integer", si->name);
+                return false;
+            }
+            dims[rank] = (int64_t)d->valuedouble;
+            if (dims[rank] && numel > (INT64_MAX / 16) / dims[rank]) {
+                snprintf(err, errn, "input '%s': shape too large", si->name);
+                return false;
+            }
+            numel *= dims[rank++];
+        }
+        if ((uint64_t)numel * 8 > (uint64_t)g_srv.max_body * 8 + 64) {
+            snprintf(err, errn, "input '%s': shape of %lld elements is over the body limit", si->name,
+                     (long long)numel);
+            return false;
+        }
+        dpc_tensor *t = NULL;
+        if (dpc_tensor_create(si->dtype, rank, dims, NULL, &t) != DPC_OK) {
+            snprintf(err, errn, "input '%s': %s", si->name, dpc_last_error());
+            return false;
+        }
+        x->in[i] = t;
+        const cJSON *bsz = params ? cJSON_GetObjectItemCaseSensitive(params, "binary_data_size") : NULL;
+        if (bsz) {
+            if (!cJSON_IsNumber(bsz) || bsz->valuedouble < 0) {
+                snprintf(err, errn, "input '%s': binary_data_size must be a non-negative number", si->name);
+                return false;
+            }
+            size_t want = (size_t)numel * DTS[dt].size;
+            if ((double)want != bsz->valuedouble) {
+                snprintf(err, errn, "input '%s': binary_data_size %.0f does not match shape and %s (%zu bytes)",
+                         si->name, bsz->valuedouble, DTS[dt].name, want);
+                return false;
+            }
+            if (x->header_len < 0 || boff + want > x->len) {
+                snprintf(err, errn, "input '%s': %zu bytes of binary data missing after the JSON header", si->name,
+                         want);
+                return false;
+            }
+            bin_elems((const unsigned char *)x->body + boff, dt, want_f32, dpc_tensor_data(t), numel);
+            boff += want;
+        } else {
+            if (!cJSON_IsArray(data)) {
+                snprintf(err, errn, "input '%s' has no \"data\" array (nor binary_data_size)", si->name);
+                return false;
+            }
+            int64_t k = 0;
+            if (!json_elems(data, dt, want_f32, dpc_tensor_data(t), numel, &k, err, errn)) {
+                char tmp[512];
+                snprintf(tmp, sizeof tmp, "%.400s", err);
+                snprintf(err, errn, "input '%s': %s", si->name, tmp);
+                return false;
+            }
+            if (k != numel) {
+                char sh[256];
+                dpc_shape_str(rank, dims, sh, sizeof sh);
+                snprintf(err, errn, "input '%s': shape %s needs %lld elements, data holds %lld", si->name, sh,
+                         (long long)numel, (long long)k);
+                return false;
+            }
+        }
+    }
+    if (boff != x->len) {
+        snprintf(err, errn, "%zu bytes after the JSON header are not any input's binary data", x->len - boff);
+        return false;
+    }
+    for (int i = 0; i < g_srv.nin; i++)
+        if (!seen[i]) {
+            snprintf(err, errn, "input '%s' is missing", g_srv.in[i].name);
+            return false;
+        }
+    /* keyword scalars: the request's parameters, less the protocol's own */
+    const cJSON *params = cJSON_GetObjectItemCaseSensitive(x->req, "parameters");
+    x->bin_all = param_true(params, "binary_data_output");
+    const cJSON *p;
+    if (params && !cJSON_IsObject(params)) {
+        snprintf(err, errn, "\"parameters\" must be an object");
+        return false;
+    }
+    cJSON_ArrayForEach(p, params) {
+        static const char *reserved[] = {"binary_data_output", "sequence_id", "sequence_start", "sequence_end",
+                                         "priority", "timeout", "headers"};
+        bool skip = false;
+        for (size_t r = 0; r < sizeof reserved / sizeof *reserved; r++)
+            skip |= strcmp(p->string, reserved[r]) == 0;
+        if (skip)
+            continue;
+        if (x->nkw >= DPC_MAX_IO) {
+            snprintf(err, errn, "too many parameters");
+            return false;
+        }
+        if (!cJSON_IsNumber(p) && !cJSON_IsBool(p)) {
+            snprintf(err, errn, "parameter '%.100s' must be a number or a boolean", p->string);
+            return false;
+        }
+        x->kw_names[x->nkw] = p->string;
+        x->kw_values[x->nkw++] = cJSON_IsBool(p) ? cJSON_IsTrue(p) : p->valuedouble;
+    }
+    /* outputs to return */
+    x->nsel = -1;
+    const cJSON *outs = cJSON_GetObjectItemCaseSensitive(x->req, "outputs");
+    if (outs) {
+        if (!cJSON_IsArray(outs)) {
+            snprintf(err, errn, "\"outputs\" must be an array");
+            return false;
+        }
+        x->nsel = 0;
+        const cJSON *o;
+        cJSON_ArrayForEach(o, outs) {
+            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
+            int j = cJSON_IsString(nm) ? output_index(nm->valuestring) : -1;
+            if (j < 0 || (g_srv.nout > 0 && j >= g_srv.nout) || x->nsel >= DPC_MAX_IO) {
+                snprintf(err, errn, "unknown output '%.100s' (%s returns output0..output%d)",
+                         cJSON_IsString(nm) ? nm->valuestring : "", g_srv.name, g_srv.nout - 1);
+                return false;
+            }
+            const cJSON *op = cJSON_GetObjectItemCaseSensitive(o, "parameters");
+            x->bin[x->nsel] = param_true(op, "binary_data") || (x->bin_all && !cJSON_GetObjectItem(op, "binary_data"));
+            x->sel[x->nsel++] = j;
+        }
+    }
+    return true;
+}
+
+static const char *dtype_kserve(dpc_dtype d) {
+    switch (d) {
+    case DPC_F32: return "FP32";
+    case DPC_I64: return "INT64";
+    case DPC_I32: return "INT32";
+    case DPC_F16: return "FP16";
+    case DPC_BOOL: return "BOOL";
+    default: return "FP32";
+    }
+}
+
+static void put_float(buf *b, float v) {
+    if (isnan(v))
+        puts_(b, "NaN");
+    else if (isinf(v))
+        puts_(b, v > 0 ? "Infinity" : "-Infinity");
+    else
+        putf(b, "%.9g", (double)v);
+}
+
+static enum MHD_Result respond_infer(struct MHD_Connection *c, infer_ctx *x) {
+    dpc_request *r = x->r;
+    dpc_status s = dpc_request_status(r);
+    if (s != DPC_OK)
+        return send_error(c, s == DPC_EUSER ? 400 : 500, "%s", dpc_request_error(r));
+    int nout = dpc_request_num_outputs(r);
+    int sel[DPC_MAX_IO];
+    bool bin[DPC_MAX_IO];
+    int nsel = x->nsel;
+    if (nsel < 0) {
+        nsel = nout < DPC_MAX_IO ? nout : DPC_MAX_IO;
+        for (int j = 0; j < nsel; j++)
+            sel[j] = j, bin[j] = x->bin_all;
+    } else {
+        memcpy(sel, x->sel, sizeof sel);
+        memcpy(bin, x->bin, sizeof bin);
+    }
+    for (int k = 0; k < nsel; k++)
+        if (sel[k] >= nout)
+            return send_error(c, 400, "unknown output 'output%d' (%s returns %d)", sel[k], g_srv.name, nout);
+    buf b = {0};
+    puts_(&b, "{\"model_name\":");
+    put_jstr(&b, g_srv.name);
+    puts_(&b, ",\"model_version\":\"1\"");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(x->req, "id");
+    if (cJSON_IsString(id)) {
+        puts_(&b, ",\"id\":");
+        put_jstr(&b, id->valuestring);
+    }
+    puts_(&b, ",\"outputs\":[");
+    bool any_bin = false;
+    for (int k = 0; k < nsel; k++) {
+        const dpc_tensor *t = dpc_request_output(r, sel[k]);
+        putf(&b, "%s{\"name\":\"output%d\",\"datatype\":\"%s\",\"shape\":[", k ? "," : "", sel[k],
+             dtype_kserve(dpc_tensor_dtype(t)));
+        for (int d = 0; d < dpc_tensor_rank(t); d++)
+            putf(&b, "%s%lld", d ? "," : "", (long long)dpc_tensor_dim(t, d));
+        puts_(&b, "]");
+        int64_t n = dpc_tensor_numel(t);
+        const void *data = dpc_tensor_data((dpc_tensor *)t);
+        if (bin[k]) {
+            putf(&b, ",\"parameters\":{\"binary_data_size\":%zu}}", dpc_tensor_nbytes(t));
+            any_bin = true;
+            continue;
+        }
+        puts_(&b, ",\"data\":[");
+        for (int64_t i = 0; i < n; i++) {
+            if (i)
+                puts_(&b, ",");
+            if (dpc_tensor_dtype(t) == DPC_F32)
+                put_float(&b, ((const float *)data)[i]);
+            else if (dpc_tensor_dtype(t) == DPC_I64)
+                putf(&b, "%lld", (long long)((const int64_t *)data)[i]);
+            else
+                puts_(&b, "0");
+        }
+        puts_(&b, "]}");
+    }
+    puts_(&b, "]}");
+    if (!any_bin)
+        return send_buf(c, 200, &b, "application/json", -1);
+    long hlen = (long)b.len;
+    for (int k = 0; k < nsel; k++)
+        if (bin[k]) {
+            const dpc_tensor *t = dpc_request_output(r, sel[k]);
+            put(&b, dpc_tensor_data((dpc_tensor *)t), dpc_tensor_nbytes(t));
+        }
+    return send_buf(c, 200, &b, "application/octet-stream", hlen);
+}
+
+static enum MHD_Result infer_step(struct MHD_Connection *c, infer_ctx *x, const char *upload, size_t *upload_size) {
+    if (*upload_size) { /* a piece of the body */
+        size_t n = *upload_size;
+        *upload_size = 0;
+        if (x->too_big || x->len + n > (size_t)g_srv.max_body) {
+            x->too_big = true; /* read and dropped, answered at the end */
+            return MHD_YES;
+        }
+        if (x->len + n + 1 > x->cap) {
+            size_t cap = x->cap ? x->cap : 65536;
+            while (cap < x->len + n + 1)
+                cap *= 2;
+            char *q = realloc(x->body, cap);
+            if (!q)
+                return send_error(c, 500, "out of memory reading the request body");
+            x->body = q;
+            x->cap = cap;
+        }
+        memcpy(x->body + x->len, upload, n);
+        x->len += n;
+        return MHD_YES;
+    }
+    int st = atomic_load(&x->state);
+    if (st == 2)
+        return respond_infer(c, x);
+    if (st == 1)
+        return MHD_YES; /* resumed spuriously: still running */
+    if (x->too_big)
+        return send_error(c, 400, "the request body is over the limit of %ld bytes", g_srv.max_body);
+    char err[DPC_ERR_MSG];
+    if (!parse_infer(x, err, sizeof err))
+        return send_error(c, 400, "%s", err);
+    if (atomic_load(&g_srv.draining))
+        return send_error(c, 503, "the server is shutting down");
+    x->conn = c;
+    atomic_store(&x->state, 1);
+    MHD_suspend_connection(c); /* before the submit: the batch may finish at once */
+    dpc_status s = dpc_batcher_submit(g_srv.b, (const dpc_tensor *const *)x->in, g_srv.nin, x->kw_names,
+                                      x->kw_values, x->nkw, on_done, x, &x->r);
+    if (s != DPC_OK) {
+        MHD_resume_connection(c);
+        atomic_store(&x->state, 0);
+        return send_error(c, s == DPC_EBUSY ? 503 : s == DPC_EUSER || s == DPC_EUSAGE ? 400 : 500, "%s",
+                          dpc_last_error());
+    }
+    x->submitted = true;
+    atomic_fetch_add(&g_srv.inflight, 1);
+    return MHD_YES;
+}
+
+/* ------------------------------------------------------------ metadata */
+
+static cJSON *shape_json(int rank, const int64_t *shape) {
+    cJSON *a = cJSON_CreateArray();
+    for (int d = 0; d < rank; d++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(shape[d] <= 0 ? -1 : (double)shape[d]));
+    return a;
+}
+
+static cJSON *model_metadata(void) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "name", g_srv.name);
+    cJSON *v = cJSON_AddArrayToObject(j, "versions");
+    cJSON_AddItemToArray(v, cJSON_CreateString("1"));
+    cJSON_AddStringToObject(j, "platform", "dpc");
+    cJSON *in = cJSON_AddArrayToObject(j, "inputs");
+    for (int i = 0; i < g_srv.nin; i++) {
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddStringToObject(t, "name", g_srv.in[i].name);
+        cJSON_AddStringToObject(t, "datatype", g_srv.in[i].dtype == DPC_I64 ? "INT64" : "FP32");
+        cJSON_AddItemToObject(t, "shape", shape_json(g_srv.in[i].rank, g_srv.in[i].shape));
+        cJSON_AddItemToArray(in, t);
+    }
+    cJSON *out = cJSON_AddArrayToObject(j, "outputs");
+    for (int i = 0; i < g_srv.nout; i++) {
+        cJSON *t = cJSON_CreateObject();
+        char nm[32];
+        snprintf(nm, sizeof nm, "output%d", i);
+        cJSON_AddStringToObject(t, "name", nm);
+        cJSON_AddStringToObject(t, "datatype", "FP32");
+        cJSON_AddItemToObject(t, "shape", shape_json(g_srv.out_rank[i], g_srv.out_shape[i]));
+        cJSON_AddItemToArray(out, t);
+    }
+    cJSON *params = cJSON_AddObjectToObject(j, "parameters");
+    for (int i = 0; i < g_srv.nsc; i++) {
+        const char *name;
+        dpc_scalar_type type;
+        int has_def;
+        double def;
+        if (dpc_program_scalar(g_srv.p, i, &name, &type, &has_def, &def) != DPC_OK)
+            continue;
+        cJSON *s = cJSON_CreateObject();
+        cJSON_AddStringToObject(s, "type", type == DPC_SCALAR_FLOAT ? "float" : type == DPC_SCALAR_INT ? "int" : "bool");
+        if (has_def)
+            cJSON_AddNumberToObject(s, "default", def);
+        cJSON_AddItemToObject(params, name, s);
+    }
+    return j;
+}
+
+static cJSON *model_config(void) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "name", g_srv.name);
+    cJSON_AddStringToObject(j, "platform", "dpc");
+    cJSON_AddNumberToObject(j, "max_batch_size", 0); /* shapes carry the batch dim themselves */
+    cJSON *db = cJSON_AddObjectToObject(j, "dynamic_batching");
+    cJSON_AddNumberToObject(db, "max_batch_rows", g_srv.max_batch);
+    return j;
+}
+
+static void metric_hist(buf *b, const char *name, const char *help, const uint64_t *counts, int n, int size,
+                        double sum) {
+    putf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    uint64_t cum = 0;
+    for (int i = 0; i < n; i++) {
+        cum += counts[i];
+        double le = dpc_batcher_bucket(size, i);
+        if (isinf(le))
+            putf(b, "%s_bucket{model=\"%s\",le=\"+Inf\"} %llu\n", name, g_srv.name, (unsigned long long)cum);
+        else
+            putf(b, "%s_bucket{model=\"%s\",le=\"%g\"} %llu\n", name, g_srv.name, le, (unsigned long long)cum);
+    }
+    putf(b, "%s_sum{model=\"%s\"} %.9g\n%s_count{model=\"%s\"} %llu\n", name, g_srv.name, sum, name, g_srv.name,
+         (unsigned long long)cum);
+}
+
+static enum MHD_Result metrics(struct MHD_Connection *c) {
+    dpc_batcher_stats st;
+    dpc_batcher_get_stats(g_srv.b, &st);
+    buf b = {0};
+    const char *m = g_srv.name;
+#define COUNTER(n, h, v)                                                                                           \
+    putf(&b, "# HELP " n " " h "\n# TYPE " n " counter\n" n "{model=\"%s\"} %llu\n", m, (unsigned long long)(v))
+#define GAUGE(n, h, v) putf(&b, "# HELP " n " " h "\n# TYPE " n " gauge\n" n "{model=\"%s\"} %lld\n", m, (long long)(v))
+    COUNTER("dpc_requests_total", "Inference requests accepted by the batcher.", st.requests);
+    COUNTER("dpc_request_success_total", "Inference requests answered with outputs.", st.succeeded);
+    COUNTER("dpc_request_failures_total", "Inference requests accepted whose batch failed.", st.failed);
+    COUNTER("dpc_requests_invalid_total", "Inference requests refused by the batcher as not matching forward.",
+            st.rejected);
+    COUNTER("dpc_requests_busy_total", "Inference requests refused because the queue was full (503).", st.busy);
+    COUNTER("dpc_batches_total", "Batches run (forward calls).", st.batches);
+    COUNTER("dpc_batch_failures_total", "Batches whose forward failed.", st.batch_failures);
+    GAUGE("dpc_queue_depth", "Requests waiting in the queue.", st.queue_depth);
+    GAUGE("dpc_running_requests", "Requests in the batch running now.", st.running);
+    GAUGE("dpc_inflight_requests", "Requests submitted and not yet answered.", atomic_load(&g_srv.inflight));
+    metric_hist(&b, "dpc_batch_size", "Rows per batch.", st.batch_rows, DPC_BATCHER_SIZE_BUCKETS, 1,
+                (double)st.batch_rows_sum);
+    metric_hist(&b, "dpc_queue_seconds", "Time a request waited in the queue.", st.queue_seconds,
+                DPC_BATCHER_TIME_BUCKETS, 0, st.queue_seconds_sum);
+    metric_hist(&b, "dpc_compute_seconds", "Time of the batch a request ran in.", st.compute_seconds,
+                DPC_BATCHER_TIME_BUCKETS, 0, st.compute_seconds_sum);
+    static const char *codes[6] = {"200", "400", "404", "405", "500", "503"};
+    puts_(&b, "# HELP dpc_http_responses_total HTTP responses by status code.\n"
+              "# TYPE dpc_http_responses_total counter\n");
+    for (int i = 0; i < 6; i++)
+        putf(&b, "dpc_http_responses_total{code=\"%s\"} %lu\n", codes[i], atomic_load(&g_srv.http[i]));
+#undef COUNTER
+#undef GAUGE
+    return send_buf(c, 200, &b, "text/plain; version=0.0.4", -1);
+}
+
+/* ------------------------------------------------------------- routing */
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                               const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)cls, (void)version;
+    if (*con_cls)
+        return infer_step(c, *con_cls, upload, upload_size);
+    bool get = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+    bool post = strcmp(method, "POST") == 0;
+    if (strcmp(url, "/v2/health/live") == 0)
+        return get ? send_json(c, 200, cJSON_CreateObject()) : send_error(c, 405, "use GET");
+    if (strcmp(url, "/v2/health/ready") == 0) {
+        if (!get)
+            return send_error(c, 405, "use GET");
+        return atomic_load(&g_srv.draining) ? send_error(c, 503, "the server is shutting down")
+                                            : send_json(c, 200, cJSON_CreateObject());
+    }
+    if (strcmp(url, "/v2") == 0 || strcmp(url, "/v2/") == 0) {
+        if (!get)
+            return send_error(c, 405, "use GET");
+        cJSON *j = cJSON_CreateObject();
+        cJSON_AddStringToObject(j, "name", "dpc");
+        cJSON_AddStringToObject(j, "version", dpc_version());
+        cJSON *ext = cJSON_AddArrayToObject(j, "extensions");
+        cJSON_AddItemToArray(ext, cJSON_CreateString("binary_tensor_data"));
+        return send_json(c, 200, j);
+    }
+    if (strcmp(url, "/metrics") == 0)
+        return get ? metrics(c) : send_error(c, 405, "use GET");
+    static const char pre[] = "/v2/models/";
+    if (strncmp(url, pre, sizeof pre - 1) != 0)
+        return send_error(c, 404, "unknown path '%.200s'", url);
+    const char *name = url + sizeof pre - 1;
+    const char *slash = strchr(name, '/');
+    size_t nl = slash ? (size_t)(slash - name) : strlen(name);
+    const char *rest = slash ? slash : "";
+    if (strncmp(rest, "/versions/", 10) == 0) {
+        const char *v = rest + 10;
+        const char *vs = strchr(v, '/');
+        size_t vl = vs ? (size_t)(vs - v) : strlen(v);
+        if (vl != 1 || v[0] != '1')
+            return send_error(c, 400, "unknown version '%.*s' of model '%s' (it has version 1)", (int)(vl > 100 ? 100 : vl),
+                              v, g_srv.name);
+        rest = vs ? vs : "";
+    }
+    if (nl != strlen(g_srv.name) || strncmp(name, g_srv.name, nl) != 0)
+        return send_error(c, 400, "unknown model '%.*s' (this server serves '%s')", (int)(nl > 200 ? 200 : nl), name,
+                          g_srv.name);
+    if (!*rest || strcmp(rest, "/") == 0)
+        return get ? send_json(c, 200, model_metadata()) : send_error(c, 405, "use GET");
+    if (strcmp(rest, "/ready") == 0) {
+        if (!get)
+            return send_error(c, 405, "use GET");
+        return atomic_load(&g_srv.draining) ? send_error(c, 503, "the server is shutting down")
+                                            : send_json(c, 200, cJSON_CreateObject());
+    }
+    if (strcmp(rest, "/config") == 0)
+        return get ? send_json(c, 200, model_config()) : send_error(c, 405, "use GET");
+    if (strcmp(rest, "/infer") != 0)
+        return send_error(c, 404, "unknown path '%.200s'", url);
+    if (!post)
+        return send_error(c, 405, "use POST for infer");
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtod(cl, NULL) > (double)g_srv.max_body)
+        return send_error(c, 400, "the request body (%s bytes) is over the limit of %ld bytes", cl, g_srv.max_body);
+    infer_ctx *x = calloc(1, sizeof *x);
+    if (!x)
+        return send_error(c, 500, "out of memory");
+    x->is_infer = true;
+    x->header_len = -1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
+    if (h) {
+        char *end;
+        long v = strtol(h, &end, 10);
+        if (*end || v < 0 || end == h) {
+            free(x);
+            return send_error(c, 400, "bad Inference-Header-Content-Length '%.40s'", h);
+        }
+        x->header_len = v;
+    }
+    *con_cls = x;
+    return MHD_YES;
+}
+
+static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why) {
+    (void)cls, (void)c, (void)why;
+    infer_ctx *x = *con_cls;
+    if (!x)
+        return;
+    *con_cls = NULL;
+    if (x->submitted) {
+        if (x->r)
+            dpc_request_wait(x->r); /* done already: it was resumed to get here */
+        atomic_fetch_sub(&g_srv.inflight, 1);
+    }
+    ctx_free(x);
+}
+
+/* ------------------------------------------------------------- signals */
+
+static sigset_t g_sigs;
+static _Atomic int g_phase;  /* 0 starting, 1 serving */
+static _Atomic int g_signal; /* the signal that asked to stop */
+static pthread_mutex_t g_stop_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_stop_cv = PTHREAD_COND_INITIALIZER;
+
+static void *signal_thread(void *arg) {
+    (void)arg;
+    for (;;) {
+        int sig = 0;
+        if (sigwait(&g_sigs, &sig) != 0)
+            continue;
+        if (atomic_load(&g_phase) == 0) { /* compiling kernels: stop them and leave */
+            dpc_abort_compilers();
+            _exit(128 + sig);
+        }
+        pthread_mutex_lock(&g_stop_lock);
+        atomic_store(&g_signal, sig);
+        pthread_cond_broadcast(&g_stop_cv);
+        pthread_mutex_unlock(&g_stop_lock);
+    }
+    return NULL;
+}
+
+/* ----------------------------------------------------------------- CLI */
+
+static const char *SERVE_USAGE =
+    "usage: dpc serve MODEL.dp|MODEL.dpa [--weights W.safetensors] [--devices LIST] [--host 127.0.0.1]\n"
+    "                 [--port 8000] [--max-batch 64] [--max-delay-us 2000] [--max-queue 1024]\n"
+    "                 [--max-body BYTES] [--dtype f32|bf16|f16]\n";
+
+static int serve_usage(const char *fmt, const char *arg) {
+    fprintf(stderr, "dpc: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n%s", SERVE_USAGE);
+    return 2;
+}
+
+static bool parse_long(const char *s, long min, long max, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return false;
+    *out = v;
+    return true;
+}
+
+static int load_program(const char *path, dpc_program **p) {
+    if (dpc_artifact_path(path)) {
+        if (dpc_program_load(path, p) != DPC_OK) {
+            fprintf(stderr, "dpc: error: %s\n", dpc_last_error());
+            return 1;
+        }
+        return 0;
+    }
+    dpc_artifact_opts ao = {0};
+    dpc_buf img, diags, warn;
+    dpc_buf_init(&diags);
+    dpc_buf_init(&warn);
+    dpc_err e;
+    dpc_status s = dpc_artifact_build(path, &ao, &img, &diags, &warn, &e);
+    if (warn.len)
+        fprintf(stderr, "dpc: warning: %s\n", warn.data);
+    dpc_buf_free(&warn);
+    if (s != DPC_OK) {
+        if (diags.len)
+            fputs(diags.data, stderr);
+        else
+            fprintf(stderr, "dpc: error: %s\n", e.msg);
+        dpc_buf_free(&diags);
+        return 1;
+    }
+    dpc_buf_free(&diags);
+    s = dpc_program_load_memory(img.data, img.len, path, p);
+    dpc_buf_free(&img);
+    if (s != DPC_OK) {
+        fprintf(stderr, "dpc: error: %s\n", dpc_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+static bool signature(dpc_program *p) {
+    g_srv.name = dpc_program_name(p);
+    g_srv.nin = dpc_program_num_inputs(p);
+    g_srv.nsc = dpc_program_num_scalars(p);
+    g_srv.nout = dpc_program_num_outputs(p);
+    if (g_srv.nin > DPC_MAX_IO || g_srv.nout > DPC_MAX_IO)
+        return false;
+    for (int i = 0; i < g_srv.nin; i++) {
+        srv_input *t = &g_srv.in[i];
+        if (dpc_program_input(p, i, &t->name, &t->dtype, &t->rank, t->shape) != DPC_OK)
+            return false;
+    }
+    for (int j = 0; j < g_srv.nout; j++)
+        if (dpc_program_output(p, j, NULL, &g_srv.out_rank[j], g_srv.out_shape[j]) != DPC_OK)
+            return false;
+    return true;
+}
+
+int dpc_cmd_serve(int argc, char **argv) {
+    const char *model = NULL, *weights = NULL, *devices = NULL, *host = "127.0.0.1", *dtype = NULL;
+    long port = 8000, max_batch = 64, max_delay = 2000, max_queue = 1024, max_body = DEFAULT_MAX_BODY;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const char **str = !strcmp(a, "--weights") || !strcmp(a, "-w") ? &weights
+                           : !strcmp(a, "--devices")                   ? &devices
+                           : !strcmp(a, "--host")                      ? &host
+                           : !strcmp(a, "--dtype")                     ? &dtype
+                                                                       : NULL;
+        long *num = !strcmp(a, "--port")           ? &port
+                    : !strcmp(a, "--max-batch")    ? &max_batch
+                    : !strcmp(a, "--max-delay-us") ? &max_delay
+                    : !strcmp(a, "--max-queue")    ? &max_queue
+                    : !strcmp(a, "--max-body")     ? &max_body
+                                                   : NULL;
+        if (str || num) {
+            if (i + 1 >= argc)
+                return serve_usage("option '%s' needs a value", a);
+            const char *v = argv[++i];
+            if (str)
+                *str = v;
+            else {
+                long lo = num == &max_delay ? 0 : num == &port ? 0 : 1;
+                long hi = num == &port ? 65535 : num == &max_body ? (1L << 40) : num == &max_delay ? 60000000L : 1L << 20;
+                if (!parse_long(v, lo, hi, num))
+                    return serve_usage("bad value for %s", a);
+            }
+        } else if (a[0] == '-' && a[1]) {
+            return serve_usage("unknown option '%s'", a);
+        } else if (model) {
+            return serve_usage("unexpected argument '%s'", a);
+        } else {
+            model = a;
+        }
+    }
+    if (!model)
+        return serve_usage("%s", "missing the model file");
+
+    /* signals go to the signal thread alone: block them before any thread starts */
+    sigemptyset(&g_sigs);
+    sigaddset(&g_sigs, SIGINT);
+    sigaddset(&g_sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &g_sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    pthread_t st;
+    if (pthread_create(&st, NULL, signal_thread, NULL) != 0) {
+        fprintf(stderr, "dpc: error: cannot start a thread\n");
+        return 1;
+    }
+    pthread_detach(st);
+
+    dpc_program *p = NULL;
+    if (load_program(model, &p))
+        return 1;
+    int rc = 1;
+    if (weights && dpc_program_bind_weights(p, weights) != DPC_OK)
+        goto fail;
+    if (weights && dpc_program_warning(p)[0])
+        fprintf(stderr, "dpc: warning: %s\n", dpc_program_warning(p));
+    if (devices && dpc_program_set_devices(p, devices) != DPC_OK)
+        goto fail;
+    if (dtype && dpc_program_set_dtype(p, dtype) != DPC_OK)
+        goto fail;
+    g_srv.p = p;
+    g_srv.max_batch = (int)max_batch;
+    g_srv.max_body = max_body;
+    dpc_batcher_opts bo = {.max_batch = (int)max_batch, .max_delay_us = max_delay, .max_queue = (int)max_queue};
+    if (dpc_batcher_new(p, &bo, &g_srv.b) != DPC_OK) {
+        fprintf(stderr, "dpc: error: %s\n", dpc_last_error());
+        if (!weights && !dpc_program_has_embedded_weights(p) && strstr(dpc_last_error(), "no weights"))
+            fprintf(stderr, "dpc: give --weights W.safetensors (`dpc init %s -o W.safetensors` writes initial ones)\n",
+                    model);
+        dpc_program_free(p);
+        return 1;
+    }
+    if (!signature(p)) {
+        fprintf(stderr, "dpc: error: cannot read the signature of %s\n", model);
+        goto fail_b;
+    }
+
+    /* address */
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE}, *ai = NULL;
+    char ports[16];
+    snprintf(ports, sizeof ports, "%ld", port);
+    int ge = getaddrinfo(host, ports, &hints, &ai);
+    if (ge != 0 || !ai) {
+        fprintf(stderr, "dpc: error: cannot use --host '%s': %s\n", host, gai_strerror(ge));
+        goto fail_b;
+    }
+    struct rlimit rl; /* CONN_LIMIT sockets need as many descriptors */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+        rl.rlim_cur = rl.rlim_max;
+        setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ITC;
+    if (ai->ai_family == AF_INET6)
+        flags |= MHD_USE_IPv6;
+    g_srv.d = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, handler, NULL, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                               MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT,
+                               (unsigned)CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
+                               MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_LISTEN_BACKLOG_SIZE,
+                               (unsigned)512, MHD_OPTION_END);
+    if (!g_srv.d) {
+        fprintf(stderr, "dpc: error: cannot listen on %s port %ld (in use, or not an address of this machine)\n", host,
+                port);
+        freeaddrinfo(ai);
+        goto fail_b;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(g_srv.d, MHD_DAEMON_INFO_BIND_PORT);
+    unsigned bound = di ? di->port : (unsigned)port;
+    freeaddrinfo(ai);
+    bool v6 = strchr(host, ':') != NULL;
+    printf("dpc serve: model %s listening on http://%s%s%s:%u\n", g_srv.name, v6 ? "[" : "", host, v6 ? "]" : "",
+           bound);
+    fflush(stdout);
+    atomic_store(&g_phase, 1);
+
+    pthread_mutex_lock(&g_stop_lock);
+    while (!atomic_load(&g_signal))
+        pthread_cond_wait(&g_stop_cv, &g_stop_lock);
+    pthread_mutex_unlock(&g_stop_lock);
+
+    /* drain: refuse new work, run and answer what is queued, then stop */
+    fprintf(stderr, "dpc serve: signal %d: draining\n", atomic_load(&g_signal));
+    atomic_store(&g_srv.draining, true);
+    MHD_quiesce_daemon(g_srv.d);
+    dpc_batcher_close(g_srv.b);
+    double t0 = dpc_now_s();
+    while (atomic_load(&g_srv.inflight) > 0 && dpc_now_s() - t0 < DRAIN_TIMEOUT_S)
+        usleep(2000);
+    long left = atomic_load(&g_srv.inflight);
+    MHD_stop_daemon(g_srv.d);
+    dpc_batcher_free(g_srv.b);
+    dpc_program_free(p);
+    if (left > 0) {
+        fprintf(stderr, "dpc: error: %ld answers could not be delivered within %.0f s\n", left, DRAIN_TIMEOUT_S);
+        return 1;
+    }
+    return 0;
+
+fail:
+    fprintf(stderr, "dpc: error: %s\n", dpc_program_error(p));
+    dpc_program_free(p);
+    return rc;
+fail_b:
+    dpc_batcher_free(g_srv.b);
+    dpc_program_free(p);
+    return 1;
+}
