@@ -990,7 +990,10 @@ static bool signature(dpc_program *p) {
     g_srv.name = dpc_program_name(p);
     g_srv.nin = dpc_program_num_inputs(p);
     g_srv.nsc = dpc_program_num_scalars(p);
-    g_srv.nout = dpc_program_num_outputs(p);
+    /* outputs before any run, with -1 (0 here) for dims that follow a
+     * run-time dim (`ids: i64[N, S]`), as KServe lists dynamic dims */
+    if (dpc_program_outputs_any(p, &g_srv.nout) != DPC_OK)
+        g_srv.nout = dpc_program_num_outputs(p);
     if (g_srv.nin > DPC_MAX_IO || g_srv.nout > DPC_MAX_IO)
         return false;
     for (int i = 0; i < g_srv.nin; i++) {
@@ -999,7 +1002,8 @@ static bool signature(dpc_program *p) {
             return false;
     }
     for (int j = 0; j < g_srv.nout; j++)
-        if (dpc_program_output(p, j, NULL, &g_srv.out_rank[j], g_srv.out_shape[j]) != DPC_OK)
+        if (dpc_program_output_any(p, j, NULL, &g_srv.out_rank[j], g_srv.out_shape[j]) != DPC_OK &&
+            dpc_program_output(p, j, NULL, &g_srv.out_rank[j], g_srv.out_shape[j]) != DPC_OK)
             return false;
     return true;
 }
