@@ -139,9 +139,9 @@ def point(srv, model_name, body, hlen, clients, seconds, timeout=600):
     q_ms = d("dpc_queue_seconds_sum") * 1e3 / served if served else 0.0
     f_ms = d("dpc_compute_seconds_sum") * 1e3 / served if served else 0.0
     mean_batch = rows / batches if batches else 0.0
-    # seconds the model ran: each batch's forward counted once (its rows
-    # each carry it); in-process throughput at these batches, same run
-    fwd_s = d("dpc_compute_seconds_sum") / mean_batch if mean_batch else 0.0
+    # seconds the worker ran batches (each once); in-process throughput at
+    # these batches, same run
+    fwd_s = d("dpc_batch_seconds_total")
     return {
         "clients": clients, "requests": n, "errors": sum(errors), "hung_threads": alive, "seconds": wall,
         "throughput": n / wall if wall > 0 else 0.0,

@@ -789,6 +789,9 @@ static enum MHD_Result metrics(struct MHD_Connection *c) {
     GAUGE("dpc_inflight_requests", "Requests submitted and not yet answered.", atomic_load(&g_srv.inflight));
     metric_hist(&b, "dpc_batch_size", "Rows per batch.", st.batch_rows, DPC_BATCHER_SIZE_BUCKETS, 1,
                 (double)st.batch_rows_sum);
+    putf(&b, "# HELP dpc_batch_seconds_total Seconds the worker spent in the forwards of batches.\n"
+             "# TYPE dpc_batch_seconds_total counter\ndpc_batch_seconds_total{model=\"%s\"} %.9g\n",
+         m, st.batch_seconds_sum);
     metric_hist(&b, "dpc_queue_seconds", "Time a request waited in the queue.", st.queue_seconds,
                 DPC_BATCHER_TIME_BUCKETS, 0, st.queue_seconds_sum);
     metric_hist(&b, "dpc_compute_seconds", "Time of the batch a request ran in.", st.compute_seconds,

@@ -292,6 +292,7 @@ typedef struct dpc_batcher_stats {
     uint64_t batch_rows[DPC_BATCHER_SIZE_BUCKETS];
     double queue_seconds_sum, compute_seconds_sum; /* per request */
     uint64_t queue_seconds[DPC_BATCHER_TIME_BUCKETS], compute_seconds[DPC_BATCHER_TIME_BUCKETS];
+    double batch_seconds_sum; /* seconds in the forwards of batches, each batch once */
 } dpc_batcher_stats;
 DPC_API void dpc_batcher_get_stats(dpc_batcher *b, dpc_batcher_stats *out);
 /* Upper bound of bucket i: size = 1 rows buckets, else seconds; +Inf
