@@ -789,6 +789,9 @@ static enum MHD_Result metrics(struct MHD_Connection *c) {
     GAUGE("dpc_inflight_requests", "Requests submitted and not yet answered.", atomic_load(&g_srv.inflight));
     metric_hist(&b, "dpc_batch_size", "Rows per batch.", st.batch_rows, DPC_BATCHER_SIZE_BUCKETS, 1,
                 (double)st.batch_rows_sum);
+    putf(&b, "# HELP dpc_batch_seconds_total Seconds the worker spent in the forwards of batches.\n"
+             "# TYPE dpc_batch_seconds_total counter\ndpc_batch_seconds_total{model=\"%s\"} %.9g\n",
+         m, st.batch_seconds_sum);
     metric_hist(&b, "dpc_queue_seconds", "Time a request waited in the queue.", st.queue_seconds,
                 DPC_BATCHER_TIME_BUCKETS, 0, st.queue_seconds_sum);
     metric_hist(&b, "dpc_compute_seconds", "Time of the batch a request ran in.", st.compute_seconds,
@@ -990,7 +993,10 @@ static bool signature(dpc_program *p) {
     g_srv.name = dpc_program_name(p);
     g_srv.nin = dpc_program_num_inputs(p);
     g_srv.nsc = dpc_program_num_scalars(p);
-    g_srv.nout = dpc_program_num_outputs(p);
+    /* outputs before any run, with -1 (0 here) for dims that follow a
+     * run-time dim (`ids: i64[N, S]`), as KServe lists dynamic dims */
+    if (dpc_program_outputs_any(p, &g_srv.nout) != DPC_OK)
+        g_srv.nout = dpc_program_num_outputs(p);
     if (g_srv.nin > DPC_MAX_IO || g_srv.nout > DPC_MAX_IO)
         return false;
     for (int i = 0; i < g_srv.nin; i++) {
@@ -999,7 +1005,8 @@ static bool signature(dpc_program *p) {
             return false;
     }
     for (int j = 0; j < g_srv.nout; j++)
-        if (dpc_program_output(p, j, NULL, &g_srv.out_rank[j], g_srv.out_shape[j]) != DPC_OK)
+        if (dpc_program_output_any(p, j, NULL, &g_srv.out_rank[j], g_srv.out_shape[j]) != DPC_OK &&
+            dpc_program_output(p, j, NULL, &g_srv.out_rank[j], g_srv.out_shape[j]) != DPC_OK)
             return false;
     return true;
 }

@@ -47,6 +47,14 @@ struct dpc_program {
     bool devs_pending; /* devs (and prec) not applied to m yet */
     kprec prec;        /* float storage on CUDA devices */
     int fault_replica, fault_kernel; /* dpc_program_set_fault; -1: none */
+    /* dpc_program_outputs_any: worked out at its first call (any_n >= 0) */
+    int any_n;
+    dpc_status any_status;
+    struct any_out {
+        dpc_dtype dtype;
+        int rank;
+        int64_t shape[DPC_MAX_RANK];
+    } any[DPC_MAX_IO];
     char err[DPC_ERR_MSG];
     char warn[DPC_ERR_MSG];
 };
@@ -118,6 +126,7 @@ static dpc_status load(dpc_artifact *a, dpc_program **out) {
     p->ndev = 1;
     p->devs_pending = true;
     p->fault_replica = p->fault_kernel = -1;
+    p->any_n = -1;
     *out = p;
     return DPC_OK;
 }
@@ -319,6 +328,93 @@ dpc_status dpc_program_output(const dpc_program *cp, int i, dpc_dtype *dtype, in
     if (dtype)
         *dtype = t->dtype;
     tensor_shape(t, rank, shape);
+    return leave(p, DPC_OK);
+}
+
+/* The outputs at every value of the run-time dims: forward's graph built
+ * (DPC_STAGE_IR: shapes, no kernels) with all run-time dims at a and then
+ * at b; a dim that differs between the two is a run-time dim's (0). Pairs
+ * are tried until one builds at both values (a model may constrain its
+ * dims, e.g. to a table's rows or to a multiple of the heads). */
+static dpc_status outputs_any(dpc_program *p) {
+    const dpc_signature *g = signature(p);
+    if (!p->sig->gunit) {
+        const dpc_signature *o = dpc_unit_signature(p->sig->unit);
+        p->any_n = o->noutputs;
+        for (int i = 0; i < o->noutputs && i < DPC_MAX_IO; i++) {
+            p->any[i].dtype = o->outputs[i].dtype;
+            tensor_shape(&o->outputs[i], &p->any[i].rank, p->any[i].shape);
+        }
+        return p->any_status = DPC_OK;
+    }
+    static const int64_t pairs[][2] = {{7, 11}, {8, 16}, {2, 3}, {16, 32}, {64, 128}, {1, 2}};
+    dpc_err e;
+    dpc_status s = DPC_EUSER;
+    for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
+        dpc_unit *u[2] = {NULL, NULL};
+        for (int j = 0; j < 2; j++) {
+            int64_t values[DPC_MAX_RTDIMS];
+            for (int r = 0; r < g->nrtdims; r++)
+                values[r] = pairs[k][j];
+            s = dpc_unit_specialise(p->sig->gunit, values, DPC_STAGE_IR, &u[j], NULL, &e);
+            if (s != DPC_OK)
+                break;
+        }
+        const dpc_signature *a = u[0] ? dpc_unit_signature(u[0]) : NULL;
+        const dpc_signature *b = u[1] ? dpc_unit_signature(u[1]) : NULL;
+        bool same = s == DPC_OK && a->noutputs == b->noutputs && a->noutputs <= DPC_MAX_IO;
+        for (int i = 0; same && i < a->noutputs; i++)
+            same = a->outputs[i].rank == b->outputs[i].rank && a->outputs[i].dtype == b->outputs[i].dtype;
+        if (same) {
+            p->any_n = a->noutputs;
+            for (int i = 0; i < a->noutputs; i++) {
+                struct any_out *o = &p->any[i];
+                int64_t sb[DPC_MAX_RANK];
+                o->dtype = a->outputs[i].dtype;
+                tensor_shape(&a->outputs[i], &o->rank, o->shape);
+                tensor_shape(&b->outputs[i], NULL, sb);
+                for (int d = 0; d < o->rank; d++)
+                    if (o->shape[d] != sb[d])
+                        o->shape[d] = 0;
+            }
+        }
+        dpc_unit_free(u[0]);
+        dpc_unit_free(u[1]);
+        if (s == DPC_ENOMEM)
+            return p->any_status = failf(p, s, "out of memory");
+        if (same)
+            return p->any_status = DPC_OK;
+    }
+    p->any_n = 0;
+    return p->any_status = failf(p, DPC_EUSER, "%s: the outputs of forward could not be worked out without a run",
+                                 g->model_name);
+}
+
+dpc_status dpc_program_outputs_any(const dpc_program *cp, int *noutputs) {
+    if (!cp || !noutputs)
+        return fail(NULL, DPC_EUSAGE, "dpc_program_outputs_any: program or noutputs is NULL");
+    dpc_program *p = enter(cp);
+    dpc_status s = p->any_n >= 0 ? p->any_status : outputs_any(p);
+    if (s != DPC_OK && !p->err[0])
+        failf(p, s, "%s: the outputs of forward could not be worked out without a run", signature(p)->model_name);
+    *noutputs = s == DPC_OK ? p->any_n : 0;
+    return leave(p, s);
+}
+
+dpc_status dpc_program_output_any(const dpc_program *cp, int i, dpc_dtype *dtype, int *rank, int64_t *shape) {
+    int n;
+    dpc_status s = dpc_program_outputs_any(cp, &n);
+    if (s != DPC_OK)
+        return s;
+    dpc_program *p = enter(cp);
+    if (i < 0 || i >= n)
+        return leave(p, failf(p, DPC_EUSAGE, "output %d out of range: %s returns %d", i, signature(p)->model_name, n));
+    if (dtype)
+        *dtype = p->any[i].dtype;
+    if (rank)
+        *rank = p->any[i].rank;
+    for (int d = 0; shape && d < p->any[i].rank; d++)
+        shape[d] = p->any[i].shape[d];
     return leave(p, DPC_OK);
 }
 

@@ -158,6 +158,15 @@ DPC_API const char *dpc_program_input_rtdim(const dpc_program *p, int i, int d);
 DPC_API dpc_status dpc_program_input(const dpc_program *p, int i, const char **name, dpc_dtype *dtype, int *rank,
                                      int64_t *shape);
 DPC_API dpc_status dpc_program_output(const dpc_program *p, int i, dpc_dtype *dtype, int *rank, int64_t *shape);
+/* Forward's outputs whatever the run-time dims, known before any run:
+ * their count, and output i's dtype, rank and dims as dpc_program_output
+ * gives them, except that a dim that changes with a run-time dim is 0 (as
+ * an input's run-time dim is). For a model without run-time dims these are
+ * dpc_program_num_outputs and dpc_program_output. Found by building
+ * forward's graph (no kernels) at two values of the run-time dims, once;
+ * DPC_EUSER when it builds at none of the values tried. */
+DPC_API dpc_status dpc_program_outputs_any(const dpc_program *p, int *noutputs);
+DPC_API dpc_status dpc_program_output_any(const dpc_program *p, int i, dpc_dtype *dtype, int *rank, int64_t *shape);
 /* Scalar i: name, type, and its default (*has_default 0: required). */
 DPC_API dpc_status dpc_program_scalar(const dpc_program *p, int i, const char **name, dpc_scalar_type *type,
                                       int *has_default, double *default_value);
@@ -283,6 +292,7 @@ typedef struct dpc_batcher_stats {
     uint64_t batch_rows[DPC_BATCHER_SIZE_BUCKETS];
     double queue_seconds_sum, compute_seconds_sum; /* per request */
     uint64_t queue_seconds[DPC_BATCHER_TIME_BUCKETS], compute_seconds[DPC_BATCHER_TIME_BUCKETS];
+    double batch_seconds_sum; /* seconds in the forwards of batches, each batch once */
 } dpc_batcher_stats;
 DPC_API void dpc_batcher_get_stats(dpc_batcher *b, dpc_batcher_stats *out);
 /* Upper bound of bucket i: size = 1 rows buckets, else seconds; +Inf

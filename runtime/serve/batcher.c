@@ -462,6 +462,7 @@ static void run_batch(dpc_batcher *b, dpc_request **rs, int n) {
     b->st.batches++;
     b->st.batch_failures += s != DPC_OK;
     b->st.batch_rows_sum += (uint64_t)rows;
+    b->st.batch_seconds_sum += t1 - t0;
     b->st.batch_rows[bucket_of(1, (double)rows)]++;
     pthread_mutex_unlock(&b->lock);
     bool split_ok = s != DPC_OK || n == 1 || outputs_scale(b, nout);

@@ -20,6 +20,9 @@ faults    malformed JSON, over --max-body (announced and chunked), unknown
           unharmed), a client vanishing mid-body, queue overflow (503),
           DPC_FAULT_* (500, then served), SIGTERM with requests in flight
           (answered, exit 0)
+sequence  a tiny BERT (models/zoo/bert.dp, run-time S): metadata lists the
+          outputs before any run with -1 for N and S; infer at S=5 and 7;
+          one-row requests of both S at once batch within one S only
 """
 import json
 import os
@@ -425,7 +428,78 @@ def faults():
     check(time.time() - t0 < 10, "drain took %.1f s" % (time.time() - t0))
 
 
-{"protocol": protocol, "batching": batching, "faults": faults}[PART]()
+# ---------------------------------------------------------------- sequence
+
+def tiny_bert():
+    """The zoo's BERT (models/zoo/bert.dp) in a tiny config, written into
+    WORK (an imported file may not name a model, so the text is copied with
+    its model line changed): S of `input_ids: i64[N, S]` is a run-time dim."""
+    src = open(os.path.join(MODELS, "zoo", "bert.dp")).read()
+    line = "model = BertModel()\n"
+    check(line in src, "bert.dp names its model as expected")
+    m = os.path.join(WORK, "tiny_bert.dp")
+    with open(m, "w") as f:
+        f.write(src.replace(line, "model = BertModel(vocab_size=100, hidden_size=32, num_hidden_layers=1, "
+                                  "num_attention_heads=2, intermediate_size=64, max_position_embeddings=64)\n"))
+    return m
+
+
+def sequence():
+    m = tiny_bert()
+    w = weights(m)
+
+    def feed(S, n):
+        ids = rng.integers(1, 100, (n, S)).astype(np.int64)
+        mask = np.ones((n, S), np.int64)
+        mask[:, S - 1] = 0
+        return [ids, mask, np.zeros((n, S), np.int64)]
+    names = ("input_ids", "attention_mask", "token_type_ids")
+    feeds = {S: feed(S, 8) for S in (5, 7)}
+    refs = {S: dpc_run(DPC, m, w, feeds[S], WORK, nout=2, tag="bert%d" % S) for S in feeds}
+    srv = Server(DPC, m, ["--weights", w, "--max-batch", "16", "--max-delay-us", "50000"])
+    try:
+        # outputs listed before any run, -1 for N and for S (KServe's dynamic dims)
+        st, js = srv.get_json("/v2/models/BertModel")
+        check(st == 200 and [i["shape"] for i in js["inputs"]] == [[-1, -1]] * 3 and
+              js["outputs"] == [{"name": "output0", "datatype": "FP32", "shape": [-1, -1, 32]},
+                                {"name": "output1", "datatype": "FP32", "shape": [-1, 32]}],
+              "bert metadata before a run: %s" % js)
+        for S, b in ((5, False), (7, True)):
+            st, out = srv.infer("BertModel", [(n, a, "INT64") for n, a in zip(names, feeds[S])],
+                                binary_in=b, binary_out=b)
+            check(st == 200 and close(out["output0"], refs[S][0], 1e-5) and close(out["output1"], refs[S][1], 1e-5),
+                  "bert S=%d (binary %s)" % (S, b))
+        # one-row requests of S=5 and S=7 at once: batched, never mixed
+        # (stacking them is impossible; a mix would fail or answer wrongly)
+        before = srv.request("GET", "/metrics")[2].decode()
+        reqs = [(S, i) for i in range(8) for S in (5, 7)]
+        res = [None] * len(reqs)
+        barrier = threading.Barrier(len(reqs))
+
+        def one(k):
+            S, i = reqs[k]
+            barrier.wait(30)
+            res[k] = srv.infer("BertModel", [(n, a[i:i + 1], "INT64") for n, a in zip(names, feeds[S])])
+        ts = [threading.Thread(target=one, args=(k,)) for k in range(len(reqs))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        for k, (S, i) in enumerate(reqs):
+            r = res[k]
+            check(r and r[0] == 200 and close(r[1]["output0"], refs[S][0][i:i + 1], 1e-5) and
+                  close(r[1]["output1"], refs[S][1][i:i + 1], 1e-5),
+                  "bert S=%d row %d differs from its unbatched answer: %s" % (S, i, r and r[0]))
+        after = srv.request("GET", "/metrics")[2].decode()
+        nb = metric(after, "dpc_batch_size_count") - metric(before, "dpc_batch_size_count")
+        rows = metric(after, "dpc_batch_size_sum") - metric(before, "dpc_batch_size_sum")
+        print("bert: 16 one-row requests of S=5 and S=7 in %d batches, %d rows" % (nb, rows), flush=True)
+        check(rows == 16 and 2 <= nb < 16, "bert: batches formed only within one S (%d batches)" % nb)
+    finally:
+        stop_ok(srv, "bert")
+
+
+{"protocol": protocol, "batching": batching, "faults": faults, "sequence": sequence}[PART]()
 if failures:
     print("%d check(s) failed" % len(failures))
     sys.exit(1)

@@ -133,6 +133,9 @@ static void test_stacking(void) {
     CHECK(st.requests == 4 && st.succeeded == 4 && st.failed == 0 && st.batches == 1 && st.batch_rows_sum == 11,
           "stats: %llu requests %llu ok %llu batches %llu rows", (unsigned long long)st.requests,
           (unsigned long long)st.succeeded, (unsigned long long)st.batches, (unsigned long long)st.batch_rows_sum);
+    /* one batch: its forward counted once, the time each of its requests carries */
+    CHECK(st.batch_seconds_sum > 0 && fabs(st.compute_seconds_sum - 4 * st.batch_seconds_sum) < 1e-6,
+          "batch seconds %g, compute seconds of its 4 requests %g", st.batch_seconds_sum, st.compute_seconds_sum);
     /* 11 rows: the bucket le 16 (index 4) */
     CHECK(st.batch_rows[4] == 1 && dpc_batcher_bucket(1, 4) == 16.0, "batch size histogram");
     uint64_t q = 0;
