@@ -26,19 +26,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int failures, checks;
-static const char *DPC, *MODELS, *WORK;
+#define CHECK_NOTE() fprintf(stderr, "  (last error: %s)\n", dpc_last_error())
+#include "../check.h"
 
-#define CHECK(c, ...)                                                                                     \
-    do {                                                                                                  \
-        checks++;                                                                                         \
-        if (!(c)) {                                                                                       \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #c);                         \
-            fprintf(stderr, __VA_ARGS__);                                                                 \
-            fprintf(stderr, " (last error: %s)\n", dpc_last_error());                                     \
-            failures++;                                                                                   \
-        }                                                                                                 \
-    } while (0)
+static const char *DPC, *MODELS, *WORK;
 
 static void sh(const char *fmt, ...) {
     char cmd[8192];
@@ -367,10 +358,5 @@ int main(int argc, char **argv) {
     test_index();
     test_queue();
     test_fault();
-    if (failures) {
-        fprintf(stderr, "test_batcher: %d of %d checks failed\n", failures, checks);
-        return 1;
-    }
-    printf("test_batcher: %d checks passed\n", checks);
-    return 0;
+    return finish("test_batcher");
 }
