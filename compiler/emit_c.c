@@ -244,8 +244,14 @@ bool emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir
         dpc_buf_printf(&b, "v%d_y", n->id);
         dpc_buf_printf(&z, "v%d_z", n->id);
     }
+    const kaccess *ya = def->cls == OC_BINARY ? &kg->acc[n->in[1]] : NULL;
     if (def->cls == OC_CHANNEL)
         emit_channel_op(kg, &e, n, a.data, pre);
+    else if (n->op == OP_POW && ya && ya->kind == ACC_LEAF && ya->base->op == OP_CONST &&
+             (ya->base->attr.leaf.value == 2.0 || ya->base->attr.leaf.value == 3.0))
+        /* x ** 2 and x ** 3 as products, as PyTorch's CPU pow computes them
+         * (and vectorisable, where powf is a libm call) */
+        dpc_buf_printf(&e, ya->base->attr.leaf.value == 2.0 ? "(%s * %s)" : "(%s * %s * %s)", a.data, a.data, a.data);
     else
         ok = ir_op_expr(n->op, d, a.data, b.data ? b.data : "", z.data ? z.data : "", &e);
     if (ok)
