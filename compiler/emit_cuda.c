@@ -547,6 +547,11 @@ static void emit_linear(cg *g, const kernel *k) {
     m->K = K;
     m->lda = K;
     m->ldb = K;
+    if (k->wt) { /* W^T [K, No], written at load (fuse.c linear_wt) */
+        m->b = kg->buf_of[k->wt->id];
+        m->transB = false;
+        m->ldb = No;
+    }
     m->ldc = No;
     int first_op = 0;
     m->epilogue = 0; /* DPC_LT_EPI_NONE */

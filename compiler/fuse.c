@@ -315,6 +315,25 @@ static void visit_elementwise(fuser *f, ir_node *n) {
     vec_push(&f->c->arena, &k->ops, n);
 }
 
+/* A linear's parameter weight W [out, in] transposed into a buffer of its
+ * own, [in, out]: a copy kernel that reads only W, so hoist_prepare makes it
+ * a prepare kernel (once per load). NULL when W is not a parameter (a
+ * folded or computed weight stays read transposed). */
+static ir_node *linear_wt(fuser *f, ir_node *w) {
+    kaccess a = f->kg->acc[w->id];
+    if (w->sh.rank != 2 || w->sh.d[0].sym || w->sh.d[1].sym || a.kind != ACC_CONTIG || !a.base ||
+        a.base->op != OP_PARAM)
+        return NULL;
+    ir_node *c = copy_of(f, w);
+    c->sh.d[0] = w->sh.d[1];
+    c->sh.d[1] = w->sh.d[0];
+    kernel *ck = kernel_of(f, c);
+    ck->src = (kaccess){.kind = ACC_STRIDED, .base = a.base};
+    ck->src.stride[0] = (dim){1, false};
+    ck->src.stride[1] = w->sh.d[1];
+    return c;
+}
+
 static void visit_root(fuser *f, ir_node *n) {
     kkind kind = CLASS_KERNEL[ir_op_class(n->op)];
     int cnt = n->op == OP_CAT ? ir_cat_count(n) : n->nin;
@@ -322,7 +341,8 @@ static void visit_root(fuser *f, ir_node *n) {
         ir_node *x = nd(f, n->op == OP_CAT ? ir_cat_operand(n, i) : n->in[i]);
         need_contig(f, x, n); /* a root always reads materialised inputs */
     }
-    new_kernel(f, kind, n, n);
+    ir_node *wt = n->op == OP_LINEAR ? linear_wt(f, nd(f, n->in[1])) : NULL;
+    new_kernel(f, kind, n, n)->wt = wt;
 }
 
 static int add_buf(fuser *f, buf_kind kind, const shape *s, int esize, int index, const char *what) {
@@ -433,7 +453,10 @@ bool koperand_next(koperand_iter *it, int *node, int *buf) {
         int cnt = !x ? 0 : x->op == OP_CAT ? ir_cat_count(x) : x->nin;
         while (it->arg < cnt) {
             int j = it->arg++;
-            if (in_buffer(it, x->op == OP_CAT ? ir_cat_operand(x, j) : x->in[j], node, buf))
+            int id = x->op == OP_CAT ? ir_cat_operand(x, j) : x->in[j];
+            if (it->op < 0 && j == 1 && k->wt) /* the transposed weight in W's place */
+                id = k->wt->id;
+            if (in_buffer(it, id, node, buf))
                 return true;
         }
     }
