@@ -251,7 +251,8 @@ bool emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir
              (ya->base->attr.leaf.value == 2.0 || ya->base->attr.leaf.value == 3.0))
         /* x ** 2 and x ** 3 as products, as PyTorch's CPU pow computes them
          * (and vectorisable, where powf is a libm call) */
-        dpc_buf_printf(&e, ya->base->attr.leaf.value == 2.0 ? "(%s * %s)" : "(%s * %s * %s)", a.data, a.data, a.data);
+        dpc_buf_printf(&e, "(%s * %s%s%s)", a.data, a.data, ya->base->attr.leaf.value == 3.0 ? " * " : "",
+                       ya->base->attr.leaf.value == 3.0 ? a.data : "");
     else
         ok = ir_op_expr(n->op, d, a.data, b.data ? b.data : "", z.data ? z.data : "", &e);
     if (ok)
