@@ -244,8 +244,15 @@ bool emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir
         dpc_buf_printf(&b, "v%d_y", n->id);
         dpc_buf_printf(&z, "v%d_z", n->id);
     }
+    const kaccess *ya = def->cls == OC_BINARY ? &kg->acc[n->in[1]] : NULL;
     if (def->cls == OC_CHANNEL)
         emit_channel_op(kg, &e, n, a.data, pre);
+    else if (n->op == OP_POW && ya && ya->kind == ACC_LEAF && ya->base->op == OP_CONST &&
+             (ya->base->attr.leaf.value == 2.0 || ya->base->attr.leaf.value == 3.0))
+        /* x ** 2 and x ** 3 as products, as PyTorch's CPU pow computes them
+         * (and vectorisable, where powf is a libm call) */
+        dpc_buf_printf(&e, "(%s * %s%s%s)", a.data, a.data, ya->base->attr.leaf.value == 3.0 ? " * " : "",
+                       ya->base->attr.leaf.value == 3.0 ? a.data : "");
     else
         ok = ir_op_expr(n->op, d, a.data, b.data ? b.data : "", z.data ? z.data : "", &e);
     if (ok)
@@ -310,7 +317,7 @@ static void emit_chain_loop_from(const kgraph *kg, const kernel *k, dpc_buf *o, 
     const shape *os = &k->out->sh;
     char t[96];
     int outb = kg->buf_of[k->out->id];
-    bool coords = needs_coords(kg, k, os) || (seed && strstr(seed, "c1"));
+    bool coords = needs_coords(kg, k, os) || (seed && (strstr(seed, "c1") || strstr(seed, "[c")));
     char total[96];
     emit_prod(total, sizeof total, os, 0, os->rank);
     int close = 1;
@@ -365,11 +372,18 @@ static void emit_gemm(const kgraph *kg, const kernel *k, dpc_buf *o) {
     if (n->op == OP_LINEAR) {
         int64_t K = w->sh.d[1].k, No = w->sh.d[0].k;
         dpc_buf_printf(o, "    const int64_t M = %s;\n", emit_prod(t1, sizeof t1, &x->sh, 0, x->sh.rank - 1));
-        dpc_buf_printf(o, "    ctx->sgemm(0, 1, M, %lld, %lld, b%d, %lld, b%d, %lld, b%d, %lld);\n", (long long)No,
-                       (long long)K, kg->buf_of[x->id], (long long)K, kg->buf_of[w->id], (long long)K, outb, (long long)No);
+        if (k->wt) /* W^T [K, No], written at load (fuse.c linear_wt) */
+            dpc_buf_printf(o, "    ctx->sgemm(0, 0, M, %lld, %lld, b%d, %lld, b%d, %lld, b%d, %lld);\n", (long long)No,
+                           (long long)K, kg->buf_of[x->id], (long long)K, kg->buf_of[k->wt->id], (long long)No, outb,
+                           (long long)No);
+        else
+            dpc_buf_printf(o, "    ctx->sgemm(0, 1, M, %lld, %lld, b%d, %lld, b%d, %lld, b%d, %lld);\n", (long long)No,
+                           (long long)K, kg->buf_of[x->id], (long long)K, kg->buf_of[w->id], (long long)K, outb,
+                           (long long)No);
         char seed[128];
         if (n->nin > 2)
-            snprintf(seed, sizeof seed, "b%d[i] + b%d[i %% %lldLL]", outb, kg->buf_of[n->in[2]], (long long)No);
+            /* the bias by the last coordinate: a loop per dim, no i % No */
+            snprintf(seed, sizeof seed, "b%d[i] + b%d[c%d]", outb, kg->buf_of[n->in[2]], k->out->sh.rank - 1);
         else
             snprintf(seed, sizeof seed, "b%d[i]", outb);
         if (n->nin > 2 || k->ops.len)

@@ -524,6 +524,18 @@ static dpc_cu_gemm *new_gemm(cg *g, int a, int b, int c) {
     return m;
 }
 
+/* Whether an op of k's chain from op `from` on reads value id (a diamond:
+ * then id must still be there when that op runs). */
+static bool reads_after(const kernel *k, int from, int id) {
+    for (int i = from; i < k->ops.len; i++) {
+        const ir_node *x = k->ops.items[i];
+        for (int j = 0; j < x->nin; j++)
+            if (x->in[j] == id)
+                return true;
+    }
+    return false;
+}
+
 static void emit_linear(cg *g, const kernel *k) {
     const kgraph *kg = g->kg;
     const ir_node *n = k->root, *x = nd(kg, n->in[0]), *w = nd(kg, n->in[1]);
@@ -535,13 +547,18 @@ static void emit_linear(cg *g, const kernel *k) {
     m->K = K;
     m->lda = K;
     m->ldb = K;
+    if (k->wt) { /* W^T [K, No], written at load (fuse.c linear_wt) */
+        m->b = kg->buf_of[k->wt->id];
+        m->transB = false;
+        m->ldb = No;
+    }
     m->ldc = No;
     int first_op = 0;
     m->epilogue = 0; /* DPC_LT_EPI_NONE */
     if (n->nin > 2) {
         m->bias = kg->buf_of[n->in[2]];
         m->epilogue = 1; /* DPC_LT_EPI_BIAS */
-        if (k->ops.len > 0 && ((const ir_node *)k->ops.items[0])->op == OP_RELU) {
+        if (k->ops.len > 0 && ((const ir_node *)k->ops.items[0])->op == OP_RELU && !reads_after(k, 1, n->id)) {
             m->epilogue = 2; /* DPC_LT_EPI_RELU_BIAS */
             first_op = 1;
         }

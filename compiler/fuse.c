@@ -24,6 +24,7 @@ typedef struct fuser {
     int *attn_of;   /* per graph node: its attention match (attn.c), -1 none */
     vec attn;       /* attn_match* */
     kernel **attn_k; /* per match: its kernel, once the scores matmul is visited */
+    bool *strict;   /* per graph node: may become a kernel-internal value only as its one use's operand */
 } fuser;
 
 /* The kernel an op of each class roots (elementwise classes start or join
@@ -239,6 +240,30 @@ const char *kkind_name(kkind k) {
     return (unsigned)k < sizeof names / sizeof *names ? names[k] : "?";
 }
 
+/* Whether every use of p is an elementwise op of p's shape: then all of
+ * them may join p's kernel (a diamond such as x * tanh(x)), p staying a
+ * register value inside it. fuse_graph checks afterwards that they did,
+ * and fuses again with p strict where one did not. */
+static bool shared_ok(fuser *f, const ir_node *p) {
+    if (f->strict[p->id] || p->id >= f->g->nodes.len)
+        return false;
+    int seen = 0;
+    for (int i = p->id + 1; i < f->g->nodes.len && seen < p->uses; i++) {
+        const ir_node *u = f->g->nodes.items[i];
+        int hits = 0;
+        for (int j = 0; j < u->nin; j++)
+            hits += u->in[j] == p->id;
+        if (!hits)
+            continue;
+        seen += hits;
+        op_class c = ir_op_class(u->op);
+        if ((c != OC_UNARY && c != OC_BINARY && c != OC_TERNARY) || f->attn_of[i] >= 0 ||
+            !shape_eq(&u->sh, &p->sh))
+            return false;
+    }
+    return seen == p->uses;
+}
+
 static void visit_elementwise(fuser *f, ir_node *n) {
     ir_node *join = NULL;
     /* per-channel operands (batch norm's statistics) are read, not chained */
@@ -250,13 +275,20 @@ static void visit_elementwise(fuser *f, ir_node *n) {
             continue;
         const char *why = NULL;
         char buf[160];
+        /* the kernel's tail becomes an inner value when n joins: safe when n
+         * is its only use, or when all its uses may join (shared_ok) */
+        bool inner = k->out != p;
+        if (join && kernel_of(f, join) == k)
+            continue; /* both operands in the same kernel: read as registers */
         if (join)
             why = "the consumer already joined the kernel of another operand";
-        else if (k->out != p)
+        else if (inner && (k->kind != KK_ELEMWISE && k->kind != KK_GEMM))
+            why = "the producer is not its kernel's last op";
+        else if (inner && (f->is_output[k->out->id] || !shared_ok(f, k->out) || !shared_ok(f, p)))
             why = "the producer is not its kernel's last op";
         else if (f->is_output[p->id])
             why = "the producer is a graph output and must be materialised";
-        else if (p->uses != 1) {
+        else if (p->uses != 1 && (!shared_ok(f, p) || (k->kind != KK_ELEMWISE && k->kind != KK_GEMM))) {
             snprintf(buf, sizeof buf, "the producer has %d uses; fusing would recompute it", p->uses);
             why = arena_strdup(&f->c->arena, buf);
         } else if (!shape_eq(&p->sh, &n->sh))
@@ -283,6 +315,25 @@ static void visit_elementwise(fuser *f, ir_node *n) {
     vec_push(&f->c->arena, &k->ops, n);
 }
 
+/* A linear's parameter weight W [out, in] transposed into a buffer of its
+ * own, [in, out]: a copy kernel that reads only W, so hoist_prepare makes it
+ * a prepare kernel (once per load). NULL when W is not a parameter (a
+ * folded or computed weight stays read transposed). */
+static ir_node *linear_wt(fuser *f, ir_node *w) {
+    kaccess a = f->kg->acc[w->id];
+    if (w->sh.rank != 2 || w->sh.d[0].sym || w->sh.d[1].sym || a.kind != ACC_CONTIG || !a.base ||
+        a.base->op != OP_PARAM)
+        return NULL;
+    ir_node *c = copy_of(f, w);
+    c->sh.d[0] = w->sh.d[1];
+    c->sh.d[1] = w->sh.d[0];
+    kernel *ck = kernel_of(f, c);
+    ck->src = (kaccess){.kind = ACC_STRIDED, .base = a.base};
+    ck->src.stride[0] = (dim){1, false};
+    ck->src.stride[1] = w->sh.d[1];
+    return c;
+}
+
 static void visit_root(fuser *f, ir_node *n) {
     kkind kind = CLASS_KERNEL[ir_op_class(n->op)];
     int cnt = n->op == OP_CAT ? ir_cat_count(n) : n->nin;
@@ -290,7 +341,8 @@ static void visit_root(fuser *f, ir_node *n) {
         ir_node *x = nd(f, n->op == OP_CAT ? ir_cat_operand(n, i) : n->in[i]);
         need_contig(f, x, n); /* a root always reads materialised inputs */
     }
-    new_kernel(f, kind, n, n);
+    ir_node *wt = n->op == OP_LINEAR ? linear_wt(f, nd(f, n->in[1])) : NULL;
+    new_kernel(f, kind, n, n)->wt = wt;
 }
 
 static int add_buf(fuser *f, buf_kind kind, const shape *s, int esize, int index, const char *what) {
@@ -401,7 +453,10 @@ bool koperand_next(koperand_iter *it, int *node, int *buf) {
         int cnt = !x ? 0 : x->op == OP_CAT ? ir_cat_count(x) : x->nin;
         while (it->arg < cnt) {
             int j = it->arg++;
-            if (in_buffer(it, x->op == OP_CAT ? ir_cat_operand(x, j) : x->in[j], node, buf))
+            int id = x->op == OP_CAT ? ir_cat_operand(x, j) : x->in[j];
+            if (it->op < 0 && j == 1 && k->wt) /* the transposed weight in W's place */
+                id = k->wt->id;
+            if (in_buffer(it, id, node, buf))
                 return true;
         }
     }
@@ -533,8 +588,49 @@ static void hoist_prepare(fuser *f) {
     index_kernels(kg);
 }
 
+/* Marks strict every kernel-internal value that something outside its
+ * kernel reads (a diamond whose uses did not all join: shared_ok); false
+ * when there is none. */
+static bool mark_escapes(fuser *f) {
+    kgraph *kg = f->kg;
+    bool again = false;
+    for (int i = 0; i < kg->nnodes; i++) {
+        const ir_node *u = nd(f, i);
+        int cnt = u->op == OP_CAT ? ir_cat_count(u) : u->nin;
+        for (int j = 0; j < cnt; j++) {
+            int x = u->op == OP_CAT ? ir_cat_operand(u, j) : u->in[j];
+            int kx = kg->kern_of[x];
+            if (kx < 0 || kx == kg->kern_of[i] || ((kernel *)kg->kernels.items[kx])->out->id == x ||
+                x >= f->g->nodes.len || f->strict[x])
+                continue;
+            f->strict[x] = again = true;
+        }
+    }
+    return again;
+}
+
+static bool fuse_pass(fuser *f);
+static bool fuse_finish(fuser *f);
+
 bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
     fuser f = {.c = c, .g = g, .kg = kg};
+    f.strict = arena_alloc(&c->arena, (size_t)g->nodes.len + 1);
+    memset(f.strict, 0, (size_t)g->nodes.len + 1);
+    /* each round makes at least one more node strict: at most one per node */
+    for (int round = 0; round <= g->nodes.len; round++) {
+        if (!fuse_pass(&f))
+            return false;
+        if (!mark_escapes(&f))
+            break;
+    }
+    return fuse_finish(&f);
+}
+
+static bool fuse_pass(fuser *fp) {
+    fuser f = *fp;
+    dpc_ctx *c = f.c;
+    ir_graph *g = f.g;
+    kgraph *kg = f.kg;
     memset(kg, 0, sizeof *kg);
     kg->g = g;
     int n = kg->nnodes = g->nodes.len;
@@ -575,6 +671,14 @@ bool fuse_graph(dpc_ctx *c, ir_graph *g, kgraph *kg) {
             dup |= g->outputs.items[j] == o;
         vec_push(&c->arena, &kg->outputs, !k || k->out != o || dup ? copy_of(&f, o) : o);
     }
+    *fp = f;
+    return true;
+}
+
+static bool fuse_finish(fuser *fp) {
+    fuser f = *fp;
+    dpc_ctx *c = f.c;
+    kgraph *kg = f.kg;
     qsort(kg->kernels.items, (size_t)kg->kernels.len, sizeof(void *), cmp_kernel);
     index_kernels(kg);
     hoist_prepare(&f);

@@ -63,6 +63,11 @@ typedef struct kernel {
         ir_node *softmax, *pv, *perm;
     } attn;
     bool prepare;   /* reads parameters and constants only: runs once per load (kgraph.nprepare) */
+    /* KK_GEMM of a linear whose weight W [out, in] is a parameter: W
+     * transposed, [in, out], written once per load by a prepare copy, so
+     * the GEMM reads both operands untransposed (faster: docs/performance.md);
+     * the root's operand 1 reads it in W's place. NULL: W read transposed. */
+    ir_node *wt;
 } kernel;
 
 /* kbuf, buf_kind and kbuf_esize: dpc_compile.h (the memory plan reads them). */

@@ -1700,6 +1700,30 @@ def gen_fusion(R):
                "h = drop(relu(f1(flatten(h, 1))))"]
     c.ret("log_softmax(f2(h), -1)")
     cases.append(c)
+
+    # diamonds: a value read by several elementwise ops of one kernel (it
+    # stays a register value there), and diamonds the fuser must undo
+    # because one use lands in another kernel; no draws from R
+    c = Case("fusion", "diamond", "a value read by several ops of one fused chain: HF's written-out tanh "
+                                  "GELU after a Linear, x * sigmoid(x) after a bias-free matmul, the "
+                                  "pre-ReLU value read after the ReLU, diamonds with a use outside the chain")
+    c.members += ["fc1 = Linear(6, 10)", "fc2 = Linear(10, 6)", "fc3 = Linear(6, 6)", "fc4 = Linear(6, 6)",
+                  "fc5 = Linear(6, 6)", "c1 = Conv2d(3, 4, 3, padding=1)"]
+    c.params += ["x: [N, 5, 6]", "y: [N, 3, 6, 6]"]
+    c.body.append("h = fc1(x)")
+    c.body.append("g = 0.5 * h * (1.0 + tanh((2.0 / 3.141592653589793) ** 0.5 * (h + 0.044715 * pow(h, 3.0))))")
+    c.body.append("m = x @ transpose(x, 1, 2)")
+    c.body.append("a = fc3(x)")
+    c.body.append("b = fc5(x)")
+    c.body.append("e = x * 2.0 + 1.0")
+    c.body.append("cv = c1(y)")
+    c.ret("fc2(g)", "Linear -> tanh GELU written out -> Linear")
+    c.ret("m * sigmoid(m)", "bias-free matmul -> x * sigmoid(x)")
+    c.ret("relu(b) * b + b", "the pre-ReLU value read after the ReLU")
+    c.ret("relu(fc4(x)) + a * tanh(a) - a ** 2", "a diamond whose value is also read by another kernel's chain")
+    c.ret("e * tanh(e) - e / (abs(e) + 1.0)", "an elementwise-only diamond")
+    c.ret("cv * sigmoid(cv)", "conv -> x * sigmoid(x)")
+    cases.append(c)
     return cases
 
 

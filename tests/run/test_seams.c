@@ -46,7 +46,10 @@ static void true_liveness(const kgraph *kg, int *first, int *last) {
             const ir_node *x = i < 0 ? (kr->kind == KK_COPY ? NULL : kr->root) : kr->ops.items[i];
             int cnt = !x ? 0 : x->op == OP_CAT ? ir_cat_count(x) : x->nin;
             for (int j = 0; j < cnt; j++) {
-                int b = kg->buf_of[x->op == OP_CAT ? ir_cat_operand(x, j) : x->in[j]];
+                int id = x->op == OP_CAT ? ir_cat_operand(x, j) : x->in[j];
+                if (i < 0 && j == 1 && kr->wt) /* a linear reads its transposed weight (kernel.h) */
+                    id = kr->wt->id;
+                int b = kg->buf_of[id];
                 if (b >= 0 && b != kg->buf_of[kr->out->id]) {
                     first[b] = first[b] < k ? first[b] : k;
                     last[b] = last[b] > k ? last[b] : k;
