@@ -386,8 +386,9 @@ def faults():
         stop_ok(srv, "queue overflow")
 
     # a kernel failure in the first batch: 500, then served
+    # kernel 1 is the forward's GEMM (kernel 0 transposes the weight once, in the prepare phase)
     srv = Server(DPC, model_path("simple"), ["--weights", w, "--devices", "cpu,cpu"],
-                 env={"DPC_FAULT_REPLICA": "0", "DPC_FAULT_KERNEL": "0", "DPC_FAULT_BATCH": "1"})
+                 env={"DPC_FAULT_REPLICA": "0", "DPC_FAULT_KERNEL": "1", "DPC_FAULT_BATCH": "1"})
     try:
         st, out = srv.infer("SimpleModel", [("x", x, "FP32")])
         check(st == 500 and "injected failure" in out.get("error", ""), "injected fault: %s %s" % (st, out))

@@ -311,7 +311,7 @@ static void test_queue(void) {
 static void test_fault(void) {
     dpc_program *p = load("simple", "cpu,cpu");
     setenv("DPC_FAULT_REPLICA", "0", 1);
-    setenv("DPC_FAULT_KERNEL", "0", 1);
+    setenv("DPC_FAULT_KERNEL", "1", 1); /* the forward's GEMM: kernel 0 is the prepare phase's */
     setenv("DPC_FAULT_BATCH", "1", 1);
     dpc_batcher_opts o = {.max_batch = 8, .max_delay_us = 0};
     dpc_batcher *b = NULL;
