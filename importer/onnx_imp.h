@@ -30,6 +30,8 @@ typedef struct ival {
     int node;          /* the ONNX node producing it, -1 for inputs and initializers */
     int uses;          /* node inputs (and graph outputs) naming it */
     int init;          /* initializer index, -1 if none */
+    int merged;        /* >= 0: this is reshape(v[merged], -1, last dim) merging the batch with other dims,
+                        * which dpc cannot represent: only a Linear and the reshape back read it */
 } ival;
 
 typedef struct istmt {

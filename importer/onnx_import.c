@@ -119,7 +119,7 @@ int imp_new_value(imp *I, const char *name) {
     int k = I->nv++;
     ival *v = &I->v[k];
     memset(v, 0, sizeof *v);
-    v->name = name, v->stmt = -1, v->node = I->cur, v->init = -1;
+    v->name = name, v->stmt = -1, v->node = I->cur, v->init = -1, v->merged = -1;
     for (size_t h = hstr(name) & (I->hcap - 1);; h = (h + 1) & (I->hcap - 1))
         if (!I->hash[h]) {
             I->hash[h] = k + 1;
@@ -403,6 +403,11 @@ const char *imp_ref(imp *I, int v, int *vi) {
         *vi = v;
         return x->var;
     }
+    if (x->merged >= 0) {
+        imp_err(I, "an input that merges the batch dim with another dim (a Reshape to [-1, %lld]) is read only by "
+                   "a Linear (MatMul/Gemm) and the Reshape back: not supported here", (long long)x->d[1].v);
+        return NULL;
+    }
     if (!x->c) {
         imp_err(I, "internal: a value without expression");
         return NULL;
@@ -544,7 +549,7 @@ static dpc_status import_node(imp *I, int k) {
         if (v < 0)
             return imp_err(I, "input '%s' is not defined before this node (the graph must be in topological order)",
                            nm);
-        if (!I->v[v].c && !I->v[v].var)
+        if (!I->v[v].c && !I->v[v].var && I->v[v].merged < 0)
             return imp_err(I, "input '%s' is an output that dpc does not compute (of node %d)", nm, I->v[v].node);
     }
     for (size_t i = 0; i < n->n_output; i++)

@@ -19,6 +19,10 @@
 
 static bool is_const(imp *I, int v) { return v >= 0 && V(v)->c; }
 
+/* Whether a value's dim 0 is the batch N (a tensor made in forward, an
+ * arange(S) say, has none). */
+static bool batched(const ival *x) { return x->rank > 0 && x->d[0].s == 1 && x->d[0].v == 1; }
+
 /* Makes v the constant t (kind, with per-element symbols csym, owned). */
 static dpc_status set_const(imp *I, int v, dpc_tensor *t, int kind, int *csym) {
     ival *x = V(v);
@@ -220,8 +224,8 @@ static dpc_status op_constant(imp *I, const Onnx__NodeProto *n) {
 
 static dpc_status op_shape(imp *I, const Onnx__NodeProto *n) {
     int x = imp_in(I, n, 0), out = OUT(0);
-    if (!V(x)->shaped)
-        return imp_err(I, "the input's shape is unknown");
+    if (!V(x)->shaped || V(x)->merged >= 0)
+        return imp_err(I, "the input's shape is unknown (or merges the batch with another dim)");
     int r = V(x)->rank;
     int start, end;
     int64_t s0 = imp_attr_i(n, "start", 0), e0 = imp_attr_i(n, "end", r);
@@ -284,9 +288,15 @@ static dpc_status op_constant_of_shape(imp *I, const Onnx__NodeProto *n) {
 static dpc_status op_range(imp *I, const Onnx__NodeProto *n) {
     double st, lim, dl;
     int a = imp_in(I, n, 0), b = imp_in(I, n, 1), c = imp_in(I, n, 2);
+    if (a >= 0 && b >= 0 && c >= 0 && imp_const_scalar(V(a), &st) && imp_const_scalar(V(c), &dl) && st == 0 &&
+        dl == 1 && is_const(I, b) && V(b)->csym && V(b)->csym[0] && V(b)->c->rank == 0) {
+        /* arange(S): a run-time length */
+        sdim len = {I64(V(b))[0], V(b)->csym[0]};
+        return add_stmt(I, OUT(0), NULL, imp_printf(I, "arange(%s)", imp_dim(I, len)), VK_INT, 1, &len, -1, -1, -1);
+    }
     if (a < 0 || b < 0 || c < 0 || !imp_const_scalar(V(a), &st) || !imp_const_scalar(V(b), &lim) ||
         !imp_const_scalar(V(c), &dl))
-        return imp_err(I, "start, limit and delta must be constants (a run-time dim here is not supported; give --dim)");
+        return imp_err(I, "start, limit and delta must be constants (or 0, a run-time dim, 1)");
     if (dl == 0)
         return imp_err(I, "delta is 0");
     double cnt = ceil((lim - st) / dl);
@@ -406,12 +416,12 @@ static dpc_status op_gather(imp *I, const Onnx__NodeProto *n) {
     }
     /* a constant index into a computed tensor: x[:, i] */
     if (is_const(I, ix) && V(ix)->c->rank == 0 && !is_const(I, x)) {
-        if (axis == 0)
+        if (axis == 0 && batched(X))
             return imp_err(I, "indexing the batch dim is not supported");
         int64_t id = I64(V(ix))[0];
-        if (X->d[axis].s)
-            return imp_err(I, "indexing a run-time dim is not supported");
-        if (id < -X->d[axis].v || id >= X->d[axis].v)
+        if (X->d[axis].s && id != 0)
+            return imp_err(I, "indexing a run-time dim other than at 0 is not supported");
+        if (!X->d[axis].s && (id < -X->d[axis].v || id >= X->d[axis].v))
             return imp_err(I, "index %lld out of range", (long long)id);
         dpc_buf b;
         dpc_buf_init(&b);
@@ -526,7 +536,7 @@ static dpc_status op_squeeze(imp *I, const Onnx__NodeProto *n) {
             return DPC_ENOMEM;
         return set_const(I, out, t, X->kind, copy_sym(I, X));
     }
-    if (rm[0])
+    if (rm[0] && batched(X))
         return imp_err(I, "squeezing the batch dim is not supported");
     int u;
     const char *e = ref(I, x, &u);
@@ -717,11 +727,37 @@ static dpc_status op_reshape(imp *I, const Onnx__NodeProto *n) {
     sdim want[DPC_MAX_RANK], d[DPC_MAX_RANK];
     int r;
     dpc_status s = const_dims(I, imp_in(I, n, 1), want, &r, DPC_MAX_RANK, "the shape");
-    if (s != DPC_OK || (s = reshape_dims(I, V(x), want, r, (int)imp_attr_i(n, "allowzero", 0), d)) != DPC_OK)
+    if (s != DPC_OK)
+        return s;
+    ival *X = V(x);
+    if (X->merged >= 0) {
+        /* the reshape back of a merged Linear result: y's own shape */
+        ival *Y = V(X->merged);
+        bool same = r == Y->rank;
+        for (int i = 0; same && i < r; i++)
+            same = (want[i].v == Y->d[i].v && want[i].s == Y->d[i].s) || (!want[i].s && want[i].v == 0 && i < 2) ||
+                   (!want[i].s && want[i].v == -1 && i == 0 && Y->d[0].s == 1);
+        if (!same)
+            return imp_err(I, "reshaping a merged batch to another shape than it came from is not supported");
+        return alias(I, out, X->merged);
+    }
+    if (r == 2 && batched(X) && X->rank > 2 && !want[0].s && want[0].v == -1 && !want[1].s &&
+        want[1].v == X->d[X->rank - 1].v && !X->d[X->rank - 1].s) {
+        bool other_sym = false;
+        for (int i = 1; i < X->rank - 1; i++)
+            other_sym |= X->d[i].s != 0;
+        if (other_sym) { /* [N, S, K] -> [-1, K]: kept as a view of x, for a Linear (HF's Conv1D) */
+            V(out)->merged = x;
+            V(out)->kind = X->kind;
+            sdim m[2] = {{1, 0}, X->d[X->rank - 1]};
+            return imp_set_shape(I, out, 2, m);
+        }
+    }
+    if ((s = reshape_dims(I, X, want, r, (int)imp_attr_i(n, "allowzero", 0), d)) != DPC_OK)
         return s;
     if (is_const(I, x))
         return const_reshape(I, out, x, d, r);
-    if (d[0].s != 1 || d[0].v != 1)
+    if (batched(V(x)) && (d[0].s != 1 || d[0].v != 1))
         return imp_err(I, "a reshape that changes the batch dim (dim 0 becomes %s) is not supported", imp_dim(I, d[0]));
     return emit_reshape(I, out, x, d, r);
 }
@@ -792,12 +828,11 @@ static dpc_status op_transpose(imp *I, const Onnx__NodeProto *n) {
             }
             memcpy((char *)t->data + (size_t)o * es, (char *)X->c->data + (size_t)src * es, es);
         }
-        if (X->csym)
-            return imp_err(I, "a transpose of a shape");
+        for (int64_t i = 0; X->csym && i < total; i++)
+            if (X->csym[i])
+                return imp_err(I, "a transpose of a shape holding a run-time dim");
         return set_const(I, out, t, X->kind, NULL);
     }
-    if (perm[0] != 0)
-        return imp_err(I, "a transpose that moves the batch dim is not supported");
     int u;
     const char *e = ref(I, x, &u);
     dpc_buf b;
@@ -843,8 +878,9 @@ static dpc_status op_cast(imp *I, const Onnx__NodeProto *n) {
     if (X->kind == kind)
         return alias(I, out, x);
     if (X->c) {
-        if (X->csym)
-            return imp_err(I, "a cast of a shape holding a run-time dim");
+        for (int64_t i = 0; X->csym && i < dpc_tensor_numel(X->c); i++)
+            if (X->csym[i])
+                return imp_err(I, "a cast of a run-time dim to a tensor is not supported (give it with --dim NAME=SIZE)");
         dpc_tensor *t = imp_tensor(I, kind == VK_FLOAT ? DPC_F32 : DPC_I64, X->c->rank, X->c->shape);
         if (!t)
             return DPC_ENOMEM;
@@ -905,7 +941,10 @@ static dpc_status op_unary(imp *I, const Onnx__NodeProto *n) {
     int x = imp_in(I, n, 0), out = OUT(0);
     ival *X = V(x);
     int kind = strcmp(n->op_type, "Not") == 0 ? VK_BOOL : X->kind;
-    if (X->c && u->f && !X->csym) {
+    bool sym = false;
+    for (int64_t i = 0; X->c && X->csym && i < dpc_tensor_numel(X->c); i++)
+        sym |= X->csym[i] != 0;
+    if (X->c && u->f && !sym) {
         dpc_tensor *t = imp_tensor(I, X->c->dtype, X->c->rank, X->c->shape);
         if (!t)
             return DPC_ENOMEM;
@@ -1059,7 +1098,10 @@ static dpc_status fold_binary(imp *I, const Onnx__NodeProto *n, int a, int b, in
         int sv = 0;
         if (!sa && !sb)
             v = fold2(n->op_type, x, y, isint);
-        else if (!strcmp(n->op_type, "Mul") && (!sa || !sb))
+        else if ((!strcmp(n->op_type, "Add") || !strcmp(n->op_type, "Sub")) && sa && sa == sb) {
+            v = n->op_type[0] == 'A' ? x + y : x - y; /* a*S +- b*S */
+            sv = v != 0 ? sa : 0;
+        } else if (!strcmp(n->op_type, "Mul") && (!sa || !sb))
             v = x * y, sv = sa ? sa : sb;
         else if (!strcmp(n->op_type, "Div") && sa && !sb && y != 0 && fmod(x, y) == 0)
             v = x / y, sv = sa;
@@ -1187,6 +1229,22 @@ static dpc_status layernorm_stmt(imp *I, const Onnx__NodeProto *n, int out, int 
 
 /* Linear's statement: y = lin(x) with W [out, in] (already transposed) and bias b or -1 */
 static dpc_status linear_stmt(imp *I, const Onnx__NodeProto *n, int out, int x, dpc_tensor *W, int wv, int b) {
+    if (V(x)->merged >= 0) {
+        /* Linear(reshape(x, -1, K)) = reshape(Linear(x), -1, M): computed on x, the result merged again */
+        char nm[32];
+        snprintf(nm, sizeof nm, "\x01merged%d", I->nv);
+        const char *vn = imp_printf(I, "%s", nm);
+        int y = vn ? imp_new_value(I, vn) : -1;
+        if (y < 0)
+            return I->e->code ? I->e->code : DPC_ENOMEM;
+        dpc_status s = linear_stmt(I, n, y, V(x)->merged, W, wv, b);
+        if (s != DPC_OK)
+            return s;
+        V(out)->merged = y;
+        V(out)->kind = VK_FLOAT;
+        sdim m[2] = {{1, 0}, {W->shape[0], 0}};
+        return imp_set_shape(I, out, 2, m);
+    }
     ival *X = V(x);
     int64_t in = W->shape[1], o = W->shape[0];
     if (!X->shaped || X->rank < 2 || X->d[X->rank - 1].s || X->d[X->rank - 1].v != in)
@@ -1365,13 +1423,13 @@ static dpc_status op_expand(imp *I, const Onnx__NodeProto *n) {
     int rr;
     if ((s = imp_broadcast(I, V(x), &T, &rr, d)) != DPC_OK)
         return s;
-    if (is_const(I, x)) {
+    bool symd = false;
+    for (int i = 0; i < rr; i++)
+        symd |= d[i].s != 0;
+    if (is_const(I, x) && !symd) { /* else: the constant becomes a Parameter, expanded in forward */
         int64_t shape[DPC_MAX_RANK];
-        for (int i = 0; i < rr; i++) {
-            if (d[i].s)
-                return imp_err(I, "expanding a constant to a run-time dim is not supported");
+        for (int i = 0; i < rr; i++)
             shape[i] = d[i].v;
-        }
         ival *X = V(x);
         dpc_tensor *t = imp_tensor(I, X->c->dtype, rr, shape);
         if (!t)
@@ -1632,6 +1690,8 @@ static dpc_status op_gemm(imp *I, const Onnx__NodeProto *n) {
         return imp_err(I, "B (and C) must be float initializers");
     if (V(a)->rank != 2 || V(a)->c)
         return imp_err(I, "A must be a computed 2-D tensor");
+    if (V(a)->merged >= 0 && V(a)->d[1].v != (imp_attr_i(n, "transB", 0) ? V(b)->c->shape[1] : V(b)->c->shape[0]))
+        return imp_err(I, "inner dims differ");
     dpc_tensor *W = imp_attr_i(n, "transB", 0) ? V(b)->c : transposed(I, V(b)->c);
     if (!W)
         return DPC_ENOMEM;
@@ -1757,6 +1817,132 @@ static dpc_status op_reduce(imp *I, const Onnx__NodeProto *n) {
     return add_stmt(I, out, NULL, e, VK_FLOAT, r, d, u, -1, -1);
 }
 
+/* A slice whose bounds hold a run-time dim S. Two constants an exporter
+ * slices so are rebuilt in forward: an iota (position ids [1, 512] sliced
+ * [:, 0:S] -> arange(S)) and a lower-triangular mask (GPT-2's causal bias
+ * [1, 1, 1024, 1024] sliced [:, :, 0:S, 0:S] -> tril(ones(S, S))). A
+ * computed tensor sliced over all of a run-time dim is unchanged. */
+static dpc_status slice_symbolic(imp *I, const Onnx__NodeProto *n, int x, const sdim *st, const sdim *en, int ns,
+                                 int ne) {
+    ival *X = V(x);
+    int out = OUT(0);
+    if (ns != ne || X->rank < 1)
+        return imp_err(I, "starts and ends differ in length");
+    if (imp_in(I, n, 4) >= 0) {
+        int64_t sp[DPC_MAX_RANK];
+        int nsp;
+        dpc_status s2 = const_ints(I, imp_in(I, n, 4), sp, &nsp, DPC_MAX_RANK, "steps");
+        if (s2 != DPC_OK)
+            return s2;
+        for (int i = 0; i < nsp; i++)
+            if (sp[i] != 1)
+                return imp_err(I, "a slice with run-time bounds and steps other than 1 is not supported");
+    }
+    int64_t ax[DPC_MAX_RANK];
+    int na = ns;
+    dpc_status s;
+    if (imp_in(I, n, 3) >= 0) {
+        if ((s = const_ints(I, imp_in(I, n, 3), ax, &na, DPC_MAX_RANK, "axes")) != DPC_OK)
+            return s;
+        if (na != ns)
+            return imp_err(I, "axes and starts differ in length");
+    } else
+        for (int i = 0; i < ns; i++)
+            ax[i] = i;
+    /* every sliced axis: [0, S) or [0, big) */
+    int sym = 0, sl[DPC_MAX_RANK] = {0};
+    for (int i = 0; i < ns; i++) {
+        int a = 0;
+        if ((s = axis_norm(I, ax[i], X->rank, &a)) != DPC_OK)
+            return s;
+        if (st[i].s || st[i].v != 0 || !en[i].s || en[i].v != 1 || (sym && sym != en[i].s)) {
+            if (!st[i].s && st[i].v == 0 && !en[i].s && en[i].v >= INT64_MAX / 2)
+                continue;
+            return imp_err(I, "a slice with run-time bounds other than [0:S] is not supported");
+        }
+        sym = en[i].s;
+        sl[a] = 1;
+    }
+    sdim d[DPC_MAX_RANK];
+    memcpy(d, X->d, sizeof d);
+    int nsl = 0, first = -1;
+    for (int a = 0; a < X->rank; a++)
+        if (sl[a]) {
+            d[a] = (sdim){1, sym};
+            nsl++;
+            if (first < 0)
+                first = a;
+        }
+    const char *sn = I->syms[sym];
+    if (!X->c) {
+        bool noop = true;
+        for (int a = 0; a < X->rank; a++)
+            if (sl[a] && (X->d[a].s != sym || X->d[a].v != 1)) {
+                noop = false;
+                if (a == 0 && batched(X))
+                    return imp_err(I, "slicing the batch dim is not supported");
+                if (X->d[a].s)
+                    return imp_err(I, "slicing a run-time dim to another is not supported");
+            }
+        if (noop)
+            return alias(I, out, x);
+        int u;
+        const char *e = ref(I, x, &u);
+        if (!e)
+            return I->e->code;
+        dpc_buf b;
+        dpc_buf_init(&b);
+        dpc_buf_printf(&b, "%s[", e);
+        for (int a = 0; a < X->rank; a++)
+            dpc_buf_printf(&b, "%s%s%s", a ? ", " : "", sl[a] ? ":" : ":", sl[a] ? sn : "");
+        dpc_buf_puts(&b, "]");
+        char *t = dpc_buf_take(&b);
+        const char *ex = t ? imp_printf(I, "%s", t) : NULL;
+        dpc_free(t);
+        return add_stmt(I, out, NULL, ex, X->kind, X->rank, d, u, -1, -1);
+    }
+    bool mask2 = X->rank >= 2;
+    for (int a = 0; a < X->rank; a++)
+        if (a < X->rank - 2 && X->d[a].v != 1)
+            mask2 = false;
+    for (int a = 0; a < X->rank - 2; a++)
+        if (sl[a])
+            mask2 = false;
+    if (!mask2 || nsl != 1 || X->kind != VK_INT)
+        for (int a = 0; a < X->rank && !mask2; a++)
+            if (!sl[a] && X->d[a].v != 1)
+                return imp_err(I, "slicing a constant to a run-time length is supported for iotas and masks only");
+    const char *ex = NULL;
+    int64_t k = dpc_tensor_numel(X->c);
+    bool xs = false;
+    for (int64_t i = 0; X->csym && i < k; i++)
+        xs |= X->csym[i] != 0;
+    if (nsl == 1 && X->kind == VK_INT && !xs) {
+        int64_t v0 = k ? I64(X)[0] : 0;
+        for (int64_t i = 0; i < k; i++)
+            if (I64(X)[i] != v0 + i)
+                return imp_err(I, "slicing an integer constant that is not an iota to a run-time length");
+        ex = v0 ? imp_printf(I, "arange(%lld, %lld + %s)", (long long)v0, (long long)v0, sn) : imp_printf(I, "arange(%s)", sn);
+        for (int a = 0; a < X->rank && ex; a++)
+            if (a != first)
+                ex = imp_printf(I, "unsqueeze(%s, %d)", ex, a);
+    } else if (mask2 && X->kind != VK_INT) {
+        int64_t R = X->c->shape[X->rank - 2], C = X->c->shape[X->rank - 1];
+        for (int64_t i = 0; i < R; i++)
+            for (int64_t j = 0; j < C; j++) {
+                double v = X->c->dtype == DPC_F32 ? F32(X)[i * C + j] : (double)I64(X)[i * C + j];
+                if (v != (j <= i ? 1.0 : 0.0))
+                    return imp_err(I, "slicing a constant that is not a lower-triangular mask to a run-time size");
+            }
+        ex = imp_printf(I, "tril(ones(%s, %s, dtype=%s))", sl[X->rank - 2] ? sn : imp_dim(I, X->d[X->rank - 2]),
+                        sl[X->rank - 1] ? sn : imp_dim(I, X->d[X->rank - 1]), X->kind == VK_BOOL ? "bool" : "float32");
+        for (int a = 0; a < X->rank - 2 && ex; a++)
+            ex = imp_printf(I, "unsqueeze(%s, 0)", ex);
+    } else
+        return imp_err(I, "slicing this constant to a run-time length is not supported");
+    return add_stmt(I, out, NULL, ex, X->kind, X->rank, d, -1, -1, -1);
+}
+
 static dpc_status op_slice(imp *I, const Onnx__NodeProto *n) {
     int x = imp_in(I, n, 0), out = OUT(0);
     ival *X = V(x);
@@ -1765,9 +1951,17 @@ static dpc_status op_slice(imp *I, const Onnx__NodeProto *n) {
     dpc_status s;
     if (I->opset < 10)
         return imp_err(I, "Slice before opset 10 is not supported");
-    if ((s = const_ints(I, imp_in(I, n, 1), st, &ns, DPC_MAX_RANK, "starts")) ||
-        (s = const_ints(I, imp_in(I, n, 2), en, &ne, DPC_MAX_RANK, "ends")))
+    sdim sst[DPC_MAX_RANK], sen[DPC_MAX_RANK];
+    if ((s = const_dims(I, imp_in(I, n, 1), sst, &ns, DPC_MAX_RANK, "starts")) ||
+        (s = const_dims(I, imp_in(I, n, 2), sen, &ne, DPC_MAX_RANK, "ends")))
         return s;
+    bool symb = false;
+    for (int i = 0; i < ns && i < ne; i++) {
+        symb |= sst[i].s || sen[i].s;
+        st[i] = sst[i].v, en[i] = sen[i].v;
+    }
+    if (symb)
+        return slice_symbolic(I, n, x, sst, sen, ns, ne);
     if (ns != ne)
         return imp_err(I, "starts and ends differ in length");
     if (imp_in(I, n, 3) >= 0) {
@@ -1837,7 +2031,7 @@ static dpc_status op_slice(imp *I, const Onnx__NodeProto *n) {
         }
         return set_const(I, out, t, X->kind, cs);
     }
-    if (touched[0])
+    if (touched[0] && batched(X))
         return imp_err(I, "slicing the batch dim is not supported");
     int u;
     const char *e = ref(I, x, &u);
