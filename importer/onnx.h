@@ -38,6 +38,8 @@ typedef struct dpc_onnx_dim {
 
 typedef struct dpc_onnx_import_opts {
     const char *path;              /* the .onnx file; external data resolve beside it */
+    const void *image;             /* when set: the file's bytes (len), read instead of path */
+    size_t len;
     const dpc_onnx_dim *dims;      /* --dim values */
     int ndims;
 } dpc_onnx_import_opts;

@@ -30,6 +30,7 @@ typedef struct ival {
     int node;          /* the ONNX node producing it, -1 for inputs and initializers */
     int uses;          /* node inputs (and graph outputs) naming it */
     int init;          /* initializer index, -1 if none */
+    bool deferred;     /* a MatMul whose only reader, an Add of a bias, makes the Linear */
     int merged;        /* >= 0: this is reshape(v[merged], -1, last dim) merging the batch with other dims,
                         * which dpc cannot represent: only a Linear and the reshape back read it */
 } ival;
@@ -63,11 +64,15 @@ typedef struct imp {
     int nw, capw;
     dpc_tensor **tensors;
     int nt, capt;
-    char **names;       /* every identifier handed out */
+    char **names;       /* every string made (owned) */
     int nnames, capnames;
+    const char **idset; /* the identifiers handed out: open addressing */
+    size_t idcap, nid;
     char *syms[1 + 2 * DPC_MAX_RANK + 1]; /* symbol id -> .dp name ([1] = "N") */
     int nsyms;
     int cur;            /* the node being imported */
+    struct { const char *name; int count, first; } *uses; /* readers of each name: open addressing */
+    size_t ucap;
     int tmpn;
     bool oom;
     dpc_err *e;
@@ -97,6 +102,11 @@ const char *imp_tmp(imp *I);
  * literal. NULL after an error. */
 const char *imp_ref(imp *I, int v, int *vi);
 const char *imp_dim(imp *I, sdim d); /* "N", "S", "S * 12", "64" */
+/* The shortest decimal that reads back as the float32 v ("1e-05"). */
+const char *imp_f32(imp *I, double v);
+/* How many node inputs and graph outputs name `name`; *first: the first
+ * reading node (-1 for none or a graph output). */
+int imp_uses(imp *I, const char *name, int *first);
 char *imp_printf(imp *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- statements ---- */

@@ -265,10 +265,42 @@ static bool taken(imp *I, const char *s) {
     for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++)
         if (strcmp(reserved[i], s) == 0)
             return true;
-    for (int i = 0; i < I->nnames; i++)
-        if (strcmp(I->names[i], s) == 0)
+    if (!I->idcap)
+        return false;
+    for (size_t h = hstr(s) & (I->idcap - 1); I->idset[h]; h = (h + 1) & (I->idcap - 1))
+        if (strcmp(I->idset[h], s) == 0)
             return true;
     return false;
+}
+
+/* Records an identifier (made by imp_printf, so owned by the names list). */
+static const char *claim(imp *I, const char *id) {
+    if (!id)
+        return NULL;
+    if ((I->nid + 1) * 2 > I->idcap) {
+        size_t nc = I->idcap ? I->idcap * 2 : 1024;
+        const char **ns = dpc_calloc(nc, sizeof *ns);
+        if (!ns) {
+            imp_oom(I);
+            return NULL;
+        }
+        for (size_t i = 0; i < I->idcap; i++)
+            if (I->idset[i]) {
+                size_t h = hstr(I->idset[i]) & (nc - 1);
+                while (ns[h])
+                    h = (h + 1) & (nc - 1);
+                ns[h] = I->idset[i];
+            }
+        dpc_free(I->idset);
+    dpc_free(I->uses);
+        I->idset = ns, I->idcap = nc;
+    }
+    size_t h = hstr(id) & (I->idcap - 1);
+    while (I->idset[h])
+        h = (h + 1) & (I->idcap - 1);
+    I->idset[h] = id;
+    I->nid++;
+    return id;
 }
 
 char *imp_printf(imp *I, const char *fmt, ...) {
@@ -318,12 +350,12 @@ const char *imp_ident(imp *I, const char *base, const char *fallback) {
     else
         snprintf(c0, sizeof c0, "%s", s);
     if (!taken(I, c0))
-        return imp_printf(I, "%s", c0);
+        return claim(I, imp_printf(I, "%s", c0));
     for (int k = 2;; k++) {
         char t[96];
         snprintf(t, sizeof t, "%s_%d", c0, k);
         if (!taken(I, t))
-            return imp_printf(I, "%s", t);
+            return claim(I, imp_printf(I, "%s", t));
     }
 }
 
@@ -332,7 +364,7 @@ const char *imp_tmp(imp *I) {
         char t[32];
         snprintf(t, sizeof t, "t%d", ++I->tmpn);
         if (!taken(I, t))
-            return imp_printf(I, "%s", t);
+            return claim(I, imp_printf(I, "%s", t));
     }
 }
 
@@ -344,14 +376,68 @@ const char *imp_dim(imp *I, sdim d) {
     return imp_printf(I, "%s * %lld", I->syms[d.s], (long long)d.v);
 }
 
+const char *imp_f32(imp *I, double v) {
+    char b[64];
+    float f = (float)v;
+    for (int p = 1; p <= 9; p++) {
+        snprintf(b, sizeof b, "%.*g", p, (double)f);
+        if ((float)strtod(b, NULL) == f)
+            break;
+    }
+    /* as Python writes it: a point or an exponent, so that it reads as a float */
+    double d = strtod(b, NULL);
+    dpc_format_pyfloat(d, b, sizeof b);
+    return imp_printf(I, "%s", b);
+}
+
 static const char *float_lit(imp *I, double x) {
     if (isnan(x))
         return "float(\"nan\")";
     if (isinf(x))
         return x < 0 ? "float(\"-inf\")" : "float(\"inf\")";
-    char b[64];
-    dpc_format_pyfloat(x, b, sizeof b);
-    return x < 0 ? imp_printf(I, "(%s)", b) : imp_printf(I, "%s", b);
+    const char *b = imp_f32(I, x);
+    return b && x < 0 ? imp_printf(I, "(%s)", b) : b;
+}
+
+static dpc_status count_uses(imp *I) {
+    const Onnx__GraphProto *g = I->g;
+    size_t n = g->n_output;
+    for (size_t k = 0; k < g->n_node; k++)
+        n += g->node[k]->n_input;
+    size_t cap = 64;
+    while (cap < 2 * n + 2)
+        cap *= 2;
+    I->uses = dpc_calloc(cap, sizeof *I->uses);
+    if (!I->uses)
+        return imp_oom(I);
+    I->ucap = cap;
+    for (size_t k = 0; k <= g->n_node; k++) {
+        size_t ni = k < g->n_node ? g->node[k]->n_input : g->n_output;
+        for (size_t i = 0; i < ni; i++) {
+            const char *nm = k < g->n_node ? g->node[k]->input[i] : g->output[i]->name;
+            if (!nm[0])
+                continue;
+            size_t h = hstr(nm) & (cap - 1);
+            while (I->uses[h].name && strcmp(I->uses[h].name, nm) != 0)
+                h = (h + 1) & (cap - 1);
+            if (!I->uses[h].name)
+                I->uses[h].name = nm, I->uses[h].first = k < g->n_node ? (int)k : -1;
+            I->uses[h].count++;
+        }
+    }
+    return DPC_OK;
+}
+
+int imp_uses(imp *I, const char *name, int *first) {
+    *first = -1;
+    if (!I->ucap)
+        return 0;
+    for (size_t h = hstr(name) & (I->ucap - 1); I->uses[h].name; h = (h + 1) & (I->ucap - 1))
+        if (strcmp(I->uses[h].name, name) == 0) {
+            *first = I->uses[h].first;
+            return I->uses[h].count;
+        }
+    return 0;
 }
 
 /* A float constant tensor as a Parameter member (the weight under the
@@ -549,7 +635,7 @@ static dpc_status import_node(imp *I, int k) {
         if (v < 0)
             return imp_err(I, "input '%s' is not defined before this node (the graph must be in topological order)",
                            nm);
-        if (!I->v[v].c && !I->v[v].var && I->v[v].merged < 0)
+        if (!I->v[v].c && !I->v[v].var && I->v[v].merged < 0 && !I->v[v].deferred)
             return imp_err(I, "input '%s' is an output that dpc does not compute (of node %d)", nm, I->v[v].node);
     }
     for (size_t i = 0; i < n->n_output; i++)
@@ -658,6 +744,8 @@ static void free_imp(imp *I) {
     for (int i = 0; i < I->nnames; i++)
         dpc_free(I->names[i]);
     dpc_free(I->names);
+    dpc_free(I->idset);
+    dpc_free(I->uses);
     for (int i = 0; i < I->nst; i++) {
         dpc_free(I->st[i].line);
         dpc_free(I->st[i].member);
@@ -728,8 +816,10 @@ static dpc_status finish(imp *I, dpc_buf *sig, dpc_onnx_result *out) {
     if (I->m->producer_name && *I->m->producer_name) {
         dpc_buf_puts(&b, ", producer ");
         emit_comment_text(&b, I->m->producer_name);
-        dpc_buf_puts(&b, " ");
-        emit_comment_text(&b, I->m->producer_version ? I->m->producer_version : "");
+        if (I->m->producer_version && *I->m->producer_version) {
+            dpc_buf_puts(&b, " ");
+            emit_comment_text(&b, I->m->producer_version);
+        }
     }
     dpc_buf_printf(&b, ", %zu nodes).\n", g->n_node);
     dpc_buf_puts(&b, "# Each statement names the ONNX node and op it comes from; members are named after\n"
@@ -793,7 +883,7 @@ dpc_status dpc_onnx_import(const dpc_onnx_import_opts *o, dpc_onnx_result *out, 
     I.dir = dirname(dircopy);
     dpc_buf sig;
     dpc_buf_init(&sig);
-    dpc_status s = dpc_onnx_read(o->path, &I.m, e);
+    dpc_status s = o->image ? dpc_onnx_parse(o->image, o->len, o->path, &I.m, e) : dpc_onnx_read(o->path, &I.m, e);
     if (s != DPC_OK)
         goto done;
     I.g = I.m->graph;
@@ -844,7 +934,7 @@ dpc_status dpc_onnx_import(const dpc_onnx_import_opts *o, dpc_onnx_result *out, 
             d[k] = (sdim){c->shape[k], 0};
         imp_set_shape(&I, v, c->rank, d);
     }
-    if ((s = read_inputs(&I, o, &sig)) != DPC_OK)
+    if ((s = read_inputs(&I, o, &sig)) != DPC_OK || (s = count_uses(&I)) != DPC_OK)
         goto done;
     for (size_t k = 0; k < I.g->n_node; k++)
         if ((s = import_node(&I, (int)k)) != DPC_OK)

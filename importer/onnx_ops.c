@@ -981,14 +981,11 @@ static dpc_status op_act(imp *I, const Onnx__NodeProto *n) {
         if (near(a, 1.0 / 6) && b == 0.5)
             ex = imp_printf(I, "hardsigmoid(%s)", e);
         else {
-            char as[40], bs[40];
-            dpc_format_pyfloat((float)a, as, sizeof as);
-            dpc_format_pyfloat((float)b, bs, sizeof bs);
+            const char *as = imp_f32(I, a), *bs = imp_f32(I, b);
             ex = imp_printf(I, "clamp(%s * %s + %s, min=0.0, max=1.0)", e, as, bs);
         }
     } else if (strcmp(n->op_type, "LeakyRelu") == 0) {
-        char as[40];
-        dpc_format_pyfloat((float)imp_attr_f(n, "alpha", 0.01), as, sizeof as);
+        const char *as = imp_f32(I, imp_attr_f(n, "alpha", 0.01));
         ex = imp_printf(I, "leaky_relu(%s, %s)", e, as);
     } else if (strcmp(n->op_type, "Softmax") == 0 || strcmp(n->op_type, "LogSoftmax") == 0) {
         int axis = 0;
@@ -1037,9 +1034,9 @@ static dpc_status op_clip(imp *I, const Onnx__NodeProto *n) {
     else {
         char ls[48] = "None", hs[48] = "None";
         if (has_lo)
-            dpc_format_pyfloat(lo, ls, sizeof ls);
+            snprintf(ls, sizeof ls, "%s", imp_f32(I, lo));
         if (has_hi)
-            dpc_format_pyfloat(hi, hs, sizeof hs);
+            snprintf(hs, sizeof hs, "%s", imp_f32(I, hi));
         if (isinf(lo) || isinf(hi) || isnan(lo) || isnan(hi))
             return imp_err(I, "an infinite or NaN bound");
         ex = imp_printf(I, "clamp(%s, min=%s, max=%s)", e, ls, hs);
@@ -1211,11 +1208,10 @@ static int match_layernorm(imp *I, int a, int beta, int *gamma, double *eps) {
 static dpc_status layernorm_stmt(imp *I, const Onnx__NodeProto *n, int out, int x, int gamma, int beta, double eps) {
     int64_t D = V(x)->d[V(x)->rank - 1].v;
     const char *mem = member_name(I, n, gamma, "norm");
-    char es[48];
-    dpc_format_pyfloat((float)eps, es, sizeof es);
+    const char *es = imp_f32(I, eps);
     int u;
     const char *e = ref(I, x, &u);
-    if (!mem || !e)
+    if (!mem || !e || !es)
         return I->e->code ? I->e->code : DPC_ENOMEM;
     char *decl = member_line(I, imp_printf(I, "%s = LayerNorm(%lld, eps=%s%s)", mem, (long long)D, es,
                                            beta < 0 ? ", bias=False" : ""), gamma);
@@ -1600,8 +1596,7 @@ static dpc_status op_batchnorm(imp *I, const Onnx__NodeProto *n) {
             return imp_err(I, "parameters of %lld entries for %lld channels", (long long)V(p[i])->c->shape[0],
                            (long long)C);
     double eps = imp_attr_f(n, "epsilon", 1e-5);
-    char es[48];
-    dpc_format_pyfloat((float)eps, es, sizeof es);
+    const char *es = imp_f32(I, eps);
     const char *mem = member_name(I, n, p[0], "bn");
     int u;
     const char *e = ref(I, x, &u);
@@ -1720,6 +1715,23 @@ static dpc_status op_gemm(imp *I, const Onnx__NodeProto *n) {
 static dpc_status op_matmul(imp *I, const Onnx__NodeProto *n) {
     int a = imp_in(I, n, 0), b = imp_in(I, n, 1), out = OUT(0);
     if (is_const(I, b) && !is_const(I, a) && V(b)->c->rank == 2 && V(b)->kind == VK_FLOAT) {
+        /* read only by an Add of a bias: that Add makes the Linear (op_binary) */
+        int first;
+        if (out >= 0 && imp_uses(I, n->output[0], &first) == 1 && first >= 0 &&
+            !strcmp(I->g->node[first]->op_type, "Add") && I->g->node[first]->n_input == 2) {
+            const Onnx__NodeProto *A = I->g->node[first];
+            const char *other = strcmp(A->input[0], n->output[0]) == 0 ? A->input[1] : A->input[0];
+            int bv = imp_find(I, other);
+            if (bv >= 0 && is_const(I, bv) && V(bv)->kind == VK_FLOAT && V(bv)->c->rank == 1 &&
+                V(bv)->c->shape[0] == V(b)->c->shape[1] && V(a)->merged < 0 && V(a)->shaped && V(a)->rank >= 2) {
+                V(out)->deferred = true;
+                V(out)->kind = VK_FLOAT;
+                sdim d[DPC_MAX_RANK];
+                memcpy(d, V(a)->d, sizeof d);
+                d[V(a)->rank - 1] = (sdim){V(b)->c->shape[1], 0};
+                return imp_set_shape(I, out, V(a)->rank, d);
+            }
+        }
         dpc_tensor *W = transposed(I, V(b)->c);
         if (!W)
             return DPC_ENOMEM;

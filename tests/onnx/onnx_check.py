@@ -5,7 +5,7 @@ weights and inputs) exported with torch.onnx.export, `dpc import`ed, run by
 bounds: rel L2 <= 1e-5 against f64, 1e-4 against f32).
 
   onnx_check.py DPC NAME --work DIR [--opset 14] [--mode eval|preserve]
-                [--batch 2] [--devices cpu,cpu] [--direct] [--seq S]
+                [--batch 2] [--devices cpu,cpu] [--direct] [--seq S] [--export-seq 8]
 
 --mode eval: torch.onnx.export's default (BatchNorm folded into Conv);
 preserve: do_constant_folding=False, training=TrainingMode.PRESERVE (the
@@ -65,7 +65,8 @@ def main(argv=None):
     ap.add_argument("--opset", type=int, default=14)
     ap.add_argument("--mode", choices=["eval", "preserve"], default="eval")
     ap.add_argument("--batch", type=int, default=2)
-    ap.add_argument("--seq", type=int, default=None)
+    ap.add_argument("--seq", type=int, default=None, help="the sequence length to run at")
+    ap.add_argument("--export-seq", type=int, default=8, help="the sequence length of the export's example (8)")
     ap.add_argument("--devices", default=None)
     ap.add_argument("--direct", action="store_true")
     ap.add_argument("--rtol64", type=float, default=1e-5)
@@ -80,7 +81,7 @@ def main(argv=None):
             model = zoo_check.original(a.name)
             print(f"export: cached {onnx_path}")
         else:
-            model = export(a.name, a.opset, a.mode, onnx_path, a.seq)
+            model = export(a.name, a.opset, a.mode, onnx_path, a.export_seq if a.seq else None)
             print(f"export: {onnx_path} ({os.path.getsize(onnx_path) / 1e6:.1f} MB, {time.time() - t0:.1f} s)")
         dp, w = stem + ".dp", stem + ".safetensors"
         for p in (dp, w):
