@@ -86,6 +86,16 @@ def main():
         a, b = dpc("print", p(name + ".dp")), dpc("print", p(name + ".onnx"))
         check(a.returncode == 0 and a.stdout == b.stdout, f"print {name}.onnx is print {name}.dp")
 
+    # external data: read beside the model, never outside its directory
+    r = dpc("run", p("ext_ok.onnx"), "--input", p("cnn_x.npy"), "-o", p("ext_y.npy"))
+    check(r.returncode == 0 and np.array_equal(np.load(p("ext_y.npy")), np.load(p("cnn_y.npy"))),
+          f"external data beside the model: same result as raw_data {r.stderr.strip()}")
+    for name, msg in (("dotdot", "leaves the model's directory"), ("abs", "must be a relative path"),
+                      ("link", "resolves outside the model's directory"), ("short", "external data length")):
+        r = dpc("import", p(f"ext_{name}.onnx"), "-o", p("ext_out.dp"))
+        check(r.returncode == 1 and msg in r.stderr and not os.path.exists(p("ext_out.dp")),
+              f"external data {name}: {r.stderr.strip()}")
+
     # --dim fixes a symbolic dim
     r = dpc("import", p("plumb.onnx"), "-o", p("plumb5.dp"), "--dim", "seq=5")
     check(r.returncode == 0 and "forward(x: [N, 5, 8])" in open(p("plumb5.dp")).read(), "--dim seq=5")
@@ -98,7 +108,7 @@ def main():
     errs = [("badop", "node 'c2i' (Col2Im, opset 14): op type not supported"),
             ("badattr", "node 'Conv_12' (Conv, opset 14): attribute auto_pad=SAME_LOWER is not supported"),
             ("dangling", "node 'r' (Relu, opset 14): input 'nowhere' is not defined"),
-            ("trunc", "trunc.onnx: "), ("junk", "junk.onnx: ")]
+            ("trunc", "trunc.onnx: "), ("junk", "junk.onnx: "), ("deep", "nested more than 32 deep")]
     for name, msg in errs:
         out = p(name + "_out.dp")
         r = dpc("import", p(name + ".onnx"), "-o", out)

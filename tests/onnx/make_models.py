@@ -12,6 +12,10 @@ plumb.onnx   x: [batch, seq, 8]: Shape/Gather/Unsqueeze/Concat into a Reshape,
 badop.onnx   a node of an op type dpc does not support (Col2Im)
 badattr.onnx a Conv with auto_pad=SAME_LOWER
 dangling.onnx a node reading a name nothing defines
+ext_*.onnx   cnn.onnx with conv.weight as external data: ext_ok.onnx (w.bin beside
+             it), ext_dotdot.onnx (../w.bin), ext_abs.onnx (an absolute path),
+             ext_link.onnx (a link out of the directory), ext_short.onnx (a
+             length that does not match)
 """
 import os
 import sys
@@ -124,7 +128,48 @@ def main():
     save(one_node(helper.make_node("Conv", ["x", "w"], ["y"], name="Conv_12", auto_pad="SAME_LOWER")),
          os.path.join(out, "badattr.onnx"))
     save(one_node(helper.make_node("Relu", ["nowhere"], ["y"], name="r")), os.path.join(out, "dangling.onnx"))
+    external(out)
+    save(nested(40), os.path.join(out, "deep.onnx"))
     return 0
+
+
+def nested(depth):
+    """If nodes nested in their then_branch, depth deep (past the reader's bound of 32)."""
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+    g = helper.make_graph([helper.make_node("Constant", [], ["y"], value_float=1.0)], "leaf", [], [y])
+    for i in range(depth):
+        node = helper.make_node("If", ["c"], ["y"], name=f"if{i}", then_branch=g, else_branch=g)
+        g = helper.make_graph([node], f"g{i}", [], [y])
+    c = helper.make_tensor_value_info("c", TensorProto.BOOL, ["batch"])
+    return model(list(g.node), [c], [y], [])
+
+
+def external(out):
+    """conv.weight of cnn.onnx moved to a file (the same bytes as raw_data)."""
+    from onnx import TensorProto as TP
+    rng = np.random.default_rng(0)
+    base = cnn(rng)
+    w = next(t for t in base.graph.initializer if t.name == "conv.weight")
+    raw = numpy_helper.to_array(w).astype("<f4").tobytes()
+    open(os.path.join(out, "w.bin"), "wb").write(b"\0" * 16 + raw)
+    outside = os.path.join(os.path.dirname(os.path.abspath(out)), "outside_w.bin")
+    open(outside, "wb").write(b"\0" * 16 + raw)
+    link = os.path.join(out, "link.bin")
+    if os.path.lexists(link):
+        os.unlink(link)
+    os.symlink(outside, link)
+    for name, loc, length in (("ok", "w.bin", len(raw)), ("dotdot", "../outside_w.bin", len(raw)),
+                              ("abs", outside, len(raw)), ("link", "link.bin", len(raw)),
+                              ("short", "w.bin", len(raw) - 4)):
+        m = cnn(np.random.default_rng(0))
+        t = next(t for t in m.graph.initializer if t.name == "conv.weight")
+        t.ClearField("raw_data")
+        t.ClearField("float_data")
+        t.data_location = TP.EXTERNAL
+        for k, v in (("location", loc), ("offset", "16"), ("length", str(length))):
+            e = t.external_data.add()
+            e.key, e.value = k, v
+        save(m, os.path.join(out, f"ext_{name}.onnx"))
 
 
 if __name__ == "__main__":
