@@ -136,9 +136,10 @@ def main():
 def nested(depth):
     """If nodes nested in their then_branch, depth deep (past the reader's bound of 32)."""
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
-    g = helper.make_graph([helper.make_node("Constant", [], ["y"], value_float=1.0)], "leaf", [], [y])
+    leaf = helper.make_graph([helper.make_node("Constant", [], ["y"], value_float=1.0)], "leaf", [], [y])
+    g = leaf
     for i in range(depth):
-        node = helper.make_node("If", ["c"], ["y"], name=f"if{i}", then_branch=g, else_branch=g)
+        node = helper.make_node("If", ["c"], ["y"], name=f"if{i}", then_branch=g, else_branch=leaf)
         g = helper.make_graph([node], f"g{i}", [], [y])
     c = helper.make_tensor_value_info("c", TensorProto.BOOL, ["batch"])
     return model(list(g.node), [c], [y], [])
