@@ -292,7 +292,6 @@ static const char *claim(imp *I, const char *id) {
                 ns[h] = I->idset[i];
             }
         dpc_free(I->idset);
-    dpc_free(I->uses);
         I->idset = ns, I->idcap = nc;
     }
     size_t h = hstr(id) & (I->idcap - 1);
