@@ -41,7 +41,9 @@ static const char *USAGE =
     "              [--kw NAME=VALUE ...] [--devices LIST] [--dtype f32|bf16|f16] [-v] -o OUT.npy [-o OUT2.npy ...]\n"
     "              [--mpi]  (implied under mpirun -np P: each rank runs its share of the batch)\n"
     "  dpc bench   MODEL.dp --batch B [--bind S=16 ...] [--devices LIST] [--dtype f32|bf16|f16] [--weights W] [--iters K] [--json]\n"
-    "  dpc cache   ls|clear\n";
+    "  dpc cache   ls|clear\n"
+    "  dpc import  MODEL.onnx -o MODEL.dp [--weights-out W.safetensors] [--dim NAME=SIZE ...] | --list-ops\n"
+    "  (MODEL.onnx is accepted wherever MODEL.dp is: imported in memory first; docs/onnx.md)\n";
 
 static int usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, "dpc: ");
