@@ -74,6 +74,7 @@ typedef struct imp {
     struct { const char *name; int count, first; } *uses; /* readers of each name: open addressing */
     size_t ucap;
     int tmpn;
+    const char *bad_attr; /* an attribute read as the wrong type */
     bool oom;
     dpc_err *e;
 } imp;
@@ -119,10 +120,12 @@ dpc_status imp_weight(imp *I, const char *member, const char *suffix, dpc_tensor
 
 /* ---- attributes of a node ---- */
 const Onnx__AttributeProto *imp_attr(const Onnx__NodeProto *n, const char *name);
-int64_t imp_attr_i(const Onnx__NodeProto *n, const char *name, int64_t dflt);
-double imp_attr_f(const Onnx__NodeProto *n, const char *name, double dflt);
+/* An attribute of another type than the accessor's is recorded in
+ * I->bad_attr, and the node is refused (import_node). */
+int64_t imp_attr_i(imp *I, const Onnx__NodeProto *n, const char *name, int64_t dflt);
+double imp_attr_f(imp *I, const Onnx__NodeProto *n, const char *name, double dflt);
 /* ints attribute: count, or -1 when absent */
-int imp_attr_ints(const Onnx__NodeProto *n, const char *name, const int64_t **vals);
+int imp_attr_ints(imp *I, const Onnx__NodeProto *n, const char *name, const int64_t **vals);
 const char *imp_attr_s(imp *I, const Onnx__NodeProto *n, const char *name, const char *dflt);
 
 /* ---- the op table (onnx_ops.c) ---- */

@@ -212,22 +212,31 @@ const Onnx__AttributeProto *imp_attr(const Onnx__NodeProto *n, const char *name)
     return NULL;
 }
 
-int64_t imp_attr_i(const Onnx__NodeProto *n, const char *name, int64_t dflt) {
+int64_t imp_attr_i(imp *I, const Onnx__NodeProto *n, const char *name, int64_t dflt) {
     const Onnx__AttributeProto *a = imp_attr(n, name);
+    if (a && (!a->has_i || (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT)))
+        I->bad_attr = a->name;
     return a && a->has_i ? a->i : dflt;
 }
 
-double imp_attr_f(const Onnx__NodeProto *n, const char *name, double dflt) {
+double imp_attr_f(imp *I, const Onnx__NodeProto *n, const char *name, double dflt) {
     const Onnx__AttributeProto *a = imp_attr(n, name);
+    if (a && (!a->has_f || (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT)))
+        I->bad_attr = a->name;
     return a && a->has_f ? a->f : dflt;
 }
 
-int imp_attr_ints(const Onnx__NodeProto *n, const char *name, const int64_t **vals) {
+int imp_attr_ints(imp *I, const Onnx__NodeProto *n, const char *name, const int64_t **vals) {
     const Onnx__AttributeProto *a = imp_attr(n, name);
     if (!a)
         return -1;
+    if ((a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INTS) || a->n_floats || a->n_strings ||
+        a->n_ints > 64) {
+        I->bad_attr = a->name;
+        return -1;
+    }
     *vals = a->ints;
-    return a->n_ints > 64 ? 64 : (int)a->n_ints;
+    return (int)a->n_ints;
 }
 
 const char *imp_attr_s(imp *I, const Onnx__NodeProto *n, const char *name, const char *dflt) {
@@ -640,7 +649,14 @@ static dpc_status import_node(imp *I, int k) {
     for (size_t i = 0; i < n->n_output; i++)
         if (n->output[i][0] && imp_new_value(I, n->output[i]) < 0)
             return I->e->code ? I->e->code : DPC_EUSER;
-    return op->fn(I, n);
+    I->bad_attr = NULL;
+    dpc_status s = op->fn(I, n);
+    if (s == DPC_OK && I->bad_attr) {
+        char an[260];
+        comment_into(an, sizeof an, I->bad_attr);
+        return imp_err(I, "attribute %s has a type or size this op does not take", an);
+    }
+    return s;
 }
 
 static dpc_status read_inputs(imp *I, const dpc_onnx_import_opts *o, dpc_buf *sig) {

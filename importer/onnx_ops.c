@@ -228,7 +228,7 @@ static dpc_status op_shape(imp *I, const Onnx__NodeProto *n) {
         return imp_err(I, "the input's shape is unknown (or merges the batch with another dim)");
     int r = V(x)->rank;
     int start, end;
-    int64_t s0 = imp_attr_i(n, "start", 0), e0 = imp_attr_i(n, "end", r);
+    int64_t s0 = imp_attr_i(I, n, "start", 0), e0 = imp_attr_i(I, n, "end", r);
     if (s0 < 0)
         s0 += r;
     if (e0 < 0)
@@ -345,7 +345,7 @@ static dpc_status op_gather(imp *I, const Onnx__NodeProto *n) {
     if (!X->shaped)
         return imp_err(I, "the input's shape is unknown");
     int axis = 0;
-    dpc_status s = axis_norm(I, imp_attr_i(n, "axis", 0), X->rank, &axis);
+    dpc_status s = axis_norm(I, imp_attr_i(I, n, "axis", 0), X->rank, &axis);
     if (s != DPC_OK)
         return s;
     if (V(ix)->kind == VK_FLOAT)
@@ -456,7 +456,7 @@ static dpc_status op_unsqueeze(imp *I, const Onnx__NodeProto *n) {
             return s;
     } else {
         const int64_t *a;
-        na = imp_attr_ints(n, "axes", &a);
+        na = imp_attr_ints(I, n, "axes", &a);
         if (na < 0 || na > DPC_MAX_RANK)
             return imp_err(I, "axes missing or too many");
         memcpy(ax, a, sizeof *ax * (size_t)na);
@@ -505,7 +505,7 @@ static dpc_status op_squeeze(imp *I, const Onnx__NodeProto *n) {
             return s;
     } else {
         const int64_t *a;
-        na = imp_attr_ints(n, "axes", &a);
+        na = imp_attr_ints(I, n, "axes", &a);
         if (na > DPC_MAX_RANK)
             return imp_err(I, "too many axes");
         if (na > 0)
@@ -552,7 +552,7 @@ static dpc_status op_concat(imp *I, const Onnx__NodeProto *n) {
         return imp_err(I, "1 to 64 inputs expected");
     int x0 = imp_in(I, n, 0);
     int axis = 0;
-    dpc_status s = axis_norm(I, imp_attr_i(n, "axis", 0), V(x0)->rank, &axis);
+    dpc_status s = axis_norm(I, imp_attr_i(I, n, "axis", 0), V(x0)->rank, &axis);
     if (s != DPC_OK)
         return s;
     bool all = true;
@@ -693,6 +693,10 @@ static dpc_status reshape_dims(imp *I, const ival *X, const sdim *want, int r, i
 }
 
 static dpc_status emit_reshape(imp *I, int out, int x, const sdim *d, int r) {
+    for (int i = 0; i < r; i++)
+        if (d[i].s == 1 && (d[i].v != 1 || i != 0))
+            return imp_err(I, "a reshape that merges the batch dim with another dim or moves it (to [%s%s]) is not "
+                              "supported (nn.MultiheadAttention's export does this)", i ? "..., " : "", imp_dim(I, d[i]));
     int u;
     const char *e = ref(I, x, &u);
     if (!e)
@@ -753,7 +757,7 @@ static dpc_status op_reshape(imp *I, const Onnx__NodeProto *n) {
             return imp_set_shape(I, out, 2, m);
         }
     }
-    if ((s = reshape_dims(I, X, want, r, (int)imp_attr_i(n, "allowzero", 0), d)) != DPC_OK)
+    if ((s = reshape_dims(I, X, want, r, (int)imp_attr_i(I, n, "allowzero", 0), d)) != DPC_OK)
         return s;
     if (is_const(I, x))
         return const_reshape(I, out, x, d, r);
@@ -766,7 +770,7 @@ static dpc_status op_flatten(imp *I, const Onnx__NodeProto *n) {
     int x = imp_in(I, n, 0), out = OUT(0);
     ival *X = V(x);
     int axis = 0;
-    dpc_status s = axis_norm(I, imp_attr_i(n, "axis", 1), X->rank + 1, &axis);
+    dpc_status s = axis_norm(I, imp_attr_i(I, n, "axis", 1), X->rank + 1, &axis);
     if (s != DPC_OK)
         return s;
     sdim d[2] = {{1, 0}, {1, 0}};
@@ -793,7 +797,7 @@ static dpc_status op_transpose(imp *I, const Onnx__NodeProto *n) {
     int r = X->rank;
     int64_t perm[DPC_MAX_RANK];
     const int64_t *p;
-    int np = imp_attr_ints(n, "perm", &p);
+    int np = imp_attr_ints(I, n, "perm", &p);
     if (np < 0)
         for (int i = 0; i < r; i++)
             perm[i] = r - 1 - i;
@@ -861,7 +865,7 @@ static dpc_status op_identity(imp *I, const Onnx__NodeProto *n) {
 
 static dpc_status op_cast(imp *I, const Onnx__NodeProto *n) {
     int x = imp_in(I, n, 0), out = OUT(0);
-    int64_t to = imp_attr_i(n, "to", 0);
+    int64_t to = imp_attr_i(I, n, "to", 0);
     int kind;
     switch (to) {
     case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE:
@@ -977,7 +981,7 @@ static dpc_status op_act(imp *I, const Onnx__NodeProto *n) {
     if (!e)
         return I->e->code;
     if (strcmp(n->op_type, "HardSigmoid") == 0) {
-        double a = imp_attr_f(n, "alpha", 0.2), b = imp_attr_f(n, "beta", 0.5);
+        double a = imp_attr_f(I, n, "alpha", 0.2), b = imp_attr_f(I, n, "beta", 0.5);
         if (near(a, 1.0 / 6) && b == 0.5)
             ex = imp_printf(I, "hardsigmoid(%s)", e);
         else {
@@ -985,11 +989,11 @@ static dpc_status op_act(imp *I, const Onnx__NodeProto *n) {
             ex = imp_printf(I, "clamp(%s * %s + %s, min=0.0, max=1.0)", e, as, bs);
         }
     } else if (strcmp(n->op_type, "LeakyRelu") == 0) {
-        const char *as = imp_f32(I, imp_attr_f(n, "alpha", 0.01));
+        const char *as = imp_f32(I, imp_attr_f(I, n, "alpha", 0.01));
         ex = imp_printf(I, "leaky_relu(%s, %s)", e, as);
     } else if (strcmp(n->op_type, "Softmax") == 0 || strcmp(n->op_type, "LogSoftmax") == 0) {
         int axis = 0;
-        dpc_status s = axis_norm(I, imp_attr_i(n, "axis", I->opset >= 13 ? -1 : 1), X->rank, &axis);
+        dpc_status s = axis_norm(I, imp_attr_i(I, n, "axis", I->opset >= 13 ? -1 : 1), X->rank, &axis);
         if (s != DPC_OK)
             return s;
         if (I->opset < 13 && axis != X->rank - 1)
@@ -1010,9 +1014,9 @@ static dpc_status op_clip(imp *I, const Onnx__NodeProto *n) {
     if (I->opset < 11) {
         const Onnx__AttributeProto *a;
         if ((a = imp_attr(n, "min")))
-            lo = a->f, has_lo = true;
+            lo = imp_attr_f(I, n, "min", 0), has_lo = true;
         if ((a = imp_attr(n, "max")))
-            hi = a->f, has_hi = true;
+            hi = imp_attr_f(I, n, "max", 0), has_hi = true;
     } else {
         int a = imp_in(I, n, 1), b = imp_in(I, n, 2);
         if (a >= 0 && !(has_lo = imp_const_scalar(V(a), &lo)))
@@ -1193,8 +1197,8 @@ static int match_layernorm(imp *I, int a, int beta, int *gamma, double *eps) {
         bool ok = true;
         for (int k = 0; k < 2; k++) {
             const int64_t *ax;
-            int na = imp_attr_ints(rms[k], "axes", &ax);
-            ok &= na == 1 && (ax[0] == -1 || ax[0] == V(x)->rank - 1) && imp_attr_i(rms[k], "keepdims", 1) == 1;
+            int na = imp_attr_ints(I, rms[k], "axes", &ax);
+            ok &= na == 1 && (ax[0] == -1 || ax[0] == V(x)->rank - 1) && imp_attr_i(I, rms[k], "keepdims", 1) == 1;
         }
         int64_t D0 = V(x)->rank ? V(x)->d[V(x)->rank - 1].v : 0;
         if (!ok || V(x)->d[V(x)->rank - 1].s || V(g)->c->shape[0] != D0 || V(beta)->c->shape[0] != D0)
@@ -1472,7 +1476,7 @@ static dpc_status pads2(imp *I, const Onnx__NodeProto *n, int64_t *ph, int64_t *
         return s;
     }
     const int64_t *p;
-    int np = imp_attr_ints(n, "pads", &p);
+    int np = imp_attr_ints(I, n, "pads", &p);
     *ph = *pw = 0;
     if (np < 0 || strcmp(ap, "VALID") == 0)
         return DPC_OK;
@@ -1489,7 +1493,7 @@ static dpc_status pads2(imp *I, const Onnx__NodeProto *n, int64_t *ph, int64_t *
 
 static dpc_status pair_attr(imp *I, const Onnx__NodeProto *n, const char *name, int64_t dflt, int64_t *h, int64_t *w) {
     const int64_t *p;
-    int k = imp_attr_ints(n, name, &p);
+    int k = imp_attr_ints(I, n, name, &p);
     *h = *w = dflt;
     if (k < 0)
         return DPC_OK;
@@ -1521,7 +1525,7 @@ static dpc_status op_conv(imp *I, const Onnx__NodeProto *n) {
         return imp_err(I, "only 2-D convolutions (rank-4 input and weight) are supported, got rank %d", X->rank);
     if (X->c)
         return imp_err(I, "a convolution of a constant");
-    int64_t kh, kw, sh, sw, dh, dw, ph, pw, grp = imp_attr_i(n, "group", 1);
+    int64_t kh, kw, sh, sw, dh, dw, ph, pw, grp = imp_attr_i(I, n, "group", 1);
     dpc_status s;
     if ((s = pair_attr(I, n, "strides", 1, &sh, &sw)) || (s = pair_attr(I, n, "dilations", 1, &dh, &dw)) ||
         (s = pair_attr(I, n, "kernel_shape", 0, &kh, &kw)) || (s = pads2(I, n, &ph, &pw)))
@@ -1579,7 +1583,7 @@ static dpc_status op_batchnorm(imp *I, const Onnx__NodeProto *n) {
         if (!is_const(I, p[i]) || V(p[i])->kind != VK_FLOAT || V(p[i])->c->rank != 1)
             return imp_err(I, "scale, bias, mean and var must be 1-D float initializers");
     }
-    if (imp_attr_i(n, "training_mode", 0) != 0)
+    if (imp_attr_i(I, n, "training_mode", 0) != 0)
         return imp_err(I, "training_mode=1 is not supported");
     if (n->n_output > 1 && (OUT(1) >= 0 || OUT(2) >= 0))
         for (size_t k = 1; k < n->n_output; k++)
@@ -1595,7 +1599,7 @@ static dpc_status op_batchnorm(imp *I, const Onnx__NodeProto *n) {
         if (V(p[i])->c->shape[0] != C)
             return imp_err(I, "parameters of %lld entries for %lld channels", (long long)V(p[i])->c->shape[0],
                            (long long)C);
-    double eps = imp_attr_f(n, "epsilon", 1e-5);
+    double eps = imp_attr_f(I, n, "epsilon", 1e-5);
     const char *es = imp_f32(I, eps);
     const char *mem = member_name(I, n, p[0], "bn");
     int u;
@@ -1628,9 +1632,9 @@ static dpc_status op_pool(imp *I, const Onnx__NodeProto *n) {
         return s;
     if (!kh)
         return imp_err(I, "kernel_shape is required");
-    if (mx && imp_attr_i(n, "storage_order", 0) != 0)
+    if (mx && imp_attr_i(I, n, "storage_order", 0) != 0)
         return imp_err(I, "storage_order=1 is not supported");
-    bool ceil_mode = imp_attr_i(n, "ceil_mode", 0) != 0;
+    bool ceil_mode = imp_attr_i(I, n, "ceil_mode", 0) != 0;
     if (2 * ph > kh || 2 * pw > kw)
         return imp_err(I, "padding larger than half the kernel (PyTorch's pooling refuses it)");
     int64_t ho = out_size(X->d[2].v, kh, sh, ph, dh, ceil_mode), wo = out_size(X->d[3].v, kw, sw, pw, dw, ceil_mode);
@@ -1649,7 +1653,7 @@ static dpc_status op_pool(imp *I, const Onnx__NodeProto *n) {
         decl = imp_printf(I, "%s = AvgPool2d(kernel_size=(%lld, %lld), stride=(%lld, %lld), padding=(%lld, %lld), "
                              "ceil_mode=%s, count_include_pad=%s)", mem, (long long)kh, (long long)kw, (long long)sh,
                           (long long)sw, (long long)ph, (long long)pw, ceil_mode ? "True" : "False",
-                          imp_attr_i(n, "count_include_pad", 0) ? "True" : "False");
+                          imp_attr_i(I, n, "count_include_pad", 0) ? "True" : "False");
     int u;
     const char *e = ref(I, x, &u);
     if (!decl || !e)
@@ -1677,17 +1681,17 @@ static dpc_status op_global_pool(imp *I, const Onnx__NodeProto *n) {
 
 static dpc_status op_gemm(imp *I, const Onnx__NodeProto *n) {
     int a = imp_in(I, n, 0), b = imp_in(I, n, 1), c = imp_in(I, n, 2), out = OUT(0);
-    if (imp_attr_f(n, "alpha", 1) != 1 || imp_attr_f(n, "beta", 1) != 1)
+    if (imp_attr_f(I, n, "alpha", 1) != 1 || imp_attr_f(I, n, "beta", 1) != 1)
         return imp_err(I, "alpha or beta other than 1 is not supported");
-    if (imp_attr_i(n, "transA", 0))
+    if (imp_attr_i(I, n, "transA", 0))
         return imp_err(I, "transA=1 is not supported");
     if (!is_const(I, b) || V(b)->c->rank != 2 || V(b)->kind != VK_FLOAT || (c >= 0 && !is_const(I, c)))
         return imp_err(I, "B (and C) must be float initializers");
     if (V(a)->rank != 2 || V(a)->c)
         return imp_err(I, "A must be a computed 2-D tensor");
-    if (V(a)->merged >= 0 && V(a)->d[1].v != (imp_attr_i(n, "transB", 0) ? V(b)->c->shape[1] : V(b)->c->shape[0]))
+    if (V(a)->merged >= 0 && V(a)->d[1].v != (imp_attr_i(I, n, "transB", 0) ? V(b)->c->shape[1] : V(b)->c->shape[0]))
         return imp_err(I, "inner dims differ");
-    dpc_tensor *W = imp_attr_i(n, "transB", 0) ? V(b)->c : transposed(I, V(b)->c);
+    dpc_tensor *W = imp_attr_i(I, n, "transB", 0) ? V(b)->c : transposed(I, V(b)->c);
     if (!W)
         return DPC_ENOMEM;
     int bias = -1;
@@ -1761,20 +1765,20 @@ static dpc_status op_layernorm(imp *I, const Onnx__NodeProto *n) {
     int x = imp_in(I, n, 0), g = imp_in(I, n, 1), b = imp_in(I, n, 2), out = OUT(0);
     ival *X = V(x);
     int axis = 0;
-    dpc_status s = axis_norm(I, imp_attr_i(n, "axis", -1), X->rank, &axis);
+    dpc_status s = axis_norm(I, imp_attr_i(I, n, "axis", -1), X->rank, &axis);
     if (s != DPC_OK)
         return s;
     if (axis != X->rank - 1)
         return imp_err(I, "normalising over more than the last axis is not supported");
     if (OUT(1) >= 0 || OUT(2) >= 0)
         return imp_err(I, "the Mean and InvStdDev outputs are not supported");
-    if (imp_attr_i(n, "stash_type", 1) != 1)
+    if (imp_attr_i(I, n, "stash_type", 1) != 1)
         return imp_err(I, "stash_type other than float is not supported");
     int64_t D = X->d[axis].v;
     if (!is_const(I, g) || V(g)->c->rank != 1 || V(g)->c->shape[0] != D || (b >= 0 && (!is_const(I, b) ||
         V(b)->c->rank != 1 || V(b)->c->shape[0] != D)))
         return imp_err(I, "scale and bias must be 1-D initializers of the last dim's size");
-    return layernorm_stmt(I, n, out, x, g, b, imp_attr_f(n, "epsilon", 1e-5));
+    return layernorm_stmt(I, n, out, x, g, b, imp_attr_f(I, n, "epsilon", 1e-5));
 }
 
 static dpc_status op_reduce(imp *I, const Onnx__NodeProto *n) {
@@ -1791,18 +1795,18 @@ static dpc_status op_reduce(imp *I, const Onnx__NodeProto *n) {
             return s;
     } else {
         const int64_t *a;
-        na = imp_attr_ints(n, "axes", &a);
+        na = imp_attr_ints(I, n, "axes", &a);
         if (na > DPC_MAX_RANK)
             return imp_err(I, "too many axes");
         if (na > 0)
             memcpy(ax, a, sizeof *ax * (size_t)na);
     }
     if (na <= 0) {
-        if (imp_attr_i(n, "noop_with_empty_axes", 0))
+        if (imp_attr_i(I, n, "noop_with_empty_axes", 0))
             return alias(I, out, x);
         return imp_err(I, "a reduction over every dim (the batch too) is not supported");
     }
-    bool keep = imp_attr_i(n, "keepdims", 1) != 0, red[DPC_MAX_RANK] = {0};
+    bool keep = imp_attr_i(I, n, "keepdims", 1) != 0, red[DPC_MAX_RANK] = {0};
     for (int i = 0; i < na; i++) {
         int a = 0;
         if ((s = axis_norm(I, ax[i], X->rank, &a)) != DPC_OK)
@@ -2070,7 +2074,7 @@ static dpc_status op_split(imp *I, const Onnx__NodeProto *n) {
     int x = imp_in(I, n, 0);
     ival *X = V(x);
     int axis = 0;
-    dpc_status s = axis_norm(I, imp_attr_i(n, "axis", 0), X->rank, &axis);
+    dpc_status s = axis_norm(I, imp_attr_i(I, n, "axis", 0), X->rank, &axis);
     if (s != DPC_OK)
         return s;
     if (axis == 0 || X->d[axis].s)
@@ -2085,7 +2089,7 @@ static dpc_status op_split(imp *I, const Onnx__NodeProto *n) {
             return s;
     } else {
         const int64_t *p;
-        ns = imp_attr_ints(n, "split", &p);
+        ns = imp_attr_ints(I, n, "split", &p);
         if (ns > 0)
             memcpy(sz, p, sizeof *sz * (size_t)ns);
     }
