@@ -3,6 +3,7 @@
 #include "artifact.h"
 #include "backend_cuda.h"
 #include "hostcc.h"
+#include "import.h"
 #include "kcache.h"
 #include "model.h"
 #include "mpi_run.h"
@@ -43,7 +44,9 @@ static const char *USAGE =
     "  dpc bench   MODEL.dp --batch B [--bind S=16 ...] [--devices LIST] [--dtype f32|bf16|f16] [--weights W] [--iters K] [--json]\n"
     "  dpc serve   MODEL.dp|MODEL.dpa [--weights W] [--devices LIST] [--host H] [--port P] [--max-batch 64]\n"
     "              [--max-delay-us 2000] [--max-queue 1024] [--max-body BYTES] [--dtype f32|bf16|f16]\n"
-    "  dpc cache   ls|clear\n";
+    "  dpc cache   ls|clear\n"
+    "  dpc import  MODEL.onnx -o MODEL.dp [--weights-out W.safetensors] [--dim NAME=SIZE ...] | --list-ops\n"
+    "  (MODEL.onnx is accepted wherever MODEL.dp is: imported in memory first; docs/onnx.md)\n";
 
 static int usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, "dpc: ");
@@ -149,7 +152,7 @@ static int parse_opts(int argc, char **argv, opts *o, const char *allowed) {
     }
     if (!o->model)
         return usage_error("%s", "missing the model file");
-    return 0;
+    return cli_onnx_stage(&o->model, &o->weights); /* MODEL.onnx: imported first (cli/import.c) */
 }
 
 /* A stream output (/dev/null, a pipe) cannot lose a file, so it may repeat. */
@@ -170,6 +173,8 @@ static int check_outputs(const opts *o, const char *const *outs, int nout) {
             continue;
         if (dpc_same_file(p, o->model))
             clash = o->model, what = "the model";
+        else if (cli_onnx_original() && dpc_same_file(p, cli_onnx_original()))
+            clash = cli_onnx_original(), what = "the model";
         else if (o->weights && dpc_same_file(p, o->weights))
             clash = o->weights, what = "the weights";
         for (int k = 0; !clash && k < o->ninputs; k++)
@@ -1230,7 +1235,7 @@ int main(int argc, char **argv) {
     struct { const char *name; int (*fn)(int, char **); } cmds[] = {
         {"print", cmd_print}, {"ir", cmd_ir}, {"source", cmd_source}, {"init", cmd_init},
         {"run", cmd_run}, {"graph", cmd_graph}, {"cache", cmd_cache}, {"bench", cmd_bench},
-        {"compile", cmd_compile}, {"inspect", cmd_inspect}, {"serve", dpc_cmd_serve},
+        {"compile", cmd_compile}, {"inspect", cmd_inspect}, {"serve", dpc_cmd_serve}, {"import", cli_import},
     };
     install_signal_handlers();
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)

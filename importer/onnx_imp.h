@@ -1,0 +1,147 @@
+/* onnx_imp.h - the importer's internals, shared by onnx_import.c (values,
+ * names, statements, writing the .dp) and onnx_ops.c (the op table). */
+#ifndef DPC_ONNX_IMP_H
+#define DPC_ONNX_IMP_H
+
+#include "onnx.h"
+#include "onnx.pb-c.h"
+
+#include <stdarg.h>
+
+/* A dim: concrete (s == 0, value v) or v times the symbol s (1 = the batch
+ * N, 2.. the other run-time dims). */
+typedef struct sdim {
+    int64_t v;
+    int s;
+} sdim;
+
+enum { VK_FLOAT, VK_INT, VK_BOOL };
+
+typedef struct ival {
+    const char *name;  /* the ONNX name */
+    int kind;          /* VK_* */
+    bool shaped;
+    int rank;
+    sdim d[DPC_MAX_RANK];
+    dpc_tensor *c;     /* a constant (F32 for floats, I64 for ints and bools), owned by the importer */
+    int *csym;         /* for an int constant: per element symbol (0 none; c holds the coefficient) */
+    const char *var;   /* the .dp expression of a value computed in forward */
+    int stmt;          /* the statement defining var, -1 for a forward input */
+    int node;          /* the ONNX node producing it, -1 for inputs and initializers */
+    int uses;          /* node inputs (and graph outputs) naming it */
+    int init;          /* initializer index, -1 if none */
+    bool deferred;     /* a MatMul whose only reader, an Add of a bias, makes the Linear */
+    int merged;        /* >= 0: this is reshape(v[merged], -1, last dim) merging the batch with other dims,
+                        * which dpc cannot represent: only a Linear and the reshape back read it */
+} ival;
+
+typedef struct istmt {
+    char *line;        /* forward's text, or NULL */
+    char *member;      /* a member declaration, or NULL */
+    int uses[8], nuses;
+    int wfirst, wcount; /* its weights: I->w[wfirst .. wfirst + wcount) */
+    bool live;
+} istmt;
+
+typedef struct iweight {
+    char *key;
+    dpc_tensor *t;     /* borrowed from the importer's tensors */
+} iweight;
+
+typedef struct imp {
+    const char *path;
+    const char *dir;
+    Onnx__ModelProto *m;
+    const Onnx__GraphProto *g;
+    int64_t opset;
+    ival *v;
+    int nv, capv;
+    int *hash;          /* open addressing: value index + 1 */
+    size_t hcap;
+    istmt *st;
+    int nst, capst;
+    iweight *w;
+    int nw, capw;
+    dpc_tensor **tensors;
+    int nt, capt;
+    char **names;       /* every string made (owned) */
+    int nnames, capnames;
+    const char **idset; /* the identifiers handed out: open addressing */
+    size_t idcap, nid;
+    char *syms[1 + 2 * DPC_MAX_RANK + 1]; /* symbol id -> .dp name ([1] = "N") */
+    int nsyms;
+    int cur;            /* the node being imported */
+    struct { const char *name; int count, first; } *uses; /* readers of each name: open addressing */
+    size_t ucap;
+    int tmpn;
+    const char *bad_attr; /* an attribute read as the wrong type */
+    bool oom;
+    dpc_err *e;
+} imp;
+
+/* ---- values ---- */
+int imp_find(imp *I, const char *name);
+int imp_new_value(imp *I, const char *name);
+/* The ONNX input k of the current node, or -1 when absent ("" name). */
+int imp_in(imp *I, const Onnx__NodeProto *n, size_t k);
+dpc_tensor *imp_tensor(imp *I, dpc_dtype dt, int rank, const int64_t *shape);
+int64_t imp_numel(const ival *v);
+bool imp_const_scalar(const ival *v, double *x);
+bool imp_concrete(const ival *v); /* shaped with only concrete dims */
+
+/* ---- errors ---- */
+dpc_status imp_err(imp *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+dpc_status imp_oom(imp *I);
+
+/* ---- names and text ---- */
+/* A fresh identifier made from an ONNX string (sanitised; never pasted). */
+const char *imp_ident(imp *I, const char *base, const char *fallback);
+const char *imp_tmp(imp *I);
+/* The .dp expression of v: its variable, a literal for a constant scalar,
+ * a symbol for a symbolic int; a float constant tensor becomes a Parameter
+ * member (with its weight). *vi is the value to record as used, -1 for a
+ * literal. NULL after an error. */
+const char *imp_ref(imp *I, int v, int *vi);
+const char *imp_dim(imp *I, sdim d); /* "N", "S", "S * 12", "64" */
+/* The shortest decimal that reads back as the float32 v ("1e-05"). */
+const char *imp_f32(imp *I, double v);
+/* How many node inputs and graph outputs name `name`; *first: the first
+ * reading node (-1 for none or a graph output). */
+int imp_uses(imp *I, const char *name, int *first);
+char *imp_printf(imp *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- statements ---- */
+/* Adds a statement of the current node: `out = expr` (out given a fresh
+ * variable), with the values it reads; member may be NULL. Returns the
+ * statement index or -1. */
+int imp_stmt(imp *I, int out, const char *member, const char *expr, const int *uses, int nuses);
+/* Adds a weight to the last statement. */
+dpc_status imp_weight(imp *I, const char *member, const char *suffix, dpc_tensor *t);
+
+/* ---- attributes of a node ---- */
+const Onnx__AttributeProto *imp_attr(const Onnx__NodeProto *n, const char *name);
+/* An attribute of another type than the accessor's is recorded in
+ * I->bad_attr, and the node is refused (import_node). */
+int64_t imp_attr_i(imp *I, const Onnx__NodeProto *n, const char *name, int64_t dflt);
+double imp_attr_f(imp *I, const Onnx__NodeProto *n, const char *name, double dflt);
+/* ints attribute: count, or -1 when absent */
+int imp_attr_ints(imp *I, const Onnx__NodeProto *n, const char *name, const int64_t **vals);
+const char *imp_attr_s(imp *I, const Onnx__NodeProto *n, const char *name, const char *dflt);
+
+/* ---- the op table (onnx_ops.c) ---- */
+typedef dpc_status (*imp_op_fn)(imp *I, const Onnx__NodeProto *n);
+typedef struct imp_op {
+    const char *name;
+    int min_opset, max_opset;
+    const char *attrs; /* the attributes it reads, space-separated; any other is an error */
+    imp_op_fn fn;
+    const char *note;
+} imp_op;
+extern const imp_op imp_ops[];
+extern const int imp_nops;
+
+/* helpers for ops */
+dpc_status imp_set_shape(imp *I, int v, int rank, const sdim *d);
+dpc_status imp_broadcast(imp *I, const ival *a, const ival *b, int *rank, sdim *d);
+
+#endif
