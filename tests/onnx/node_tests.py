@@ -237,8 +237,8 @@ def main():
             p = os.path.join(d, c)
             if fnmatch.fnmatch(c, a.only) and os.path.exists(os.path.join(p, "model.onnx")):
                 cases.append(p)
-    k, nsh = (int(x) for x in a.shard.split("/"))
-    cases = cases[k - 1::nsh]
+    shk, nsh = (int(x) for x in a.shard.split("/"))
+    cases = cases[shk - 1::nsh]
     suite = a.suite or "+".join(os.path.basename(d.rstrip("/")) for d in a.dirs)
     results = {}
     with cf.ThreadPoolExecutor(max_workers=a.jobs) as ex:
@@ -277,7 +277,7 @@ def main():
                                           for d in a.dirs for s in ("node", "pytorch-converted", "pytorch-operator")):
                 fails.append("%s: listed in the expectations but no such case" % n)
     npass = counts.get("pass", 0)
-    line = "%d of %d %s cases pass" % (npass, len(cases), suite + ("" if nsh == 1 else " (shard %d/%d)" % (k, nsh)))
+    line = "%d of %d %s cases pass" % (npass, len(cases), suite + ("" if nsh == 1 else " (shard %d/%d)" % (shk, nsh)))
     print(line)
     print("  " + ", ".join("%s %d" % (k, counts.get(k, 0)) for k in ("pass", "wrong", "refused", "unsupported",
                                                                        "crashed")))
