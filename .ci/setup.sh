@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 pkgs=(cmake make gcc clang libclang-rt-14-dev flex bison pkg-config libcjson-dev libdnnl-dev libopenblas-dev
       python3-numpy python3-torch python3-torchvision graphviz libopenmpi-dev openmpi-bin
-      libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev python3-onnx)
+      libmicrohttpd-dev libprotobuf-c-dev protobuf-c-compiler libonnx-dev libonnx-testdata python3-onnx)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -610,20 +610,39 @@ static bool attr_listed(const char *list, const char *name) {
     return false;
 }
 
-static dpc_status import_node(imp *I, int k) {
+/* The op of node k as the table has it at this opset, or NULL after a
+ * located error. Run over every node before anything else is looked at,
+ * so that an op dpc does not claim is the error, whatever else the model
+ * holds (an input type, a rank) that dpc would also refuse. */
+static const imp_op *claim_node(imp *I, int k) {
     const Onnx__NodeProto *n = I->g->node[k];
     I->cur = k;
     if (n->domain && *n->domain && strcmp(n->domain, "ai.onnx") != 0) {
         char d[260];
         comment_into(d, sizeof d, n->domain);
-        return imp_err(I, "ops of domain '%s' are not supported", d);
+        imp_err(I, "ops of domain '%s' are not supported", d);
+        return NULL;
     }
     const imp_op *op = find_op(n->op_type);
+    if (!op) {
+        imp_err(I, "op type not supported (`dpc import --list-ops` lists the supported ones)");
+        return NULL;
+    }
+    if (I->opset < op->min_opset || (op->max_opset && I->opset > op->max_opset)) {
+        imp_err(I, "this op is supported at opsets %d to %d only", op->min_opset,
+                op->max_opset ? op->max_opset : DPC_ONNX_MAX_OPSET);
+        return NULL;
+    }
+    I->cur = -1;
+    return op;
+}
+
+static dpc_status import_node(imp *I, int k) {
+    const Onnx__NodeProto *n = I->g->node[k];
+    const imp_op *op = claim_node(I, k);
     if (!op)
-        return imp_err(I, "op type not supported (`dpc import --list-ops` lists the supported ones)");
-    if (I->opset < op->min_opset || (op->max_opset && I->opset > op->max_opset))
-        return imp_err(I, "this op is supported at opsets %d to %d only", op->min_opset,
-                       op->max_opset ? op->max_opset : DPC_ONNX_MAX_OPSET);
+        return I->e->code;
+    I->cur = k;
     for (size_t i = 0; i < n->n_attribute; i++) {
         const Onnx__AttributeProto *a = n->attribute[i];
         if (a->ref_attr_name && *a->ref_attr_name)
@@ -662,11 +681,14 @@ static dpc_status import_node(imp *I, int k) {
 static dpc_status read_inputs(imp *I, const dpc_onnx_import_opts *o, dpc_buf *sig) {
     const Onnx__GraphProto *g = I->g;
     int nin = 0;
+    const char *first0_param = NULL; /* how the first input's dim 0 is written */
+    int64_t first0_value = 0;
     I->syms[1] = "N";
     I->nsyms = 2;
     for (size_t i = 0; i < g->n_input; i++) {
         const Onnx__ValueInfoProto *vi = g->input[i];
-        if (imp_find(I, vi->name) >= 0)
+        int f = imp_find(I, vi->name);
+        if (f >= 0 && I->v[f].init >= 0 && I->v[f].node < 0 && !I->v[f].var)
             continue; /* an initializer also listed as input (IR < 4): a constant */
         char nm[260];
         comment_into(nm, sizeof nm, vi->name);
@@ -701,7 +723,16 @@ static dpc_status read_inputs(imp *I, const dpc_onnx_import_opts *o, dpc_buf *si
             const char *param = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM ? dm->dim_param
                                                                                                       : NULL;
             bool has_val = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
-            if (k == 0) {
+            /* dim 0 of the first input is the batch, whatever the file says; of
+             * a later input, when written as the first input's is (else that
+             * input has no batch dim: a table, a bias, a second operand) */
+            bool same0 = nin == 0 || (param && first0_param && strcmp(param, first0_param) == 0) ||
+                         (has_val && first0_value && dm->dim_value == first0_value);
+            if (k == 0 && nin == 0) {
+                first0_param = param;
+                first0_value = has_val ? dm->dim_value : 0;
+            }
+            if (k == 0 && same0) {
                 d[0] = (sdim){1, 1}; /* the batch, whatever the file says */
                 dpc_buf_puts(sig, "N");
                 continue;
@@ -718,7 +749,7 @@ static dpc_status read_inputs(imp *I, const dpc_onnx_import_opts *o, dpc_buf *si
                 if (val < 1 || val > 2147483647)
                     return imp_err(I, "graph input '%s': dim %zu is %lld", nm, k, (long long)val);
                 d[k] = (sdim){val, 0};
-                dpc_buf_printf(sig, ", %lld", (long long)val);
+                dpc_buf_printf(sig, "%s%lld", k ? ", " : "", (long long)val);
                 continue;
             }
             if (!param || !*param)
@@ -739,7 +770,7 @@ static dpc_status read_inputs(imp *I, const dpc_onnx_import_opts *o, dpc_buf *si
                 I->syms[sid + DPC_MAX_RANK] = (char *)imp_printf(I, "%s", param);
             }
             d[k] = (sdim){1, sid};
-            dpc_buf_printf(sig, ", %s", I->syms[sid]);
+            dpc_buf_printf(sig, "%s%s", k ? ", " : "", I->syms[sid]);
         }
         dpc_buf_puts(sig, "]");
         dpc_status s = imp_set_shape(I, v, (int)sh->n_dim, d);
@@ -920,6 +951,11 @@ dpc_status dpc_onnx_import(const dpc_onnx_import_opts *o, dpc_onnx_result *out, 
             goto done;
         }
     }
+    for (size_t k = 0; k < I.g->n_node; k++)
+        if (!claim_node(&I, (int)k)) {
+            s = e->code;
+            goto done;
+        }
     /* initializers: constants */
     for (size_t i = 0; i < I.g->n_initializer; i++) {
         const Onnx__TensorProto *t = I.g->initializer[i];

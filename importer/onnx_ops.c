@@ -7,6 +7,7 @@
 #include "onnx_imp.h"
 
 #include "emit.h"
+#include "onnx_ops_extra.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -770,9 +771,10 @@ static dpc_status op_flatten(imp *I, const Onnx__NodeProto *n) {
     int x = imp_in(I, n, 0), out = OUT(0);
     ival *X = V(x);
     int axis = 0;
-    dpc_status s = axis_norm(I, imp_attr_i(I, n, "axis", 1), X->rank + 1, &axis);
-    if (s != DPC_OK)
-        return s;
+    int64_t ax = imp_attr_i(I, n, "axis", 1); /* in [-r, r]; -k is r - k */
+    if (ax < -X->rank || ax > X->rank)
+        return imp_err(I, "axis %lld out of range for rank %d", (long long)ax, X->rank);
+    axis = (int)(ax < 0 ? ax + X->rank : ax);
     sdim d[2] = {{1, 0}, {1, 0}};
     for (int i = 0; i < X->rank; i++) {
         sdim *t = &d[i < axis ? 0 : 1];
@@ -788,7 +790,9 @@ static dpc_status op_flatten(imp *I, const Onnx__NodeProto *n) {
         return imp_err(I, "Flatten with axis %d (only 1 keeps the batch dim)", axis);
     int u;
     const char *e = ref(I, x, &u);
-    return add_stmt(I, out, NULL, e ? imp_printf(I, "flatten(%s, 1)", e) : NULL, X->kind, 2, d, u, -1, -1);
+    /* a rank-1 input: [N] -> [N, 1] (flatten's start dim 1 would be out of range) */
+    return add_stmt(I, out, NULL, e ? imp_printf(I, X->rank == 1 ? "unsqueeze(%s, 1)" : "flatten(%s, 1)", e) : NULL,
+                    X->kind, 2, d, u, -1, -1);
 }
 
 static dpc_status op_transpose(imp *I, const Onnx__NodeProto *n) {
@@ -1288,8 +1292,13 @@ static const char *binop_text(const char *op) {
 
 static dpc_status op_binary(imp *I, const Onnx__NodeProto *n) {
     int a = imp_in(I, n, 0), b = imp_in(I, n, 1), out = OUT(0);
-    if (a < 0 || b < 0)
+    if (a < 0 || b < 0 || n->n_input != 2)
         return imp_err(I, "two inputs expected");
+    /* ONNX types both operands T (Pow alone has T and T1): a float and an
+     * integer tensor is an invalid model, not a promotion */
+    if (strcmp(n->op_type, "Pow") != 0 && V(a)->kind != V(b)->kind)
+        return imp_err(I, "operands of different element types (%s and %s)", V(a)->kind == VK_FLOAT ? "float" : V(a)->kind == VK_INT ? "integer" : "bool",
+                       V(b)->kind == VK_FLOAT ? "float" : V(b)->kind == VK_INT ? "integer" : "bool");
     if (is_const(I, a) && is_const(I, b))
         return fold_binary(I, n, a, b, out);
     const char *op = n->op_type;
@@ -2175,9 +2184,9 @@ const imp_op imp_ops[] = {
     {"Log", 6, 0, "", op_unary, NULL},
     {"LogSoftmax", 1, 0, "axis", op_act, NULL},
     {"MatMul", 1, 0, "", op_matmul, "a constant 2-D right operand -> Linear"},
-    {"Max", 8, 0, "", op_binary, "two inputs"},
+    {"Max", 8, 0, "", imp_op_variadic, "1 to 8 inputs; NaN propagates"},
     {"MaxPool", 8, 0, "kernel_shape strides pads dilations auto_pad ceil_mode storage_order", op_pool, "2-D"},
-    {"Min", 8, 0, "", op_binary, "two inputs"},
+    {"Min", 8, 0, "", imp_op_variadic, "1 to 8 inputs; NaN propagates"},
     {"Mul", 7, 0, "", op_binary, "x * sigmoid(x) -> silu; the end of an Erf GELU -> gelu"},
     {"Neg", 6, 0, "", op_unary, NULL},
     {"Not", 1, 0, "", op_unary, NULL},
@@ -2203,5 +2212,24 @@ const imp_op imp_ops[] = {
     {"Transpose", 1, 0, "perm", op_transpose, "the batch dim stays first"},
     {"Unsqueeze", 1, 0, "axes", op_unsqueeze, NULL},
     {"Where", 9, 0, "", op_where, NULL},
+    /* onnx_ops_extra.c */
+    {"Celu", 12, 0, "alpha", imp_op_act_extra, NULL},
+    {"Elu", 6, 0, "alpha", imp_op_act_extra, NULL},
+    {"Mean", 8, 0, "", imp_op_variadic, "1 to 8 inputs"},
+    {"PRelu", 7, 0, "", imp_op_prelu, "slope broadcast to x"},
+    {"ReduceL1", 1, 17, "axes keepdims", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceL2", 1, 17, "axes keepdims", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceLogSum", 1, 17, "axes keepdims", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceLogSumExp", 1, 17, "axes keepdims", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceMin", 1, 17, "axes keepdims", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceSumSquare", 1, 17, "axes keepdims", imp_op_reduce_extra, "not over the batch dim"},
+    {"Selu", 6, 0, "alpha gamma", imp_op_act_extra, NULL},
+    {"Shrink", 9, 0, "lambd bias", imp_op_act_extra, NULL},
+    {"Sign", 9, 0, "", imp_op_act_extra, "float"},
+    {"Softplus", 1, 0, "", imp_op_act_extra, NULL},
+    {"Softsign", 1, 0, "", imp_op_act_extra, NULL},
+    {"Sum", 8, 0, "", imp_op_variadic, "1 to 8 inputs"},
+    {"ThresholdedRelu", 10, 0, "alpha", imp_op_act_extra, NULL},
+    {"Tile", 6, 0, "", imp_op_tile, "constant repeats, not of the batch dim"},
 };
 const int imp_nops = (int)(sizeof imp_ops / sizeof *imp_ops);

@@ -150,7 +150,7 @@ static dpc_status check_model(Onnx__ModelProto *m, const char *name, dpc_err *e)
         return dpc_errf(e, DPC_EUSER, "%s: sparse initializers are not supported", name);
     for (size_t i = 0; i < g->n_node; i++) {
         const Onnx__NodeProto *n = g->node[i];
-        if (!n->op_type || !*n->op_type || !name_ok(n->op_type) || !name_ok(n->name))
+        if (!n->op_type || !*n->op_type || !name_ok(n->op_type) || (n->name && !name_ok(n->name)))
             return dpc_errf(e, DPC_EUSER, "%s: node %zu has no op type or an over-long name", name, i);
         nv += n->n_output;
         if (nv > DPC_ONNX_MAX_VALUES)
@@ -160,8 +160,8 @@ static dpc_status check_model(Onnx__ModelProto *m, const char *name, dpc_err *e)
                 return dpc_errf(e, DPC_EUSER, "%s: node %zu: an input name is longer than %d bytes", name, i,
                                 DPC_ONNX_MAX_NAME);
         for (size_t k = 0; k < n->n_output; k++)
-            if (!name_ok(n->output[k]) || !*n->output[k])
-                return dpc_errf(e, DPC_EUSER, "%s: node %zu: an output name is empty or longer than %d bytes", name, i,
+            if (!name_ok(n->output[k])) /* "" is an optional output left out */
+                return dpc_errf(e, DPC_EUSER, "%s: node %zu: an output name is longer than %d bytes", name, i,
                                 DPC_ONNX_MAX_NAME);
         for (size_t k = 0; k < n->n_attribute; k++)
             if (!n->attribute[k]->name || !name_ok(n->attribute[k]->name))
