@@ -1,5 +1,5 @@
-/* onnx_ops_extra.c - more rows of the importer's op table (onnx_ops.c's
- * imp_ops[] ends with them): activations that dpc writes as elementwise
+/* onnx_ops_extra.c - more handlers of the importer's op table (their rows
+ * are in onnx_ops.c's imp_ops[] with the others): activations that dpc writes as elementwise
  * expressions (Elu, Selu, Celu, Softplus, Softsign, ThresholdedRelu,
  * Shrink, Sign, PRelu), the n-input Sum/Mean/Max/Min, the reductions
  * dpc composes from sum/amax (ReduceMin, L1, L2, SumSquare, LogSum,
@@ -53,13 +53,13 @@ dpc_status imp_op_act_extra(imp *I, const Onnx__NodeProto *n) {
         return I->e->code;
     if (!strcmp(op, "Elu")) {
         /* x for x >= 0 (and NaN), alpha * (exp(x) - 1) below */
-        ex = imp_printf(I, "where(%s < 0.0, %s * (exp(%s) - 1.0), %s)", e, flit(I, imp_attr_f(n, "alpha", 1.0)), e, e);
+        ex = imp_printf(I, "where(%s < 0.0, %s * (exp(%s) - 1.0), %s)", e, flit(I, imp_attr_f(I, n, "alpha", 1.0)), e, e);
     } else if (!strcmp(op, "Selu")) {
-        const char *a = flit(I, imp_attr_f(n, "alpha", 1.67326319217681884765625)),
-                   *g = flit(I, imp_attr_f(n, "gamma", 1.05070102214813232421875));
+        const char *a = flit(I, imp_attr_f(I, n, "alpha", 1.67326319217681884765625)),
+                   *g = flit(I, imp_attr_f(I, n, "gamma", 1.05070102214813232421875));
         ex = imp_printf(I, "%s * where(%s <= 0.0, %s * exp(%s) - %s, %s)", g, e, a, e, a, e);
     } else if (!strcmp(op, "Celu")) {
-        double a = imp_attr_f(n, "alpha", 1.0);
+        double a = imp_attr_f(I, n, "alpha", 1.0);
         if (a == 0)
             return imp_err(I, "alpha 0");
         const char *as = flit(I, a);
@@ -69,9 +69,9 @@ dpc_status imp_op_act_extra(imp *I, const Onnx__NodeProto *n) {
     } else if (!strcmp(op, "Softsign")) {
         ex = imp_printf(I, "%s / (1.0 + abs(%s))", e, e);
     } else if (!strcmp(op, "ThresholdedRelu")) {
-        ex = imp_printf(I, "where(%s > %s, %s, 0.0)", e, flit(I, imp_attr_f(n, "alpha", 1.0)), e);
+        ex = imp_printf(I, "where(%s > %s, %s, 0.0)", e, flit(I, imp_attr_f(I, n, "alpha", 1.0)), e);
     } else if (!strcmp(op, "Shrink")) {
-        const char *l = flit(I, imp_attr_f(n, "lambd", 0.5)), *b = flit(I, imp_attr_f(n, "bias", 0.0));
+        const char *l = flit(I, imp_attr_f(I, n, "lambd", 0.5)), *b = flit(I, imp_attr_f(I, n, "bias", 0.0));
         ex = imp_printf(I, "where(%s < -%s, %s + %s, where(%s > %s, %s - %s, 0.0))", e, l, e, b, e, l, e, b);
     } else if (!strcmp(op, "Sign")) {
         /* NaN stays NaN, as np.sign */
@@ -177,12 +177,12 @@ dpc_status imp_op_reduce_extra(imp *I, const Onnx__NodeProto *n) {
         return I->e->code;
     ival *X = V(x);
     const int64_t *a;
-    int na = imp_attr_ints(n, "axes", &a);
+    int na = imp_attr_ints(I, n, "axes", &a);
     if (na <= 0)
         return imp_err(I, "a reduction over every dim (the batch too) is not supported");
     if (na > X->rank)
         return imp_err(I, "more axes than dims");
-    bool keep = imp_attr_i(n, "keepdims", 1) != 0, red[DPC_MAX_RANK] = {0};
+    bool keep = imp_attr_i(I, n, "keepdims", 1) != 0, red[DPC_MAX_RANK] = {0};
     for (int i = 0; i < na; i++) {
         if (a[i] < -X->rank || a[i] >= X->rank)
             return imp_err(I, "axis %lld out of range for rank %d", (long long)a[i], X->rank);
