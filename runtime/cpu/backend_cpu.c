@@ -466,6 +466,8 @@ static int conv_call(dpc_cpu_kctx *ctx, int i, const float *x, const float *w, c
     c->conv_failed |= rc < 0;
     return rc;
 }
+
+static int kept_call(dpc_cpu_kctx *ctx, int i) { return dpc_dnnl_kept(((cpu_call *)ctx)->r->convs, i); }
 #endif
 
 static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e) {
@@ -502,8 +504,10 @@ static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a
                              .threads = cb->gemm_threads},
                      .r = r, .e = e};
 #ifdef DPC_USE_DNNL
-    if (cb->convs)
+    if (cb->convs) {
         call.ctx.conv = conv_call;
+        call.ctx.kept = kept_call;
+    }
 #endif
     gemm_threads_max = cb->gemm_threads;
     int rc = cb->forward(&call.ctx);
