@@ -203,12 +203,37 @@ static int elementwise_source(const kgraph *kg, const kernel *k) {
     return src;
 }
 
+/* A copy materialising x.permute(0, 2, 3, 1) of an [N, C, H, W] value x:
+ * from NHWC, the contiguous bytes themselves (ConvNeXt's depthwise conv
+ * -> permute -> LayerNorm). Its result does not depend on x's layout. */
+static int permute_source(const kgraph *kg, const kernel *k, bool *absorbs) {
+    const kaccess *a = &k->src;
+    const ir_node *x = a->base, *y = k->out;
+    if (k->ops.len || a->kind != ACC_STRIDED || !x || x->sh.rank != 4 || y->sh.rank != 4 || a->off || a->off_n ||
+        x->dt != IR_F32 || kg->acc[x->id].kind != ACC_CONTIG || kg->acc[x->id].base != x)
+        return -1;
+    for (int d = 1; d < 4; d++)
+        if (!static_dim(x->sh.d[d]))
+            return -1;
+    long long C = x->sh.d[1].k, H = x->sh.d[2].k, W = x->sh.d[3].k;
+    long long want[4] = {C * H * W, W, 1, H * W};
+    for (int d = 0; d < 4; d++)
+        if (a->stride[d].sym || a->stride[d].k != want[d])
+            return -1;
+    if (!shape_eq(&y->sh, &(shape){.rank = 4, .d = {x->sh.d[0], x->sh.d[2], x->sh.d[3], x->sh.d[1]}}))
+        return -1;
+    *absorbs = true;
+    return x->id;
+}
+
 int conv_nhwc_source(const kgraph *kg, const kernel *k, bool *absorbs) {
     *absorbs = false;
     if (k->prepare)
         return -1;
     if (k->kind == KK_ELEMWISE)
         return elementwise_source(kg, k);
+    if (k->kind == KK_COPY)
+        return permute_source(kg, k, absorbs);
     if (k->kind != KK_POOL || k->ops.len || !k->root)
         return -1;
     const ir_node *n = k->root, *x = knode(kg, n->in[0]);

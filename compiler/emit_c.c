@@ -1028,10 +1028,13 @@ static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_printf(o, "\n#undef KERNEL_ID\n#define KERNEL_ID %d\nstatic int %s(dpc_kctx *ctx) {\n    const int64_t N = ctx->N;\n    (void)N;\n",
                    k->id, k->name);
     declare_buffers(kg, k, o);
-    int kept = k->kind == KK_POOL || k->kind == KK_ELEMWISE ? conv_nhwc_root(kg, k) : -1;
+    int kept = k->kind == KK_POOL || k->kind == KK_ELEMWISE || k->kind == KK_COPY ? conv_nhwc_root(kg, k) : -1;
     if (kept >= 0) { /* the source may be NHWC: conv_post.c, "NHWC readers" */
         dpc_buf_printf(o, "    if (ctx->kept && ctx->kept(ctx, %d)) {\n", kept);
-        if (k->kind == KK_POOL)
+        if (k->kind == KK_COPY) /* x.permute(0, 2, 3, 1) of NHWC x: its bytes */
+            dpc_buf_printf(o, "    memcpy(b%d, b%d, (size_t)N * %lldULL * sizeof(float));\n", kg->buf_of[k->out->id],
+                           kg->buf_of[k->src.base->id], (long long)(k->src.base->sh.d[1].k * k->src.base->sh.d[2].k * k->src.base->sh.d[3].k));
+        else if (k->kind == KK_POOL)
             emit_pool_nhwc(kg, k, o);
         else
             emit_chain_nhwc(kg, k, o);

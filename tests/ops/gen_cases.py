@@ -554,6 +554,14 @@ def gen_conv_keep_nhwc():
     a, b = c.member("Conv2d(16, 8, 3, padding=1)", "conv"), c.member("Conv2d(16, 8, 3, padding=1)", "conv")
     e = c.member("Conv2d(8, 8, 1)", "conv")
     c.ret("%s(relu(%s(%s)) * %s(%s))" % (e, a, x, b, x), "x * y of two convs' results, then a conv: not kept")
+    # ConvNeXt: depthwise 7x7 -> permute to channels-last -> LayerNorm -> Linear -> permute back + residual
+    dwc, ln = c.member("Conv2d(16, 16, 7, padding=3, groups=16)", "conv"), c.member("LayerNorm(16)", "ln")
+    lin = c.member("Linear(16, 16)", "fc")
+    t = c.let("%s(%s(permute(%s(%s), 0, 2, 3, 1)))" % (lin, ln, dwc, x))
+    c.ret("permute(%s, 0, 3, 1, 2) + %s" % (t, x), "ConvNeXt block: depthwise 7x7 -> permute -> LayerNorm -> "
+                                                  "Linear -> permute back + residual")
+    st = c.member("Conv2d(16, 8, 2, stride=2)", "conv")
+    c.ret("permute(%s(%s), 0, 2, 3, 1)" % (st, x), "a conv's result permuted to channels-last, returned")
     return [c]
 
 
