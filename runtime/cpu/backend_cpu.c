@@ -341,7 +341,15 @@ static dpc_status run_prepare(cpu_backend *cb, int fail_at, dpc_err *e) {
     return s;
 }
 
-static void cpu_weights_changed(dpc_backend *be) { atomic_store(&((cpu_backend *)be)->prepared, false); }
+/* A new bind: the prepare kernels run again, and the convolutions' kept
+ * weight layouts are reordered again from the new parameters. */
+static void cpu_weights_changed(dpc_backend *be) {
+    cpu_backend *cb = (cpu_backend *)be;
+    atomic_store(&cb->prepared, false);
+#ifdef DPC_USE_DNNL
+    dpc_dnnl_params_changed(cb->convs);
+#endif
+}
 
 long dpc_cpu_prepare_runs(const dpc_backend *be) {
     return be && be->run == cpu_run ? atomic_load(&((const cpu_backend *)be)->prepare_runs) : -1;
@@ -561,13 +569,4 @@ dpc_status dpc_backend_cpu_new(const dpc_unit *u, float *const *params, dpc_back
 #endif
     *out = &cb->be;
     return DPC_OK;
-}
-
-bool dpc_cpu_holds_weights(const dpc_backend *be) {
-#ifdef DPC_USE_DNNL
-    return be && be->run == cpu_run && ((const cpu_backend *)be)->convs != NULL;
-#else
-    (void)be;
-    return false;
-#endif
 }
