@@ -542,26 +542,31 @@ static void emit_chain_nhwc(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_printf(o, "            b%d[i] = v%d;\n        }\n    }\n", kg->buf_of[k->out->id], k->out->id);
 }
 
-/* A pool over NHWC input into NHWC output: per output pixel, the window's
- * taps in the NCHW loop's order, each over all channels. */
+/* A pool over NHWC input into NHWC output: per output pixel and block of
+ * POOL_CB channels, the window's taps in the NCHW loop's order, each over
+ * the block's channels (the blocks split a global pool over the threads
+ * at batch 1, too). */
+#define POOL_CB 64
 static void emit_pool_nhwc(const kgraph *kg, const kernel *k, dpc_buf *o) {
     const ir_node *n = k->root, *x = nd(kg, n->in[0]);
     long long C = x->sh.d[1].k, H = x->sh.d[2].k, W = x->sh.d[3].k, Ho = n->sh.d[2].k, Wo = n->sh.d[3].k;
     int xb = kg->buf_of[x->id], ob = kg->buf_of[n->id];
     char work[96], v[64];
     snprintf(work, sizeof work, "N * %lldLL", C * (H * W > Ho * Wo ? H * W : Ho * Wo));
-    emit_par_for(o, "    ", 3, work);
+    emit_par_for(o, "    ", 4, work);
     dpc_buf_printf(o,
                    "    for (int64_t img = 0; img < N; img++)\n"
                    "    for (int64_t oh = 0; oh < %lldLL; oh++)\n"
-                   "    for (int64_t ow = 0; ow < %lldLL; ow++) {\n"
+                   "    for (int64_t ow = 0; ow < %lldLL; ow++)\n"
+                   "    for (int64_t cb = 0; cb < %lldLL; cb += %d) {\n"
+                   "        const int64_t ce = cb + %d < %lldLL ? cb + %d : %lldLL;\n"
                    "        const float *const base = b%d + img * %lldLL;\n"
                    "        float *const dst = b%d + ((img * %lldLL + oh) * %lldLL + ow) * %lldLL;\n",
-                   Ho, Wo, xb, H * W * C, ob, Ho, Wo, C);
+                   Ho, Wo, C, POOL_CB, POOL_CB, C, POOL_CB, C, xb, H * W * C, ob, Ho, Wo, C);
     if (n->op == OP_MAXPOOL2D) { /* NaN wins, as in the NCHW loop */
         const pool_attr *a = &n->attr.pool;
         dpc_buf_printf(o,
-                       "        for (int64_t c = 0; c < %lldLL; c++) dst[c] = -INFINITY;\n"
+                       "        for (int64_t c = cb; c < ce; c++) dst[c] = -INFINITY;\n"
                        "        for (int64_t ki = 0; ki < %lldLL; ki++) {\n"
                        "            const int64_t ih = oh * %lldLL - %lldLL + ki * %lldLL;\n"
                        "            if (ih < 0 || ih >= %lldLL) continue;\n"
@@ -569,31 +574,31 @@ static void emit_pool_nhwc(const kgraph *kg, const kernel *k, dpc_buf *o) {
                        "                const int64_t iw = ow * %lldLL - %lldLL + kj * %lldLL;\n"
                        "                if (iw < 0 || iw >= %lldLL) continue;\n"
                        "                const float *const src = base + (ih * %lldLL + iw) * %lldLL;\n"
-                       "                for (int64_t c = 0; c < %lldLL; c++) {\n"
+                       "                for (int64_t c = cb; c < ce; c++) {\n"
                        "                    const float v = src[c], m = dst[c];\n"
                        "                    dst[c] = v > m || v != v ? v : m;\n"
                        "                }\n"
                        "            }\n"
                        "        }\n    }\n",
-                       C, (long long)a->k[0], (long long)a->s[0], (long long)a->p[0], (long long)a->d[0], H,
-                       (long long)a->k[1], (long long)a->s[1], (long long)a->p[1], (long long)a->d[1], W, W, C, C);
+                       (long long)a->k[0], (long long)a->s[0], (long long)a->p[0], (long long)a->d[0], H,
+                       (long long)a->k[1], (long long)a->s[1], (long long)a->p[1], (long long)a->d[1], W, W, C);
         return;
     }
     emit_pool_bounds(o, n, x, "        ", "int64_t");
     if (n->op == OP_AVGPOOL2D && !emit_pool_uses_padded(n))
         dpc_buf_puts(o, "        (void)padded;\n");
     dpc_buf_printf(o,
-                   "        for (int64_t c = 0; c < %lldLL; c++) dst[c] = 0.0f;\n"
+                   "        for (int64_t c = cb; c < ce; c++) dst[c] = 0.0f;\n"
                    "        for (int64_t ih = h0; ih < h1; ih++)\n"
                    "            for (int64_t iw = w0; iw < w1; iw++) {\n"
                    "                const float *const src = base + (ih * %lldLL + iw) * %lldLL;\n"
-                   "                for (int64_t c = 0; c < %lldLL; c++) dst[c] += src[c];\n"
+                   "                for (int64_t c = cb; c < ce; c++) dst[c] += src[c];\n"
                    "            }\n"
-                   "        for (int64_t c = 0; c < %lldLL; c++) {\n"
+                   "        for (int64_t c = cb; c < ce; c++) {\n"
                    "            const float s = dst[c];\n"
                    "            dst[c] = %s;\n"
                    "        }\n    }\n",
-                   C, W, C, C, C, emit_pool_value(v, sizeof v, n));
+                   W, C, emit_pool_value(v, sizeof v, n));
 }
 
 /* conv_transpose2d: per image and group, the columns
