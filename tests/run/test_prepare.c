@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAXO 8
+#define MAXO 16
 
 typedef struct outs {
     int n;
@@ -45,6 +45,8 @@ static dpc_status forward(dpc_model *m, int64_t n, outs *o, dpc_err *e) {
     }
     memset(o, 0, sizeof *o);
     o->n = sig->noutputs < MAXO ? sig->noutputs : MAXO;
+    if (s == DPC_OK && (sig->ninputs > MAXO || sig->noutputs > MAXO))
+        s = dpc_errf(e, DPC_EUSAGE, "test_prepare takes at most %d inputs and outputs", MAXO);
     if (s == DPC_OK)
         s = dpc_model_run(m, (const dpc_tensor *const *)in, sig->ninputs, NULL, o->t, e);
     for (int i = 0; i < MAXO; i++)
