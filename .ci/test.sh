@@ -21,7 +21,7 @@ echo "== ASan+UBSan build: parsers, bad input, fuzz corpus replay, the escaper, 
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDPC_SANITIZE=address -DDPC_BLAS=openblas >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:protect_shadow_gap=0 \
-  ctest --test-dir build-asan -j"$jobs" --output-on-failure -R 'replay_npy|replay_safetensors|replay_dpa|replay_dp$|^security_(escape|inject_regression|inject_dpa)$|print_|^ir_|bad_|front_|^io_|run_bad_input|run_outputs|^dp_|^artifact_api|^artifact_cli|^cuda\.(backend|nccl|driver|cli)'
+  ctest --test-dir build-asan -j"$jobs" --output-on-failure -R 'replay_npy|replay_safetensors|replay_dpa|replay_dp$|^security_(escape|inject_regression|inject_dpa)$|print_|^ir_|bad_|front_|^io_|run_bad_input|run_outputs|^run_prepare_once|^dp_|^artifact_api|^artifact_cli|^cuda\.(backend|nccl|driver|cli)'
 
 echo "== TSan build: data-parallel runtime"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDPC_SANITIZE=thread -DDPC_BLAS=openblas >/dev/null
