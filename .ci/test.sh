@@ -26,7 +26,7 @@ asan_tests=(
   '^security_(escape|inject_regression|inject_dpa)$'
   'print_|^ir_|bad_|front_|^io_|run_bad_input|run_outputs'
   '^dp_'
-  '^run_seams_fuse$'
+  '^run_seams_fuse$|^run_prepare_once'
   '^artifact_api|^artifact_cli'
   '^cuda\.(backend|nccl|driver|cli)'
   '^serve_(batcher|protocol|batching|faults|sequence)$'

@@ -147,57 +147,206 @@ static const kernel *conv_of(const kgraph *kg, int id) {
     return p && p->kind == KK_CONV && p->out->id == id && !p->prepare ? p : NULL;
 }
 
-/* Whether conv kernel k's result may stay in the library's layout: every
- * epilogue op is a post-op, it is a temporary (no graph output, no
- * constant), and every read of its buffer is a conv kernel reading the
- * value itself (no view) as its source or its residual operand. */
-static bool may_keep(const kgraph *kg, const kernel *k, const dpc_conv_desc *d) {
-    int yb = kg->buf_of[k->out->id];
-    if (k->prepare || d->nfused < k->ops.len || yb < 0 || ((const kbuf *)kg->bufs.items[yb])->kind != BUF_TEMP)
-        return false;
+/* ---------------------------------------------------- NHWC readers
+ *
+ * A pool or elementwise kernel that has an NHWC loop besides its NCHW one
+ * (emit_c.c) reads a kept result where it is: the generated C asks
+ * ctx->kept(conv) which loop to run. Its own result is then NHWC too (a
+ * windowed pool, an elementwise chain: "transparent", their readers must
+ * take NHWC in turn), or [N, C, 1, 1], the same in either layout (a global
+ * pool: "absorbing"). So a squeeze-excitation block (conv -> global pool
+ * -> fc convs -> x * scale -> conv) and a max pool between convs keep the
+ * chain NHWC. */
+
+static bool static_dim(dim d) { return !d.sym; }
+
+/* An elementwise kernel whose every operand is its source value (one
+ * node, read contiguously over the output's shape), a per-(n, c) value
+ * (dims 2 and 3 broadcast), a leaf or a value of its own chain. */
+static int elementwise_source(const kgraph *kg, const kernel *k) {
+    const shape *os = &k->out->sh;
+    if (os->rank != 4 || !static_dim(os->d[1]) || !static_dim(os->d[2]) || !static_dim(os->d[3]) ||
+        os->d[2].k < 2 || os->d[3].k < 2 || k->out->dt != IR_F32)
+        return -1;
+    int src = -1;
+    for (int i = 0; i < k->ops.len; i++) {
+        const ir_node *op = k->ops.items[i];
+        op_class cls = ir_op_class(op->op);
+        if (cls != OC_UNARY && cls != OC_BINARY && cls != OC_TERNARY)
+            return -1;
+        for (int j = 0; j < op->nin; j++) {
+            const ir_node *x = knode(kg, op->in[j]);
+            const kaccess *a = &kg->acc[x->id];
+            bool mine = false;
+            for (int q = 0; q < i && !mine; q++)
+                mine = k->ops.items[q] == x;
+            if (mine)
+                continue;
+            if (a->kind == ACC_LEAF) {
+                if (emit_leaf_needs_coords(a->base))
+                    return -1;
+                continue;
+            }
+            if (shape_eq(&x->sh, os)) {
+                if (a->kind != ACC_CONTIG || a->base != x || (src >= 0 && src != x->id))
+                    return -1;
+                src = x->id;
+                continue;
+            }
+            if (x->sh.rank > 4)
+                return -1;
+            for (int d = 0; d < x->sh.rank; d++)
+                if (4 - x->sh.rank + d >= 2 && (x->sh.d[d].sym || x->sh.d[d].k != 1))
+                    return -1;
+        }
+    }
+    return src;
+}
+
+/* A copy materialising x.permute(0, 2, 3, 1) of an [N, C, H, W] value x:
+ * from NHWC, the contiguous bytes themselves (ConvNeXt's depthwise conv
+ * -> permute -> LayerNorm). Its result does not depend on x's layout. */
+static int permute_source(const kgraph *kg, const kernel *k, bool *absorbs) {
+    const kaccess *a = &k->src;
+    const ir_node *x = a->base, *y = k->out;
+    if (k->ops.len || a->kind != ACC_STRIDED || !x || x->sh.rank != 4 || y->sh.rank != 4 || a->off || a->off_n ||
+        x->dt != IR_F32 || kg->acc[x->id].kind != ACC_CONTIG || kg->acc[x->id].base != x)
+        return -1;
+    for (int d = 1; d < 4; d++)
+        if (!static_dim(x->sh.d[d]))
+            return -1;
+    long long C = x->sh.d[1].k, H = x->sh.d[2].k, W = x->sh.d[3].k;
+    long long want[4] = {C * H * W, W, 1, H * W};
+    for (int d = 0; d < 4; d++)
+        if (a->stride[d].sym || a->stride[d].k != want[d])
+            return -1;
+    if (!shape_eq(&y->sh, &(shape){.rank = 4, .d = {x->sh.d[0], x->sh.d[2], x->sh.d[3], x->sh.d[1]}}))
+        return -1;
+    *absorbs = true;
+    return x->id;
+}
+
+int conv_nhwc_source(const kgraph *kg, const kernel *k, bool *absorbs) {
+    *absorbs = false;
+    if (k->prepare)
+        return -1;
+    if (k->kind == KK_ELEMWISE)
+        return elementwise_source(kg, k);
+    if (k->kind == KK_COPY)
+        return permute_source(kg, k, absorbs);
+    if (k->kind != KK_POOL || k->ops.len || !k->root)
+        return -1;
+    const ir_node *n = k->root, *x = knode(kg, n->in[0]);
+    if (n->op != OP_MAXPOOL2D && n->op != OP_AVGPOOL2D && n->op != OP_ADAPTIVE_AVGPOOL2D)
+        return -1;
+    if (n->dt != IR_F32 || x->sh.rank != 4 || kg->acc[x->id].kind != ACC_CONTIG || kg->acc[x->id].base != x)
+        return -1;
+    for (int d = 1; d < 4; d++)
+        if (!static_dim(x->sh.d[d]) || !static_dim(n->sh.d[d]))
+            return -1;
+    *absorbs = n->sh.d[2].k == 1 && n->sh.d[3].k == 1;
+    return x->id;
+}
+
+static bool is_out_buf(const kgraph *kg, int b) {
     for (int i = 0; i < kg->out_bufs.len; i++)
-        if ((int)(intptr_t)kg->out_bufs.items[i] == yb)
-            return false;
+        if ((int)(intptr_t)kg->out_bufs.items[i] == b)
+            return true;
+    return false;
+}
+
+/* The conv kernel whose kept layout value v has: v is its result, or the
+ * result of a transparent NHWC reader of such a value. */
+static const kernel *layout_root(const kgraph *kg, int v, int depth) {
+    const kernel *p = conv_of(kg, v);
+    if (p || depth > 64 || v < 0 || v >= kg->nnodes)
+        return p;
+    int kk = kg->kern_of[v];
+    const kernel *t = kk >= 0 && kk < kg->kernels.len ? kg->kernels.items[kk] : NULL;
+    bool absorbs;
+    int s = t && t->out->id == v ? conv_nhwc_source(kg, t, &absorbs) : -1;
+    return s >= 0 && !absorbs ? layout_root(kg, s, depth + 1) : NULL;
+}
+
+/* Whether every read of value v's buffer (v computed by kernel prod) is
+ * of v itself, by a conv kernel as its source or residual, or by an NHWC
+ * reader whose result, when transparent, is a temporary read likewise. */
+static bool readers_ok(const kgraph *kg, const kernel *prod, int v, int depth) {
+    int yb = kg->buf_of[v];
+    if (depth > 64 || yb < 0)
+        return false;
     for (int i = 0; i < kg->kernels.len; i++) {
         const kernel *c = kg->kernels.items[i];
-        if (c == k)
+        if (c == prod)
             continue;
         int reads = 0, node, buf;
         koperand_iter it = kernel_operands(kg, c, -1);
         while (koperand_next(&it, &node, &buf))
             if (buf == yb) {
-                if (node != k->out->id || c->kind != KK_CONV)
+                if (node != v)
                     return false;
                 reads++;
             }
         if (!reads)
             continue;
-        dpc_conv_desc cd;
-        int sum;
-        conv_describe(kg, c, &cd, &sum);
-        int allowed = (c->root->in[0] == k->out->id) + (sum == k->out->id);
-        if (reads > allowed)
+        if (c->kind == KK_CONV) {
+            dpc_conv_desc cd;
+            int sum;
+            conv_describe(kg, c, &cd, &sum);
+            int allowed = (c->root->in[0] == v) + (sum == v);
+            if (reads > allowed)
+                return false;
+            continue;
+        }
+        bool absorbs;
+        if (conv_nhwc_source(kg, c, &absorbs) != v)
+            return false;
+        if (absorbs)
+            continue;
+        int ob = kg->buf_of[c->out->id];
+        if (ob < 0 || ob == yb || ((const kbuf *)kg->bufs.items[ob])->kind != BUF_TEMP || is_out_buf(kg, ob) ||
+            !readers_ok(kg, c, c->out->id, depth + 1))
             return false;
     }
     return true;
 }
 
-void conv_keep_marks(const kgraph *kg, const kernel *k, dpc_conv_desc *d, int sum) {
-    d->y_keep = may_keep(kg, k, d);
-    const kernel *p = conv_of(kg, k->root->in[0]);
+/* Whether conv kernel k's result may stay in the library's layout: every
+ * epilogue op is a post-op, it is a temporary (no graph output, no
+ * constant), and every read of its buffer is a conv kernel reading the
+ * value itself (no view) as its source or its residual operand, or an
+ * NHWC reader (above). */
+static bool may_keep(const kgraph *kg, const kernel *k, const dpc_conv_desc *d) {
+    int yb = kg->buf_of[k->out->id];
+    if (k->prepare || d->nfused < k->ops.len || yb < 0 || ((const kbuf *)kg->bufs.items[yb])->kind != BUF_TEMP)
+        return false;
+    if (is_out_buf(kg, yb))
+        return false;
+    return readers_ok(kg, k, k->out->id, 0);
+}
+
+/* The conv index whose kept layout value v has, when that conv may keep
+ * its result; -1 otherwise. */
+static int kept_root_index(const kgraph *kg, int v) {
+    const kernel *p = layout_root(kg, v, 0);
+    if (!p)
+        return -1;
     dpc_conv_desc pd;
     int ps;
-    if (p) {
-        conv_describe(kg, p, &pd, &ps);
-        if (may_keep(kg, p, &pd))
-            d->src_conv = conv_index_of(kg, p);
-    }
-    p = sum >= 0 ? conv_of(kg, sum) : NULL;
-    if (p) {
-        conv_describe(kg, p, &pd, &ps);
-        if (may_keep(kg, p, &pd))
-            d->sum_conv = conv_index_of(kg, p);
-    }
+    conv_describe(kg, p, &pd, &ps);
+    return may_keep(kg, p, &pd) ? conv_index_of(kg, p) : -1;
+}
+
+int conv_nhwc_root(const kgraph *kg, const kernel *k) {
+    bool absorbs;
+    int s = conv_nhwc_source(kg, k, &absorbs);
+    return s >= 0 ? kept_root_index(kg, s) : -1;
+}
+
+void conv_keep_marks(const kgraph *kg, const kernel *k, dpc_conv_desc *d, int sum) {
+    d->y_keep = may_keep(kg, k, d);
+    d->src_conv = kept_root_index(kg, k->root->in[0]);
+    d->sum_conv = sum >= 0 ? kept_root_index(kg, sum) : -1;
     int wid = k->root->in[1], wb = kg->buf_of[wid];
     d->w_const = d->w_param < 0 && wb >= 0 && ((const kbuf *)kg->bufs.items[wb])->kind == BUF_CONST &&
                  kg->acc[wid].kind == ACC_CONTIG && kg->acc[wid].base == kgraph_node(kg, wid);

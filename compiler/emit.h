@@ -90,6 +90,9 @@ void emit_attn_chain(const kgraph *kg, const kernel *k, const emit_attn *a, dpc_
 
 /* Whether the value reads `padded` (avg_pool2d with count_include_pad). */
 bool emit_pool_uses_padded(const ir_node *n);
+/* The window bounds h0, h1, w0, w1 (and `padded`) of output (oh, ow) of
+ * avg_pool2d or adaptive_avg_pool2d n, without the loop over it. */
+void emit_pool_bounds(dpc_buf *o, const ir_node *n, const ir_node *x, const char *ind, const char *it);
 /* The output value: `m`, or `s` over the divisor. */
 const char *emit_pool_value(char *b, size_t n, const ir_node *p);
 

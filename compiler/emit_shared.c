@@ -154,6 +154,14 @@ void emit_pool_window(dpc_buf *o, const ir_node *n, const ir_node *x, const char
                    ind, ind, it, ind, it, ind, W);
 }
 
+void emit_pool_bounds(dpc_buf *o, const ir_node *n, const ir_node *x, const char *ind, const char *it) {
+    long long H = x->sh.d[2].k, W = x->sh.d[3].k, Ho = n->sh.d[2].k, Wo = n->sh.d[3].k;
+    if (n->op == OP_ADAPTIVE_AVGPOOL2D)
+        adaptive_window(o, ind, it, H, W, Ho, Wo);
+    else
+        avg_window(o, n, ind, it, H, W);
+}
+
 bool emit_pool_uses_padded(const ir_node *n) {
     return n->op == OP_AVGPOOL2D && !n->attr.pool.divisor && n->attr.pool.count_include_pad;
 }

@@ -44,6 +44,9 @@ typedef struct dpc_kctx {
     int fail_at;          /* fault injection: kernel index that fails, -1 none */
     int64_t bad_index, bad_limit; /* what a failing embedding saw */
     int threads;          /* the replica's share of the cores: its large non-GEMM loops are split over them */
+    /* whether conv conv_index's result is kept NHWC in this forward (the
+     * kernels that read it then run their NHWC loop); NULL: none is */
+    int (*kept)(struct dpc_kctx *ctx, int conv_index);
 } dpc_kctx;
 /* <<< kabi-c */
 #undef dpc_kctx

@@ -166,6 +166,12 @@ void conv_describe(const kgraph *kg, const kernel *k, dpc_conv_desc *d, int *sum
  * conv_describe of k, sum its sum_node). */
 void conv_keep_marks(const kgraph *kg, const kernel *k, dpc_conv_desc *d, int sum);
 int conv_index_of(const kgraph *kg, const kernel *k);
+/* conv_post.c: the value a pool or elementwise kernel reads in the layout
+ * of its result when it has an NHWC loop (-1: none), *absorbs when its
+ * result is [N, C, 1, 1]; and the conv whose kept result decides which
+ * loop runs (ctx->kept of kabi.h; -1: the NCHW loop only). */
+int conv_nhwc_source(const kgraph *kg, const kernel *k, bool *absorbs);
+int conv_nhwc_root(const kgraph *kg, const kernel *k);
 
 /* compile.c: a dialect's source of a kernel graph, as dpc_unit_source
  * (tests that hold a kernel graph). */

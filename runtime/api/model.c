@@ -267,12 +267,12 @@ dpc_status dpc_model_bind(dpc_model *m, const dpc_safetensors *st, dpc_buf *warn
     if (m->gunit) {
         bool copies = false;
         for (int k = 0; k < m->nspecs; k++)
-            copies |= m->specs[k].be && (strcmp(m->specs[k].be->name, "cpu") != 0 || dpc_cpu_holds_weights(m->specs[k].be));
+            copies |= m->specs[k].be && strcmp(m->specs[k].be->name, "cpu") != 0;
         if (copies)
             drop_backends(m);
         return DPC_OK;
     }
-    if (m->be && (strcmp(m->be->name, "cpu") != 0 || dpc_cpu_holds_weights(m->be)) && m->ndev > 0)
+    if (m->be && strcmp(m->be->name, "cpu") != 0 && m->ndev > 0)
         return rebuild_backend(m, e);
     return DPC_OK;
 }

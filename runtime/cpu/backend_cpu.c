@@ -341,7 +341,15 @@ static dpc_status run_prepare(cpu_backend *cb, int fail_at, dpc_err *e) {
     return s;
 }
 
-static void cpu_weights_changed(dpc_backend *be) { atomic_store(&((cpu_backend *)be)->prepared, false); }
+/* A new bind: the prepare kernels run again, and the convolutions' kept
+ * weight layouts are reordered again from the new parameters. */
+static void cpu_weights_changed(dpc_backend *be) {
+    cpu_backend *cb = (cpu_backend *)be;
+    atomic_store(&cb->prepared, false);
+#ifdef DPC_USE_DNNL
+    dpc_dnnl_params_changed(cb->convs);
+#endif
+}
 
 long dpc_cpu_prepare_runs(const dpc_backend *be) {
     return be && be->run == cpu_run ? atomic_load(&((const cpu_backend *)be)->prepare_runs) : -1;
@@ -466,6 +474,8 @@ static int conv_call(dpc_cpu_kctx *ctx, int i, const float *x, const float *w, c
     c->conv_failed |= rc < 0;
     return rc;
 }
+
+static int kept_call(dpc_cpu_kctx *ctx, int i) { return dpc_dnnl_kept(((cpu_call *)ctx)->r->convs, i); }
 #endif
 
 static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a, dpc_err *e) {
@@ -502,8 +512,10 @@ static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a
                              .threads = cb->gemm_threads},
                      .r = r, .e = e};
 #ifdef DPC_USE_DNNL
-    if (cb->convs)
+    if (cb->convs) {
         call.ctx.conv = conv_call;
+        call.ctx.kept = kept_call;
+    }
 #endif
     gemm_threads_max = cb->gemm_threads;
     int rc = cb->forward(&call.ctx);
@@ -557,13 +569,4 @@ dpc_status dpc_backend_cpu_new(const dpc_unit *u, float *const *params, dpc_back
 #endif
     *out = &cb->be;
     return DPC_OK;
-}
-
-bool dpc_cpu_holds_weights(const dpc_backend *be) {
-#ifdef DPC_USE_DNNL
-    return be && be->run == cpu_run && ((const cpu_backend *)be)->convs != NULL;
-#else
-    (void)be;
-    return false;
-#endif
 }

@@ -15,9 +15,6 @@ dpc_status dpc_backend_cpu_new(const dpc_unit *u, float *const *params, dpc_back
 void dpc_cpu_set_gemm_threads(dpc_backend *be, int n);
 /* be's GEMM threads per replica (1 until set); 0 when be is not a CPU backend. */
 int dpc_cpu_gemm_threads(const dpc_backend *be);
-/* Whether be keeps copies of the weights (the convolutions' weights
- * reordered for oneDNN, conv_dnnl.h): new weights then need a new backend. */
-bool dpc_cpu_holds_weights(const dpc_backend *be);
 /* Products below this many multiply-adds run on one thread: waking a
  * second one costs more than it saves (measured, bench/). */
 #define DPC_CPU_PARALLEL_MIN (1 << 22)

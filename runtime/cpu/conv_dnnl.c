@@ -31,6 +31,7 @@ struct dpc_dnnl_convs {
     int layout;
     bool keep;                 /* results a conv alone reads stay in the primitive's layout (DPC_CONV_KEEP) */
     _Atomic unsigned long gen; /* bumped whenever the prepare kernels ran (dpc_dnnl_consts_changed) */
+    _Atomic unsigned long pgen; /* bumped whenever the parameters were bound again (dpc_dnnl_params_changed) */
     dnnl_engine_t eng;
     pthread_mutex_t mu; /* the weight cache: replicas plan concurrently */
     int *nw;
@@ -47,7 +48,7 @@ typedef struct pconv {
     dnnl_primitive_t rsrc, rdst, rsum, rwei; /* reorders, NULL when not needed */
     dnnl_memory_t src_user, src, wei_user, wei, bias, dst, dst_user, sum_user, scratch;
     const void *wei_kept;                     /* reordered weights, NULL: w as passed or rwei per call */
-    unsigned long wgen;                       /* w_const: the generation wei_kept holds */
+    unsigned long wgen;                       /* the generation wei_kept holds (the consts' or the parameters') */
     bool keep_y;                              /* the result stays in the primitive's layout (NHWC) */
     size_t src_bytes, dst_bytes, wei_bytes, scratch_bytes, y_bytes;
 } pconv;
@@ -106,6 +107,7 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, dpc_dnnl_
     const char *keep = getenv("DPC_CONV_KEEP");
     c->keep = c->layout != LAYOUT_PLAIN && !(keep && strcmp(keep, "0") == 0);
     atomic_init(&c->gen, 1);
+    atomic_init(&c->pgen, 1);
     for (int i = 0; i < n; i++)
         dpc_unit_conv(u, i, &c->d[i]);
     pthread_mutex_init(&c->mu, NULL);
@@ -228,8 +230,8 @@ static dnnl_status_t reorder_now(dpc_dnnl_rconvs *r, dnnl_primitive_t p, dnnl_me
 }
 
 /* The weights of conv i in layout md, reordered once from `from` (the
- * parameter, or the prepare kernels' result: gen, their generation, then
- * says which values the entry must hold; 0 for a parameter). NULL when the
+ * parameter or the prepare kernels' result; gen, the parameters' or the
+ * consts' generation, says which values the entry must hold). NULL when the
  * cache is full (the call reorders them) or on failure (*st set). */
 static const void *kept_weights(dpc_dnnl_rconvs *r, int i, const dnnl_memory_desc_t *md, const dnnl_memory_desc_t *user,
                                 const void *from, unsigned long gen, dpc_status *st, dpc_err *e) {
@@ -385,8 +387,13 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, bool s
     if (s == dnnl_success && d->w_param >= 0) {
         if (dnnl_memory_desc_equal(wei_md, &wei_u))
             p->wei_kept = NULL; /* the parameter as it is */
-        else if (!(p->wei_kept = kept_weights(r, i, wei_md, &wei_u, c->params[d->w_param], 0, &st, e)) && st == DPC_OK)
-            s = make_reorder(c->eng, &wei_u, wei_md, &p->rwei, &scratch); /* the cache is full: per call */
+        else {
+            unsigned long pgen = atomic_load(&c->pgen);
+            if ((p->wei_kept = kept_weights(r, i, wei_md, &wei_u, c->params[d->w_param], pgen, &st, e)))
+                p->wgen = pgen;
+            else if (st == DPC_OK)
+                s = make_reorder(c->eng, &wei_u, wei_md, &p->rwei, &scratch); /* the cache is full: per call */
+        }
     }
     dnnl_memory_t *mems[] = {&p->src_user, &p->src, &p->wei_user, &p->wei, &p->bias, &p->dst, &p->dst_user, &p->sum_user};
     const dnnl_memory_desc_t *mds[] = {&src_u, src_md, &wei_u, wei_md, &bias_md, dst_md, &dst_u, &sum_u};
@@ -536,6 +543,11 @@ void dpc_dnnl_consts_changed(dpc_dnnl_convs *c) {
         atomic_fetch_add(&c->gen, 1);
 }
 
+void dpc_dnnl_params_changed(dpc_dnnl_convs *c) {
+    if (c)
+        atomic_fetch_add(&c->pgen, 1);
+}
+
 int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, const float *bias, const float *sum,
                  float *y, dpc_err *e) {
     if (!r || !r->cur || i < 0 || i >= r->c->n)
@@ -565,6 +577,21 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
                 return -1;
             p->wgen = p->wei_kept ? gen : 0;
         }
+    }
+    if (s == dnnl_success && r->c->d[i].w_param >= 0 && p->wei_kept && p->wgen != atomic_load(&r->c->pgen)) {
+        /* the parameters were bound again: their kept layout reordered
+         * again, from the new values, once per bind */
+        unsigned long pgen = atomic_load(&r->c->pgen);
+        dpc_status st = DPC_OK;
+        const dnnl_memory_desc_t *wmd, *umd;
+        dnnl_memory_get_memory_desc(p->wei, &wmd);
+        dnnl_memory_get_memory_desc(p->wei_user, &umd);
+        p->wei_kept = kept_weights(r, i, wmd, umd, w, pgen, &st, e);
+        if (!p->wei_kept && st == DPC_OK) /* (its entry exists: never full here) */
+            dpc_errf(e, DPC_EINTERNAL, "oneDNN: no kept weights for convolution %d", i);
+        if (!p->wei_kept)
+            return -1;
+        p->wgen = pgen;
     }
     if (s == dnnl_success) {
         if (p->wei_kept)

@@ -48,6 +48,10 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
 /* The prepare kernels ran (their results, weights of some convs, changed):
  * those weights are reordered again at their next call. */
 void dpc_dnnl_consts_changed(dpc_dnnl_convs *c);
+/* The parameters were bound again (dpc_model_bind): the kept layouts of
+ * parameter weights are reordered again from the new values at their next
+ * call, so a bind keeps the backend, its primitives and its plans. */
+void dpc_dnnl_params_changed(dpc_dnnl_convs *c);
 
 /* Whether conv i's result stays NHWC in the planned set (for tests). */
 bool dpc_dnnl_kept(const dpc_dnnl_rconvs *r, int i);

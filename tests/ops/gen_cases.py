@@ -396,7 +396,7 @@ def gen_conv(R):
         m = c.member(ctor, "conv")
         c.ret("%s(%s)" % (m, c.inp(dims)), doc)
     cases.append(c)
-    return cases + gen_conv1d(R) + gen_conv_post() + gen_conv_keep()
+    return cases + gen_conv1d(R) + gen_conv_post() + gen_conv_keep() + gen_conv_keep_nhwc()
 
 
 def gen_conv_post():
@@ -497,6 +497,71 @@ def gen_conv_keep():
     t = c.let("hardswish(%s(%s))" % (dw2, t))
     c.ret("%s(%s)" % (pw2, t), "depthwise -> 1x1 -> depthwise x2 stride 2 -> 1x1, 20/12/24 channels, "
                                "batch norms folded")
+    return [c]
+
+
+def gen_conv_keep_nhwc():
+    """The kernels with an NHWC loop (compiler/conv_post.c, "NHWC readers")
+    between kept convs: squeeze-excitation (global average pool, fc convs,
+    x * scale in either operand order), max and average pools (padding,
+    dilation, ceil mode, count_include_pad, divisor_override, adaptive),
+    a pool's result as a conv's source and residual, an elementwise chain
+    after a pool, a global pool ending the chain; and readers that must
+    stop it (a full-shape operand that is not the source)."""
+    c = Case("conv", "keep_nhwc", "kept NHWC convs read by pools and elementwise kernels: squeeze-excitation, "
+                                  "max/avg/adaptive pools between convs, chains that must stop")
+    x = c.inp([16, 12, 10])
+    dw = c.member("Conv2d(16, 16, 3, padding=1, groups=16)", "conv")
+    fc1, fc2 = c.member("Conv2d(16, 4, 1)", "conv"), c.member("Conv2d(4, 16, 1)", "conv")
+    gp = c.member("AdaptiveAvgPool2d(1)", "pool")
+    pw = c.member("Conv2d(16, 8, 1)", "conv")
+    h = c.let("silu(%s(%s))" % (dw, x))
+    sc = c.let("sigmoid(%s(silu(%s(%s(%s)))))" % (fc2, fc1, gp, h))
+    c.ret("%s(%s * %s)" % (pw, h, sc), "squeeze-excitation: dw conv -> global pool -> fc convs -> x * scale -> 1x1")
+    dw2 = c.member("Conv2d(16, 16, 5, stride=2, padding=2, groups=16)", "conv")
+    f1, f2 = c.member("Conv2d(16, 8, 1)", "conv"), c.member("Conv2d(8, 16, 1)", "conv")
+    pw2 = c.member("Conv2d(16, 12, 1)", "conv")
+    g = c.let("hardswish(%s(%s))" % (dw2, x))
+    s2 = c.let("hardsigmoid(%s(relu(%s(%s(%s)))))" % (f2, f1, gp, g))
+    c.ret("%s(%s * %s)" % (pw2, s2, g), "the same with hardsigmoid, scale * x, stride 2")
+    # pools between convs
+    a = c.member("Conv2d(16, 8, 3, padding=1)", "conv")
+    mp = c.member("MaxPool2d(3, stride=2, padding=1)", "pool")
+    b, d = c.member("Conv2d(8, 8, 3, padding=1)", "conv"), c.member("Conv2d(8, 8, 3, padding=1)", "conv")
+    p = c.let("%s(relu(%s(%s)))" % (mp, a, x))
+    c.ret("relu(%s(relu(%s(%s))) + %s)" % (d, b, p, p), "conv -> max pool -> conv -> conv + the pool's result")
+    a = c.member("Conv2d(16, 8, 3, padding=1)", "conv")
+    b = c.member("Conv2d(8, 6, 1)", "conv")
+    mp = c.member("MaxPool2d(3, stride=2, dilation=2, ceil_mode=true)", "pool")
+    c.ret("%s(%s(tanh(%s(%s))))" % (b, mp, a, x), "max pool, dilation 2, ceil mode, between convs")
+    a = c.member("Conv2d(16, 8, 3, padding=1)", "conv")
+    b = c.member("Conv2d(8, 6, 3, padding=1)", "conv")
+    ap = c.member("AvgPool2d(3, stride=2, padding=1)", "pool")
+    c.ret("%s(%s(%s(%s)))" % (b, ap, a, x), "avg pool with padding (count_include_pad) between convs")
+    a = c.member("Conv2d(16, 8, 3, padding=1)", "conv")
+    b = c.member("Conv2d(8, 6, 1)", "conv")
+    ap = c.member("AvgPool2d(2, ceil_mode=true, count_include_pad=false)", "pool")
+    c.ret("%s(%s(relu(%s(%s))) * 0.5 + 1)" % (b, ap, a, x), "avg pool (ceil mode, count_include_pad false), "
+                                                            "then an elementwise chain, then a conv")
+    a = c.member("Conv2d(16, 8, 3, padding=1)", "conv")
+    b = c.member("Conv2d(8, 6, 1)", "conv")
+    ap = c.member("AvgPool2d(3, stride=1, padding=1, divisor_override=5)", "pool")
+    ad = c.member("AdaptiveAvgPool2d((5, 3))", "pool")
+    c.ret("%s(%s(%s(relu6(%s(%s)))))" % (b, ad, ap, a, x), "avg pool with divisor_override, then an adaptive "
+                                                          "pool 12x10 -> 5x3, between convs")
+    a = c.member("Conv2d(16, 8, 3, padding=1)", "conv")
+    c.ret("%s(relu(%s(%s)))" % (gp, a, x), "a global pool of a conv, returned")
+    a, b = c.member("Conv2d(16, 8, 3, padding=1)", "conv"), c.member("Conv2d(16, 8, 3, padding=1)", "conv")
+    e = c.member("Conv2d(8, 8, 1)", "conv")
+    c.ret("%s(relu(%s(%s)) * %s(%s))" % (e, a, x, b, x), "x * y of two convs' results, then a conv: not kept")
+    # ConvNeXt: depthwise 7x7 -> permute to channels-last -> LayerNorm -> Linear -> permute back + residual
+    dwc, ln = c.member("Conv2d(16, 16, 7, padding=3, groups=16)", "conv"), c.member("LayerNorm(16)", "ln")
+    lin = c.member("Linear(16, 16)", "fc")
+    t = c.let("%s(%s(permute(%s(%s), 0, 2, 3, 1)))" % (lin, ln, dwc, x))
+    c.ret("permute(%s, 0, 3, 1, 2) + %s" % (t, x), "ConvNeXt block: depthwise 7x7 -> permute -> LayerNorm -> "
+                                                  "Linear -> permute back + residual")
+    st = c.member("Conv2d(16, 8, 2, stride=2)", "conv")
+    c.ret("permute(%s(%s), 0, 2, 3, 1)" % (st, x), "a conv's result permuted to channels-last, returned")
     return [c]
 
 
