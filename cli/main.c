@@ -42,7 +42,7 @@ static const char *USAGE =
     "              [--kw NAME=VALUE ...] [--devices LIST] [--dtype f32|bf16|f16] [-v] -o OUT.npy [-o OUT2.npy ...]\n"
     "              [--mpi]  (implied under mpirun -np P: each rank runs its share of the batch)\n"
     "  dpc bench   MODEL.dp --batch B [--bind S=16 ...] [--devices LIST] [--dtype f32|bf16|f16] [--weights W] [--iters K] [--json]\n"
-    "  dpc serve   MODEL.dp|MODEL.dpa [--weights W] [--devices LIST] [--host H] [--port P] [--max-batch 64]\n"
+    "  dpc serve   MODEL.dp|MODEL.dpa|MODEL.onnx [--weights W] [--devices LIST] [--host H] [--port P] [--max-batch 64]\n"
     "              [--max-delay-us 2000] [--max-queue 1024] [--max-body BYTES] [--dtype f32|bf16|f16]\n"
     "  dpc cache   ls|clear\n"
     "  dpc import  MODEL.onnx -o MODEL.dp [--weights-out W.safetensors] [--dim NAME=SIZE ...] | --list-ops\n"

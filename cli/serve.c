@@ -13,6 +13,7 @@
  * kills the kernel compilers and exits, while serving it starts the drain
  * (stop accepting, run what is queued, answer it, exit 0). */
 #include "serve.h"
+#include "import.h"
 
 #include "artifact.h"
 #include "base.h"
@@ -933,7 +934,7 @@ static void *signal_thread(void *arg) {
 /* ----------------------------------------------------------------- CLI */
 
 static const char *SERVE_USAGE =
-    "usage: dpc serve MODEL.dp|MODEL.dpa [--weights W.safetensors] [--devices LIST] [--host 127.0.0.1]\n"
+    "usage: dpc serve MODEL.dp|MODEL.dpa|MODEL.onnx [--weights W.safetensors] [--devices LIST] [--host 127.0.0.1]\n"
     "                 [--port 8000] [--max-batch 64] [--max-delay-us 2000] [--max-queue 1024]\n"
     "                 [--max-body BYTES] [--dtype f32|bf16|f16]\n";
 
@@ -1049,6 +1050,9 @@ int dpc_cmd_serve(int argc, char **argv) {
     }
     if (!model)
         return serve_usage("%s", "missing the model file");
+    int staged = cli_onnx_stage(&model, &weights); /* MODEL.onnx: imported first (cli/import.c) */
+    if (staged)
+        return staged;
 
     /* signals go to the signal thread alone: block them before any thread starts */
     sigemptyset(&g_sigs);

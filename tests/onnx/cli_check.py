@@ -86,6 +86,19 @@ def main():
         a, b = dpc("print", p(name + ".dp")), dpc("print", p(name + ".onnx"))
         check(a.returncode == 0 and a.stdout == b.stdout, f"print {name}.onnx is print {name}.dp")
 
+    # dpc serve takes the .onnx too: one request, the answer of `dpc run`
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "serve"))
+    from serve_util import Server
+    srv = Server(DPC, p("cnn.onnx"))
+    try:
+        x = np.load(p("cnn_x.npy"))
+        st, out = srv.infer("Model", [("x", x, "FP32")])
+        check(st == 200 and np.array_equal(out["output0"], np.load(p("cnn_y.npy"))),
+              f"dpc serve cnn.onnx answers as dpc run: {st} {out if st != 200 else ''}")
+    finally:
+        rc, err = srv.stop()
+        check(rc == 0, f"dpc serve cnn.onnx stops on SIGTERM: {rc} {err.strip()}")
+
     # external data: read beside the model, never outside its directory
     r = dpc("run", p("ext_ok.onnx"), "--input", p("cnn_x.npy"), "-o", p("ext_y.npy"))
     check(r.returncode == 0 and np.array_equal(np.load(p("ext_y.npy")), np.load(p("cnn_y.npy"))),
