@@ -11,6 +11,10 @@ bash .ci/setup.sh >/dev/null
 
 echo "== release build: ctest"
 ctest --test-dir build -j"$jobs" --output-on-failure
+# ONNX's own conformance cases (tests/onnx/node_tests.py): the counts of the
+# shards, summed, from the log of the run above
+awk '/^[0-9]+ of [0-9]+ node \(shard/ {p += $1; t += $3} /^[0-9]+ of [0-9]+ pytorch cases pass/ {print "ONNX: " $0}
+     END {if (t) print "ONNX: " p " of " t " node cases pass"}' build/Testing/Temporary/LastTest.log
 
 echo "== ASan+UBSan build: parsers, bad input, fuzz corpus replay, the escaper, the CUDA host side on fake drivers"
 # The per-byte injection sweeps (security_inject_path|rootpath|module|member|param,
