@@ -12,7 +12,7 @@
 - DPC_FAULT_* and DPC_GEMM_THREADS that are not valid integers: exit 2
   naming the variable, no output files.
 """
-import os, subprocess, sys, tempfile
+import os, re, subprocess, sys, tempfile
 import numpy as np
 
 dpc = sys.argv[1]
@@ -30,6 +30,14 @@ def ok(name, cond, detail=''):
     print('%-40s %s' % (name, 'ok' if cond else 'FAIL ' + detail))
     passed += bool(cond)
     failed += not cond
+
+
+def first_forward_kernel(model):
+    """The index of the forward's first kernel: the prepare phase's kernels
+    (run once per load, never under DPC_FAULT_KERNEL) come first."""
+    out = subprocess.run([dpc, 'ir', model, '--stage', 'fused'], capture_output=True, text=True).stdout
+    m = re.search(r'^prepare: (\d+) kernels', out, re.M)
+    return str(int(m.group(1)) if m else 0)
 
 
 def run(args, env=None):
@@ -97,7 +105,7 @@ with tempfile.TemporaryDirectory() as d:
        not os.path.exists(P('bad1.npy')), r.stderr)
     # a failing replica: the lowest-numbered one is reported, nothing written
     r = run([MULTI, '--weights', P('m.st'), '--input', P('a.npy'), '--input', P('b.npy'), '--devices', 'cpu,cpu,cpu',
-             '-o', P('f1.npy'), '-o', P('f2.npy')], env={'DPC_FAULT_REPLICA': '1', 'DPC_FAULT_KERNEL': '0'})
+             '-o', P('f1.npy'), '-o', P('f2.npy')], env={'DPC_FAULT_REPLICA': '1', 'DPC_FAULT_KERNEL': first_forward_kernel(MULTI)})
     ok('failing replica 1', r.returncode != 0 and 'replica 1 on device cpu' in r.stderr and
        not os.path.exists(P('f1.npy')) and not os.path.exists(P('f2.npy')), r.stderr)
     # DPC_* integer variables are parsed strictly: "abc" is an error, not replica 0
