@@ -2237,7 +2237,8 @@ const imp_op imp_ops[] = {
     {"Tanh", 6, 0, "", op_unary, NULL},
     {"ThresholdedRelu", 10, 0, "alpha", imp_op_act_extra, NULL},
     {"Tile", 6, 0, "", imp_op_tile, "constant repeats, not of the batch dim"},
-    {"Transpose", 1, 0, "perm", op_transpose, "the batch dim stays first"},
+    {"Transpose", 1, 0, "perm", op_transpose,
+     "the batch dim stays first; nn.MultiheadAttention's export -> MultiheadAttention"},
     {"Unsqueeze", 1, 0, "axes", op_unsqueeze, NULL},
     {"Where", 9, 0, "", op_where, NULL},
 };

@@ -2,6 +2,7 @@
 """nn.MultiheadAttention's ONNX export (importer/onnx_mha.c) against PyTorch:
 
   mha_check.py DPC WORKDIR
+  mha_check.py --write-seed PATH    # a small export (E 8, 2 heads) for tests/corpus/onnx
 
 Each model is exported by torch.onnx.export (torch 1.13, opset 14, grad
 enabled so that the attention is not the fused fast path), imported by
@@ -38,9 +39,9 @@ E, H, L = 32, 4, 5
 
 
 class Attn(torch.nn.Module):
-    def __init__(self, bias=True, need_weights=False, mask=False):
+    def __init__(self, bias=True, need_weights=False, mask=False, e=E, h=H):
         super().__init__()
-        self.m = torch.nn.MultiheadAttention(E, H, bias=bias, batch_first=True)
+        self.m = torch.nn.MultiheadAttention(e, h, bias=bias, batch_first=True)
         self.need_weights = need_weights
         # a float causal mask (an initializer; L fixed)
         self.register_buffer("causal", torch.triu(torch.full((L, L), float("-inf")), 1) if mask else None)
@@ -102,6 +103,12 @@ def tamper_scale(path):
 
 
 def main():
+    if sys.argv[1] == "--write-seed":
+        torch.manual_seed(7)
+        with torch.enable_grad():
+            torch.onnx.export(Attn(e=8, h=2).eval(), (torch.randn(2, 3, 8),), sys.argv[2], opset_version=14,
+                              input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "batch"}})
+        return
     dpc, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
     for name in ("tel", "nobias", "weights"):
