@@ -206,7 +206,7 @@ bool imp_mha_match(imp *I, int t0) {
         return false;
     int ro2 = next(I, out0(I, last), last, "Reshape", 0);
     int end = ro2 >= 0 ? next(I, out0(I, ro2), ro2, "Transpose", 0) : -1;
-    if (end < 0 || !perm_is(I, end, 1, 0, 2))
+    if (end < 0 || !perm_is(I, end, 1, 0, 2) || !out0(I, end)[0])
         return false;
     M.node[R_RS_O2] = ro2, M.node[R_END] = end;
     /* the operands that are not part of the pattern must not be its values either */
