@@ -33,6 +33,7 @@ typedef struct ival {
     bool deferred;     /* a MatMul whose only reader, an Add of a bias, makes the Linear */
     int merged;        /* >= 0: this is reshape(v[merged], -1, last dim) merging the batch with other dims,
                         * which dpc cannot represent: only a Linear and the reshape back read it */
+    bool region;       /* inside a recognised nn.MultiheadAttention export (onnx_mha.c): shape only */
 } ival;
 
 typedef struct istmt {
@@ -75,6 +76,9 @@ typedef struct imp {
     size_t ucap;
     int tmpn;
     const char *bad_attr; /* an attribute read as the wrong type */
+    int *claim;         /* per node: 1 + the MultiheadAttention pattern that claimed it (onnx_mha.c), 0 none */
+    struct imp_mha *mha;
+    int nmha;
     bool oom;
     dpc_err *e;
 } imp;
@@ -143,5 +147,18 @@ extern const int imp_nops;
 /* helpers for ops */
 dpc_status imp_set_shape(imp *I, int v, int rank, const sdim *d);
 dpc_status imp_broadcast(imp *I, const ival *a, const ival *b, int *rank, sdim *d);
+
+/* member naming (onnx_ops.c): after the initializer w when it is a
+ * state_dict name, else the node's scope or name; the member line with
+ * its "# from INITIALIZER" comment */
+const char *imp_member_name(imp *I, const Onnx__NodeProto *n, int w, const char *fallback);
+char *imp_member_line(imp *I, const char *decl, int w);
+
+/* ---- nn.MultiheadAttention's export (onnx_mha.c) ---- */
+/* At node k, a Transpose(1, 0, 2) of a computed [N, L, E]: whether the
+ * nodes after it are nn.MultiheadAttention's export; if so they are
+ * claimed (I->claim) and each is handled by imp_mha_node when reached. */
+bool imp_mha_match(imp *I, int k);
+dpc_status imp_mha_node(imp *I, const Onnx__NodeProto *n);
 
 #endif

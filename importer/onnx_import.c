@@ -662,14 +662,14 @@ static dpc_status import_node(imp *I, int k) {
         if (v < 0)
             return imp_err(I, "input '%s' is not defined before this node (the graph must be in topological order)",
                            nm);
-        if (!I->v[v].c && !I->v[v].var && I->v[v].merged < 0 && !I->v[v].deferred)
+        if (!I->v[v].c && !I->v[v].var && I->v[v].merged < 0 && !I->v[v].deferred && !I->v[v].region)
             return imp_err(I, "input '%s' is an output that dpc does not compute (of node %d)", nm, I->v[v].node);
     }
     for (size_t i = 0; i < n->n_output; i++)
         if (n->output[i][0] && imp_new_value(I, n->output[i]) < 0)
             return I->e->code ? I->e->code : DPC_EUSER;
     I->bad_attr = NULL;
-    dpc_status s = op->fn(I, n);
+    dpc_status s = I->claim[k] ? imp_mha_node(I, n) : op->fn(I, n);
     if (s == DPC_OK && I->bad_attr) {
         char an[260];
         comment_into(an, sizeof an, I->bad_attr);
@@ -802,6 +802,8 @@ static void free_imp(imp *I) {
     dpc_free(I->v);
     dpc_free(I->hash);
     dpc_free(I->w);
+    dpc_free(I->claim);
+    dpc_free(I->mha);
     dpc_onnx_model_free(I->m);
 }
 
@@ -987,6 +989,10 @@ dpc_status dpc_onnx_import(const dpc_onnx_import_opts *o, dpc_onnx_result *out, 
     }
     if ((s = read_inputs(&I, o, &sig)) != DPC_OK || (s = count_uses(&I)) != DPC_OK)
         goto done;
+    if (!(I.claim = dpc_calloc(I.g->n_node ? I.g->n_node : 1, sizeof *I.claim))) {
+        s = imp_oom(&I);
+        goto done;
+    }
     for (size_t k = 0; k < I.g->n_node; k++)
         if ((s = import_node(&I, (int)k)) != DPC_OK)
             goto done;

@@ -18,6 +18,13 @@
 
 /* ------------------------------------------------------------- helpers */
 
+static const char *member_name(imp *I, const Onnx__NodeProto *n, int w, const char *fallback);
+static char *member_line(imp *I, const char *decl, int w);
+const char *imp_member_name(imp *I, const Onnx__NodeProto *n, int w, const char *fallback) {
+    return member_name(I, n, w, fallback);
+}
+char *imp_member_line(imp *I, const char *decl, int w) { return decl ? member_line(I, decl, w) : NULL; }
+
 static bool is_const(imp *I, int v) { return v >= 0 && V(v)->c; }
 
 /* Whether a value's dim 0 is the batch N (a tensor made in forward, an
@@ -697,7 +704,7 @@ static dpc_status emit_reshape(imp *I, int out, int x, const sdim *d, int r) {
     for (int i = 0; i < r; i++)
         if (d[i].s == 1 && (d[i].v != 1 || i != 0))
             return imp_err(I, "a reshape that merges the batch dim with another dim or moves it (to [%s%s]) is not "
-                              "supported (nn.MultiheadAttention's export does this)", i ? "..., " : "", imp_dim(I, d[i]));
+                              "supported (nn.MultiheadAttention's export is recognised only batch_first, without masks)", i ? "..., " : "", imp_dim(I, d[i]));
     int u;
     const char *e = ref(I, x, &u);
     if (!e)
@@ -816,6 +823,9 @@ static dpc_status op_transpose(imp *I, const Onnx__NodeProto *n) {
             perm[i] = p[i];
         }
     }
+    /* the batch moved to dim 1: nn.MultiheadAttention's export (onnx_mha.c) when the nodes after fit */
+    if (!X->c && imp_mha_match(I, I->cur))
+        return imp_mha_node(I, n);
     sdim d[DPC_MAX_RANK];
     int64_t shape[DPC_MAX_RANK], ist[DPC_MAX_RANK];
     for (int i = 0; i < r; i++)
@@ -2227,7 +2237,8 @@ const imp_op imp_ops[] = {
     {"Tanh", 6, 0, "", op_unary, NULL},
     {"ThresholdedRelu", 10, 0, "alpha", imp_op_act_extra, NULL},
     {"Tile", 6, 0, "", imp_op_tile, "constant repeats, not of the batch dim"},
-    {"Transpose", 1, 0, "perm", op_transpose, "the batch dim stays first"},
+    {"Transpose", 1, 0, "perm", op_transpose,
+     "the batch dim stays first; nn.MultiheadAttention's export -> MultiheadAttention"},
     {"Unsqueeze", 1, 0, "axes", op_unsqueeze, NULL},
     {"Where", 9, 0, "", op_where, NULL},
 };
