@@ -2035,9 +2035,20 @@ static dpc_status op_slice(imp *I, const Onnx__NodeProto *n) {
             return s;
         if (touched[a])
             return imp_err(I, "an axis given twice");
-        if (sp[i] < 1)
+        if (sp[i] < 1 && (sp[i] == 0 || !X->c || X->d[a].s))
             return imp_err(I, "a step below 1 is not supported");
         int64_t dim = X->d[a].v;
+        if (sp[i] < 0) {
+            /* a constant read backwards (F.pad's export reverses its pads):
+             * starts clamp to [0, dim-1], ends to [-1, dim-1] */
+            int64_t b0 = st[i] < 0 ? st[i] + dim : st[i], e0 = en[i] < 0 ? en[i] + dim : en[i];
+            b0 = b0 < 0 ? 0 : b0 > dim - 1 ? dim - 1 : b0;
+            e0 = e0 < -1 ? -1 : e0 > dim - 1 ? dim - 1 : e0;
+            touched[a] = true;
+            lo[a] = b0, hi[a] = e0, step[a] = sp[i];
+            d[a] = (sdim){b0 > e0 ? (b0 - e0 - sp[i] - 1) / -sp[i] : 0, 0};
+            continue;
+        }
         if (X->d[a].s) {
             /* slicing all of a run-time dim is a no-op */
             if (st[i] == 0 && en[i] >= INT64_MAX / 2 && sp[i] == 1)
