@@ -137,7 +137,7 @@ static dpc_status pad_dim(imp *I, int out, int cur, int i, int64_t b, int64_t e,
         memcpy(pd, C->d, sizeof pd);
         pd[i] = (sdim){p, 0};
         if (!strcmp(mode, "constant"))
-            PIECE(imp_printf(I, "full(%s, %s%s)", dims_text(I, rank, pd), val, kind == VK_INT ? ", dtype=long" : ""));
+            PIECE(imp_printf(I, "full(%s, %s)", dims_text(I, rank, pd), val));
         else if (!strcmp(mode, "edge")) {
             const char *sl = slice_text(I, x, i, side ? L - 1 : 0, side ? L : 1);
             PIECE(sl ? imp_printf(I, "expand(%s, %s)", sl, dims_text(I, rank, pd)) : NULL);
@@ -165,6 +165,8 @@ dpc_status imp_op_pad(imp *I, const Onnx__NodeProto *n) {
     if (V(x)->c)
         return imp_err(I, "a Pad of a constant is not supported");
     int rank = V(x)->rank, kind = V(x)->kind;
+    if (kind != VK_FLOAT)
+        return imp_err(I, "on a non-float tensor (dpc's cat joins float tensors only)");
     const char *mode = imp_attr_s(I, n, "mode", "constant");
     if (!mode)
         return fail(I);
@@ -173,7 +175,6 @@ dpc_status imp_op_pad(imp *I, const Onnx__NodeProto *n) {
     int64_t p[2 * DPC_MAX_RANK];
     int np = 0;
     double val = 0;
-    bool have_val = false;
     if (I->opset < 11) {
         const int64_t *a;
         np = imp_attr_ints(I, n, "pads", &a);
@@ -183,8 +184,9 @@ dpc_status imp_op_pad(imp *I, const Onnx__NodeProto *n) {
             return imp_err(I, "pads has %d values for a rank-%d input", np, rank);
         memcpy(p, a, sizeof *p * (size_t)np);
         val = imp_attr_f(I, n, "value", 0.0);
-        have_val = true;
     } else {
+        if (imp_attr(n, "pads") || imp_attr(n, "value"))
+            return imp_err(I, "the pads and value attributes are inputs from opset 11");
         dpc_status s = const_ivec(I, imp_in(I, n, 1), "pads", p, 2 * DPC_MAX_RANK, &np);
         if (s != DPC_OK)
             return s;
@@ -196,27 +198,17 @@ dpc_status imp_op_pad(imp *I, const Onnx__NodeProto *n) {
                 return imp_err(I, "constant_value's element type differs from the input's");
             val = V(cv)->c->dtype == DPC_F32 ? ((const float *)V(cv)->c->data)[0]
                                              : (double)((const int64_t *)V(cv)->c->data)[0];
-            have_val = true;
         }
     }
-    (void)have_val;
     if (np != 2 * rank)
         return imp_err(I, "pads has %d values for a rank-%d input (%d expected)", np, rank, 2 * rank);
     const char *vt = "0";
     if (!strcmp(mode, "constant")) {
-        if (kind == VK_BOOL)
-            return imp_err(I, "constant padding of a bool tensor is not supported");
         if (!isfinite(val))
             return imp_err(I, "a non-finite constant_value is not supported");
-        if (kind == VK_FLOAT) {
-            char b[48];
-            dpc_format_pyfloat((float)val, b, sizeof b);
-            vt = imp_printf(I, val < 0 ? "(%s)" : "%s", b);
-        } else {
-            if (val != floor(val) || fabs(val) > 9e18)
-                return imp_err(I, "a non-integer constant_value for an integer tensor");
-            vt = imp_printf(I, val < 0 ? "(%lld)" : "%lld", (long long)val);
-        }
+        char b[48];
+        dpc_format_pyfloat((float)val, b, sizeof b);
+        vt = imp_printf(I, val < 0 ? "(%s)" : "%s", b);
         if (!vt)
             return fail(I);
     }
@@ -367,6 +359,10 @@ dpc_status imp_op_resize(imp *I, const Onnx__NodeProto *n) {
     const char *nm = old ? "floor" : imp_attr_s(I, n, "nearest_mode", "round_prefer_floor");
     if (!ctm || !nm)
         return fail(I);
+    if (old && (imp_attr(n, "coordinate_transformation_mode") || imp_attr(n, "nearest_mode")))
+        return imp_err(I, "coordinate_transformation_mode and nearest_mode are attributes from opset 11");
+    if (up && I->opset >= 9 && imp_attr(n, "scales"))
+        return imp_err(I, "scales is an input from opset 9");
     static const char *const ctms[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
                                        "tf_half_pixel_for_nn"};
     bool known = false;
