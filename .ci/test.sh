@@ -34,8 +34,8 @@ asan_tests=(
   '^artifact_api|^artifact_cli'
   '^cuda\.(backend|nccl|driver|cli)'
   '^serve_(batcher|protocol|batching|faults|sequence)$'
-  'replay_onnx|^onnx_cli$|^onnx_malformed$'
-  '^onnx_mha$'
+  '^onnx_mha$|^onnx_ops$'
+  'replay_onnx|^onnx_cli$|^onnx_ops$|^onnx_malformed$'
 )
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:protect_shadow_gap=0 \
   ctest --test-dir build-asan -j"$jobs" --output-on-failure -R "$(IFS='|'; echo "${asan_tests[*]}")"

@@ -8,6 +8,7 @@
 
 #include "emit.h"
 #include "onnx_ops_extra.h"
+#include "onnx_ops_nn.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -155,6 +156,11 @@ static char *member_line(imp *I, const char *decl, int w) {
     dpc_free(s);
     return r;
 }
+
+const char *imp_member_name(imp *I, const Onnx__NodeProto *n, int w, const char *fallback) {
+    return member_name(I, n, w, fallback);
+}
+char *imp_member_line(imp *I, const char *decl, int w) { return member_line(I, decl, w); }
 
 static dpc_tensor *copy_tensor(imp *I, const dpc_tensor *src, int rank, const int64_t *shape) {
     dpc_tensor *t = imp_tensor(I, src->dtype, rank, shape);
@@ -893,7 +899,15 @@ static dpc_status op_cast(imp *I, const Onnx__NodeProto *n) {
     ival *X = V(x);
     if (to == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16 || to == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
         return imp_err(I, "a cast to float16/double is not supported (dpc computes in float32)");
-    if (X->kind == kind)
+    /* to a narrower integer type: ONNX wraps integers that do not fit (two's
+     * complement), and leaves floats out of range undefined */
+    int nbits = to == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ? 32 : to == ONNX__TENSOR_PROTO__DATA_TYPE__INT16 ? 16
+              : to == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 || to == ONNX__TENSOR_PROTO__DATA_TYPE__UINT8 ? 8 : 64;
+    bool usgn = to == ONNX__TENSOR_PROTO__DATA_TYPE__UINT8;
+    if (nbits < 64 && X->kind == VK_INT && !X->c)
+        return imp_err(I, "a cast of computed integers to a %d-bit type is not supported (ONNX wraps values that do "
+                          "not fit; dpc computes in int64)", nbits);
+    if (X->kind == kind && !(nbits < 64 && X->c))
         return alias(I, out, x);
     if (X->c) {
         for (int64_t i = 0; X->csym && i < dpc_tensor_numel(X->c); i++)
@@ -912,7 +926,15 @@ static dpc_status op_cast(imp *I, const Onnx__NodeProto *n) {
             else {
                 if (!(fabs(v) < 9.2e18))
                     return imp_err(I, "a cast of %g to an integer", v);
-                ((int64_t *)t->data)[i] = (int64_t)v;
+                int64_t iv = X->c->dtype == DPC_F32 ? (int64_t)v : I64(X)[i];
+                if (nbits < 64) {
+                    uint64_t m = ((uint64_t)1 << nbits) - 1, w = (uint64_t)iv & m;
+                    int64_t lo = usgn ? 0 : -((int64_t)1 << (nbits - 1)), hi = usgn ? (int64_t)m : ((int64_t)1 << (nbits - 1)) - 1;
+                    if (X->c->dtype == DPC_F32 && (iv < lo || iv > hi))
+                        return imp_err(I, "a cast of %g to a %d-bit integer (out of range)", v, nbits);
+                    iv = usgn || w <= (uint64_t)hi ? (int64_t)w : (int64_t)(w - m - 1);
+                }
+                ((int64_t *)t->data)[i] = iv;
             }
         }
         return set_const(I, out, t, kind, NULL);
@@ -2023,9 +2045,20 @@ static dpc_status op_slice(imp *I, const Onnx__NodeProto *n) {
             return s;
         if (touched[a])
             return imp_err(I, "an axis given twice");
-        if (sp[i] < 1)
+        if (sp[i] < 1 && (sp[i] == 0 || !X->c || X->d[a].s))
             return imp_err(I, "a step below 1 is not supported");
         int64_t dim = X->d[a].v;
+        if (sp[i] < 0) {
+            /* a constant read backwards (F.pad's export reverses its pads):
+             * starts clamp to [0, dim-1], ends to [-1, dim-1] */
+            int64_t b0 = st[i] < 0 ? st[i] + dim : st[i], e0 = en[i] < 0 ? en[i] + dim : en[i];
+            b0 = b0 < 0 ? 0 : b0 > dim - 1 ? dim - 1 : b0;
+            e0 = e0 < -1 ? -1 : e0 > dim - 1 ? dim - 1 : e0;
+            touched[a] = true;
+            lo[a] = b0, hi[a] = e0, step[a] = sp[i];
+            d[a] = (sdim){b0 > e0 ? (b0 - e0 - sp[i] - 1) / -sp[i] : 0, 0};
+            continue;
+        }
         if (X->d[a].s) {
             /* slicing all of a run-time dim is a no-op */
             if (st[i] == 0 && en[i] >= INT64_MAX / 2 && sp[i] == 1)
@@ -2165,13 +2198,15 @@ const imp_op imp_ops[] = {
     {"And", 7, 0, "", op_binary, NULL},
     {"AveragePool", 7, 0, "kernel_shape strides pads auto_pad ceil_mode count_include_pad", op_pool, "2-D, symmetric pads"},
     {"BatchNormalization", 7, 0, "epsilon momentum training_mode spatial", op_batchnorm, "-> BatchNorm2d/1d"},
-    {"Cast", 6, 0, "to saturate", op_cast, "float32, int64/int32/..., bool"},
+    {"Cast", 6, 0, "to saturate", op_cast, "float32, bool, int64; int32/16/8 and uint8 of floats, bools and constants"},
     {"Celu", 12, 0, "alpha", imp_op_act_extra, NULL},
     {"Clip", 6, 0, "min max", op_clip, "Clip(0, 6) -> relu6"},
     {"Concat", 4, 0, "axis", op_concat, NULL},
     {"Constant", 9, 0, "value value_float value_floats value_int value_ints", op_constant, NULL},
     {"ConstantOfShape", 9, 0, "value", op_constant_of_shape, "constant shapes"},
     {"Conv", 1, 0, "kernel_shape strides pads dilations group auto_pad", op_conv, "2-D, symmetric pads -> Conv2d"},
+    {"ConvTranspose", 1, 0, "auto_pad dilations group kernel_shape output_padding output_shape pads strides",
+     imp_op_convtranspose, "2-D -> ConvTranspose2d; asymmetric pads cropped"},
     {"Div", 7, 0, "", op_binary, NULL},
     {"Dropout", 7, 0, "ratio seed", op_identity, "identity (inference)"},
     {"Elu", 6, 0, "alpha", imp_op_act_extra, NULL},
@@ -2189,6 +2224,7 @@ const imp_op imp_ops[] = {
     {"HardSigmoid", 6, 0, ACT, op_act, NULL},
     {"HardSwish", 14, 0, "", op_unary, NULL},
     {"Identity", 1, 0, "", op_identity, NULL},
+    {"InstanceNormalization", 6, 0, "epsilon", imp_op_instancenorm, "-> GroupNorm(C, C)"},
     {"LayerNormalization", 17, 0, "axis epsilon stash_type", op_layernorm, "-> LayerNorm"},
     {"LeakyRelu", 6, 0, "alpha", op_act, NULL},
     {"Less", 7, 0, "", op_binary, NULL},
@@ -2205,6 +2241,7 @@ const imp_op imp_ops[] = {
     {"Not", 1, 0, "", op_unary, NULL},
     {"Or", 7, 0, "", op_binary, NULL},
     {"PRelu", 7, 0, "", imp_op_prelu, "slope broadcast to x"},
+    {"Pad", 2, 17, "mode pads value", imp_op_pad, "constant, reflect, edge; constant pads, not of the batch dim"},
     {"Pow", 7, 0, "", op_binary, NULL},
     {"Range", 11, 0, "", op_range, "constant bounds"},
     {"Reciprocal", 6, 0, "", op_unary, NULL},
@@ -2219,6 +2256,8 @@ const imp_op imp_ops[] = {
     {"ReduceSumSquare", 1, 17, "axes keepdims", imp_op_reduce_extra, "not over the batch dim"},
     {"Relu", 6, 0, "", op_unary, NULL},
     {"Reshape", 5, 0, "allowzero", op_reshape, "a constant shape (run-time dims folded); the batch dim kept"},
+    {"Resize", 10, 17, "coordinate_transformation_mode cubic_coeff_a exclude_outside extrapolation_value mode nearest_mode",
+     imp_op_resize, "rank 4, H and W: nearest where its pixels are dpc's, linear half_pixel/align_corners"},
     {"Selu", 6, 0, "alpha gamma", imp_op_act_extra, NULL},
     {"Shape", 1, 0, "start end", op_shape, "folded"},
     {"Shrink", 9, 0, "lambd bias", imp_op_act_extra, NULL},
@@ -2240,6 +2279,7 @@ const imp_op imp_ops[] = {
     {"Transpose", 1, 0, "perm", op_transpose,
      "the batch dim stays first; nn.MultiheadAttention's export -> MultiheadAttention"},
     {"Unsqueeze", 1, 0, "axes", op_unsqueeze, NULL},
+    {"Upsample", 7, 9, "mode scales", imp_op_resize, "as Resize (asymmetric)"},
     {"Where", 9, 0, "", op_where, NULL},
 };
 const int imp_nops = (int)(sizeof imp_ops / sizeof *imp_ops);

@@ -1,0 +1,707 @@
+/* onnx_ops_nn.c - importer handlers for Pad, Resize (and the older
+ * Upsample), ConvTranspose and InstanceNormalization, written with what
+ * the .dp language has: cat/full/expand/slices for Pad, interpolate() for
+ * Resize, the ConvTranspose2d and GroupNorm modules. Each honours the ONNX
+ * operator's definition (onnx/defs, opsets to 17) exactly; a form whose
+ * result dpc would compute differently is a located error, never an
+ * approximation. Their rows are in onnx_ops.c's imp_ops[]. */
+#include "onnx_ops_nn.h"
+
+#include "emit.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define V(i) (&I->v[(i)])
+#define OUT(k) ((k) < (int)n->n_output && n->output[k][0] ? imp_find(I, n->output[k]) : -1)
+
+static dpc_status fail(imp *I) { return I->e->code ? I->e->code : DPC_ENOMEM; }
+
+static dpc_status nn_stmt(imp *I, int out, const char *member, const char *expr, int kind, int rank, const sdim *d,
+                       const int *uses, int nuses) {
+    if (!expr)
+        return fail(I);
+    if (imp_stmt(I, out, member, expr, uses, nuses) < 0)
+        return fail(I);
+    V(out)->kind = kind;
+    return imp_set_shape(I, out, rank, d);
+}
+
+/* a fresh value for an intermediate statement of this node (a name no
+ * ONNX file can give: it starts with \x01) */
+static int tmp_value(imp *I) {
+    char nm[40];
+    snprintf(nm, sizeof nm, "\x01nn%d", I->nv);
+    const char *s = imp_printf(I, "%s", nm);
+    return s ? imp_new_value(I, s) : -1;
+}
+
+/* an attribute string for an error message (escaped) */
+static dpc_status bad_string(imp *I, const char *what, const char *s) {
+    dpc_buf b;
+    dpc_buf_init(&b);
+    emit_comment_text(&b, s);
+    dpc_status st = imp_err(I, "%s=%s is not supported", what, b.data ? b.data : "?");
+    dpc_buf_free(&b);
+    return st;
+}
+
+/* "(N, 3, 2, 4)" */
+static const char *dims_text(imp *I, int rank, const sdim *d) {
+    dpc_buf b;
+    dpc_buf_init(&b);
+    dpc_buf_puts(&b, "(");
+    for (int i = 0; i < rank; i++) {
+        const char *s = imp_dim(I, d[i]);
+        dpc_buf_printf(&b, "%s%s", i ? ", " : "", s ? s : "?");
+    }
+    dpc_buf_puts(&b, rank == 1 ? ",)" : ")");
+    char *t = dpc_buf_take(&b);
+    const char *r = t ? imp_printf(I, "%s", t) : NULL;
+    dpc_free(t);
+    return r;
+}
+
+/* e[:, ..., a:b] slicing dim `dim` */
+static const char *slice_text(imp *I, const char *e, int dim, int64_t a, int64_t b) {
+    dpc_buf s;
+    dpc_buf_init(&s);
+    dpc_buf_printf(&s, "%s[", e);
+    for (int i = 0; i < dim; i++)
+        dpc_buf_puts(&s, ":, ");
+    dpc_buf_printf(&s, "%lld:%lld]", (long long)a, (long long)b);
+    char *t = dpc_buf_take(&s);
+    const char *r = t ? imp_printf(I, "%s", t) : NULL;
+    dpc_free(t);
+    return r;
+}
+
+/* A constant integer vector input (no run-time dims): its values, count in *k. */
+static dpc_status const_ivec(imp *I, int v, const char *what, int64_t *out, int max, int *k) {
+    if (v < 0 || !V(v)->c || V(v)->kind == VK_FLOAT)
+        return imp_err(I, "%s must be a constant integer tensor (an initializer or Constant)", what);
+    int64_t m = dpc_tensor_numel(V(v)->c);
+    if (V(v)->c->rank > 1 || m > max)
+        return imp_err(I, "%s has %lld values (at most %d)", what, (long long)m, max);
+    for (int64_t i = 0; i < m; i++) {
+        if (V(v)->csym && V(v)->csym[i])
+            return imp_err(I, "%s depends on a run-time dim", what);
+        out[i] = ((const int64_t *)V(v)->c->data)[i];
+    }
+    *k = (int)m;
+    return DPC_OK;
+}
+
+/* ------------------------------------------------------------------ Pad */
+
+/* One step of the padding: out = the padded/cropped `cur` along dim i. */
+static dpc_status pad_dim(imp *I, int out, int cur, int i, int64_t b, int64_t e, const char *mode, const char *val) {
+    ival *C = V(cur);
+    int rank = C->rank, kind = C->kind;
+    sdim d[DPC_MAX_RANK], pd[DPC_MAX_RANK];
+    memcpy(d, C->d, sizeof d);
+    int64_t L = d[i].v;
+    int u;
+    const char *x = imp_ref(I, cur, &u);
+    if (!x)
+        return fail(I);
+    int uses[1] = {u};
+    if (b < 0 || e < 0) {
+        /* a crop (constant mode only, checked by the caller) */
+        int64_t lo = b < 0 ? -b : 0, hi = L - (e < 0 ? -e : 0);
+        d[i] = (sdim){hi - lo, 0};
+        return nn_stmt(I, out, NULL, slice_text(I, x, i, lo, hi), kind, rank, d, uses, 1);
+    }
+    dpc_buf s;
+    dpc_buf_init(&s);
+    dpc_buf_puts(&s, "cat([");
+    bool first = true;
+#define PIECE(str)                                                                                                    \
+    do {                                                                                                              \
+        const char *p_ = (str);                                                                                       \
+        if (!p_) {                                                                                                    \
+            dpc_buf_free(&s);                                                                                         \
+            return fail(I);                                                                                           \
+        }                                                                                                             \
+        dpc_buf_printf(&s, "%s%s", first ? "" : ", ", p_);                                                            \
+        first = false;                                                                                                \
+    } while (0)
+    for (int side = 0; side < 2; side++) {
+        int64_t p = side ? e : b;
+        if (side)
+            PIECE(x);
+        if (!p)
+            continue;
+        memcpy(pd, C->d, sizeof pd);
+        pd[i] = (sdim){p, 0};
+        if (!strcmp(mode, "constant"))
+            PIECE(imp_printf(I, "full(%s, %s)", dims_text(I, rank, pd), val));
+        else if (!strcmp(mode, "edge")) {
+            const char *sl = slice_text(I, x, i, side ? L - 1 : 0, side ? L : 1);
+            PIECE(sl ? imp_printf(I, "expand(%s, %s)", sl, dims_text(I, rank, pd)) : NULL);
+        } else /* reflect: x[p], ..., x[1] before; x[L-2], ..., x[L-1-p] after */
+            for (int64_t k = 1; k <= p; k++) {
+                int64_t at = side ? L - 1 - k : p + 1 - k;
+                PIECE(slice_text(I, x, i, at, at + 1));
+            }
+    }
+#undef PIECE
+    dpc_buf_printf(&s, "], %d)", i);
+    char *t = dpc_buf_take(&s);
+    const char *ex = t ? imp_printf(I, "%s", t) : NULL;
+    dpc_free(t);
+    d[i] = (sdim){L + b + e, 0};
+    return nn_stmt(I, out, NULL, ex, kind, rank, d, uses, 1);
+}
+
+/* Pad: opsets 2-10 take pads and value as attributes, 11-17 as inputs
+ * (pads, constant_value); modes constant, reflect and edge as np.pad. */
+dpc_status imp_op_pad(imp *I, const Onnx__NodeProto *n) {
+    int x = imp_in(I, n, 0), out = OUT(0);
+    if (x < 0 || !V(x)->shaped)
+        return imp_err(I, "an input of unknown shape");
+    if (V(x)->c)
+        return imp_err(I, "a Pad of a constant is not supported");
+    int rank = V(x)->rank, kind = V(x)->kind;
+    if (kind != VK_FLOAT)
+        return imp_err(I, "on a non-float tensor (dpc's cat joins float tensors only)");
+    const char *mode = imp_attr_s(I, n, "mode", "constant");
+    if (!mode)
+        return fail(I);
+    if (strcmp(mode, "constant") && strcmp(mode, "reflect") && strcmp(mode, "edge"))
+        return bad_string(I, "mode", mode);
+    int64_t p[2 * DPC_MAX_RANK];
+    int np = 0;
+    double val = 0;
+    if (I->opset < 11) {
+        const int64_t *a;
+        np = imp_attr_ints(I, n, "pads", &a);
+        if (np < 0)
+            return imp_err(I, "the pads attribute is missing");
+        if (np > 2 * DPC_MAX_RANK)
+            return imp_err(I, "pads has %d values for a rank-%d input", np, rank);
+        memcpy(p, a, sizeof *p * (size_t)np);
+        val = imp_attr_f(I, n, "value", 0.0);
+    } else {
+        if (imp_attr(n, "pads") || imp_attr(n, "value"))
+            return imp_err(I, "the pads and value attributes are inputs from opset 11");
+        dpc_status s = const_ivec(I, imp_in(I, n, 1), "pads", p, 2 * DPC_MAX_RANK, &np);
+        if (s != DPC_OK)
+            return s;
+        int cv = imp_in(I, n, 2);
+        if (cv >= 0) {
+            if (!V(cv)->c || dpc_tensor_numel(V(cv)->c) != 1 || (V(cv)->csym && V(cv)->csym[0]))
+                return imp_err(I, "constant_value must be a constant scalar");
+            if (V(cv)->kind != kind)
+                return imp_err(I, "constant_value's element type differs from the input's");
+            val = V(cv)->c->dtype == DPC_F32 ? ((const float *)V(cv)->c->data)[0]
+                                             : (double)((const int64_t *)V(cv)->c->data)[0];
+        }
+    }
+    if (np != 2 * rank)
+        return imp_err(I, "pads has %d values for a rank-%d input (%d expected)", np, rank, 2 * rank);
+    const char *vt = "0";
+    if (!strcmp(mode, "constant")) {
+        if (!isfinite(val))
+            return imp_err(I, "a non-finite constant_value is not supported");
+        char b[48];
+        dpc_format_pyfloat((float)val, b, sizeof b);
+        vt = imp_printf(I, val < 0 ? "(%s)" : "%s", b);
+        if (!vt)
+            return fail(I);
+    }
+    bool any = false;
+    for (int i = 0; i < rank; i++) {
+        int64_t b = p[i], e = p[i + rank];
+        if (!b && !e)
+            continue;
+        any = true;
+        if (i == 0)
+            return imp_err(I, "padding the batch dim (dim 0) is not supported");
+        if (V(x)->d[i].s)
+            return imp_err(I, "padding run-time dim %d is not supported (give it with --dim NAME=SIZE)", i);
+        if (llabs(b) > (1 << 20) || llabs(e) > (1 << 20))
+            return imp_err(I, "pads out of range");
+        int64_t L = V(x)->d[i].v;
+        if (strcmp(mode, "constant") && (b < 0 || e < 0))
+            return imp_err(I, "negative pads in %s mode are not supported", mode);
+        if (L + (b < 0 ? b : 0) + (e < 0 ? e : 0) < 1)
+            return imp_err(I, "pads crop dim %d (of %lld) to nothing", i, (long long)L);
+        if (!strcmp(mode, "reflect")) {
+            if (b > L - 1 || e > L - 1)
+                return imp_err(I, "reflect pads of dim %d must be smaller than its size %lld", i, (long long)L);
+            if (b > 64 || e > 64)
+                return imp_err(I, "reflect pads over 64 are not supported");
+        }
+    }
+    if (!any) {
+        /* a copy */
+        ival *X = V(x), *O = V(out);
+        O->kind = X->kind, O->var = X->var, O->stmt = X->stmt;
+        return imp_set_shape(I, out, X->rank, X->d);
+    }
+    /* one statement per dim padded (crops first: they commute with constant padding) */
+    int last = -1;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 1; i < rank; i++) {
+            int64_t b = p[i], e = p[i + rank];
+            int64_t cb = pass ? (b > 0 ? b : 0) : (b < 0 ? b : 0), ce = pass ? (e > 0 ? e : 0) : (e < 0 ? e : 0);
+            if (cb || ce)
+                last = pass * rank + i;
+        }
+    int cur = x;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 1; i < rank; i++) {
+            int64_t b = p[i], e = p[i + rank];
+            int64_t cb = pass ? (b > 0 ? b : 0) : (b < 0 ? b : 0), ce = pass ? (e > 0 ? e : 0) : (e < 0 ? e : 0);
+            if (!cb && !ce)
+                continue;
+            int dst = pass * rank + i == last ? out : tmp_value(I);
+            if (dst < 0)
+                return fail(I);
+            dpc_status s = pad_dim(I, dst, cur, i, cb, ce, mode, vt);
+            if (s != DPC_OK)
+                return s;
+            cur = dst;
+        }
+    return DPC_OK;
+}
+
+/* --------------------------------------------------------------- Resize */
+
+/* ONNX's source coordinate of output index x (onnx/defs Resize; the
+ * backend test's reference interpolate_1d_with_x), in double. */
+static double onnx_coord(const char *ctm, double x, double scale, int64_t in, int64_t out) {
+    if (!strcmp(ctm, "align_corners"))
+        return out == 1 ? 0.0 : x * (double)(in - 1) / (double)(out - 1);
+    if (!strcmp(ctm, "asymmetric"))
+        return x / scale;
+    if (!strcmp(ctm, "pytorch_half_pixel"))
+        return out == 1 ? -0.5 : (x + 0.5) / scale - 0.5;
+    if (!strcmp(ctm, "tf_half_pixel_for_nn"))
+        return (x + 0.5) / scale;
+    return (x + 0.5) / scale - 0.5; /* half_pixel */
+}
+
+static int64_t onnx_nearest(const char *nm, double xo, int64_t in) {
+    double f = floor(xo), r = xo - f;
+    int64_t k;
+    if (r == 0)
+        k = (int64_t)f;
+    else if (!strcmp(nm, "floor"))
+        k = (int64_t)f;
+    else if (!strcmp(nm, "ceil"))
+        k = (int64_t)f + 1;
+    else if (!strcmp(nm, "round_prefer_ceil"))
+        k = (int64_t)f + (r >= 0.5);
+    else /* round_prefer_floor */
+        k = (int64_t)f + (r > 0.5);
+    return k < 0 ? 0 : k > in - 1 ? in - 1 : k;
+}
+
+/* dpc's nearest source index (emit_shared.c resample_dim, ATen's
+ * nearest_idx): sf > 0 the scale_factor given, else the sizes' ratio. */
+static int64_t dpc_nearest(int64_t o, double sf, int64_t in, int64_t out) {
+    if (out == in)
+        return o;
+    if (out == 2 * in)
+        return o >> 1;
+    const float scale = sf > 0 ? (float)(1.0 / sf) : (float)in / (float)out;
+    int64_t k = (int64_t)floorf((float)o * scale);
+    return k > in - 1 ? in - 1 : k;
+}
+
+/* a scale as a .dp literal that reads back as the same double */
+static const char *scale_lit(imp *I, double s) {
+    char b[48];
+    dpc_format_pyfloat(s, b, sizeof b);
+    if (strtod(b, NULL) != s)
+        snprintf(b, sizeof b, "%.17g", s);
+    if (!strchr(b, '.') && !strchr(b, 'e'))
+        strcat(b, ".0");
+    return imp_printf(I, "%s", b);
+}
+
+/* Resize (opsets 10-17) and Upsample (7-9) of a rank-4 [N, C, H, W] input
+ * over H and W, as interpolate(): nearest when ONNX's index map equals
+ * dpc's for these sizes, linear as bilinear for the coordinate modes that
+ * are PyTorch's (half_pixel, pytorch_half_pixel, align_corners). */
+dpc_status imp_op_resize(imp *I, const Onnx__NodeProto *n) {
+    int x = imp_in(I, n, 0), out = OUT(0);
+    bool up = !strcmp(n->op_type, "Upsample");
+    if (x < 0 || !V(x)->shaped)
+        return imp_err(I, "an input of unknown shape");
+    ival *X = V(x);
+    if (X->c)
+        return imp_err(I, "a Resize of a constant is not supported");
+    if (X->kind != VK_FLOAT)
+        return imp_err(I, "on a non-float tensor (dpc interpolates float32 only)");
+    if (X->rank != 4)
+        return imp_err(I, "only rank-4 [N, C, H, W] inputs are supported (dpc's interpolate is 2-D), got rank %d",
+                       X->rank);
+    for (int i = 1; i < 4; i++)
+        if (X->d[i].s)
+            return imp_err(I, "channels and spatial dims must be fixed (give --dim NAME=SIZE)");
+    const char *mode = imp_attr_s(I, n, "mode", "nearest");
+    if (!mode)
+        return fail(I);
+    bool linear = !strcmp(mode, "linear") || (up && !strcmp(mode, "bilinear"));
+    if (!linear && strcmp(mode, "nearest"))
+        return !strcmp(mode, "cubic") ? imp_err(I, "mode=cubic is not supported (dpc has no bicubic interpolation)")
+                                      : bad_string(I, "mode", mode);
+    /* opset 10 Resize and Upsample: asymmetric coordinates; Upsample's
+     * nearest is floor (its definition's example repeats pixels), Resize-10's
+     * rounding is not pinned down, so floor and round_prefer_floor must agree */
+    bool old = up || I->opset < 11, ambiguous = !up && I->opset < 11;
+    const char *ctm = old ? "asymmetric" : imp_attr_s(I, n, "coordinate_transformation_mode", "half_pixel");
+    const char *nm = old ? "floor" : imp_attr_s(I, n, "nearest_mode", "round_prefer_floor");
+    if (!ctm || !nm)
+        return fail(I);
+    if (old && (imp_attr(n, "coordinate_transformation_mode") || imp_attr(n, "nearest_mode")))
+        return imp_err(I, "coordinate_transformation_mode and nearest_mode are attributes from opset 11");
+    if (up && I->opset >= 9 && imp_attr(n, "scales"))
+        return imp_err(I, "scales is an input from opset 9");
+    static const char *const ctms[] = {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+                                       "tf_half_pixel_for_nn"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof ctms / sizeof *ctms; i++)
+        known |= !strcmp(ctm, ctms[i]);
+    if (!known)
+        return bad_string(I, "coordinate_transformation_mode", ctm);
+    if (strcmp(nm, "floor") && strcmp(nm, "ceil") && strcmp(nm, "round_prefer_floor") && strcmp(nm, "round_prefer_ceil"))
+        return bad_string(I, "nearest_mode", nm);
+    /* the scales or the sizes */
+    double sc[4] = {1, 1, 1, 1};
+    bool have_scales = false, have_sizes = false;
+    sdim sz[4];
+    if (up && I->opset < 9) {
+        const Onnx__AttributeProto *a = imp_attr(n, "scales");
+        if (!a || a->n_floats != 4)
+            return imp_err(I, "the scales attribute must have 4 values");
+        for (int i = 0; i < 4; i++)
+            sc[i] = a->floats[i];
+        have_scales = true;
+    } else {
+        int si = imp_in(I, n, up || I->opset < 11 ? 1 : 2), zi = up || I->opset < 11 ? -1 : imp_in(I, n, 3);
+        if (si >= 0) {
+            if (!V(si)->c || V(si)->kind != VK_FLOAT)
+                return imp_err(I, "scales must be a constant float tensor (an initializer or Constant)");
+            int64_t k = dpc_tensor_numel(V(si)->c);
+            if (k != 0 && k != 4)
+                return imp_err(I, "scales has %lld values (4 expected)", (long long)k);
+            for (int64_t i = 0; i < k; i++)
+                sc[i] = ((const float *)V(si)->c->data)[i];
+            have_scales = k == 4;
+        }
+        if (zi >= 0) {
+            if (!V(zi)->c || V(zi)->kind == VK_FLOAT || V(zi)->c->rank != 1 || V(zi)->c->shape[0] != 4)
+                return imp_err(I, "sizes must be a constant integer tensor of 4 values");
+            for (int i = 0; i < 4; i++)
+                sz[i] = (sdim){((const int64_t *)V(zi)->c->data)[i], V(zi)->csym ? V(zi)->csym[i] : 0};
+            have_sizes = true;
+        }
+        if (have_scales == have_sizes)
+            return imp_err(I, "exactly one of scales and sizes must be given");
+    }
+    int64_t in[2] = {X->d[2].v, X->d[3].v}, o[2];
+    if (have_scales) {
+        if (sc[0] != 1 || sc[1] != 1)
+            return imp_err(I, "scaling the batch or channel dim is not supported");
+        for (int i = 0; i < 2; i++) {
+            if (!(sc[2 + i] > 0) || sc[2 + i] > 1 << 16)
+                return imp_err(I, "scale %g out of range", sc[2 + i]);
+            double v = floor((double)in[i] * sc[2 + i]);
+            if (v < 1 || v > 1 << 24)
+                return imp_err(I, "an output size of %g", v);
+            o[i] = (int64_t)v;
+        }
+    } else {
+        bool batch_ok = (sz[0].s == X->d[0].s && sz[0].v == X->d[0].v) || (!sz[0].s && sz[0].v == 1);
+        if (!batch_ok || sz[1].s || sz[1].v != X->d[1].v)
+            return imp_err(I, "resizing the batch or channel dim is not supported");
+        for (int i = 0; i < 2; i++) {
+            if (sz[2 + i].s || sz[2 + i].v < 1 || sz[2 + i].v > 1 << 24)
+                return imp_err(I, "sizes out of range");
+            o[i] = sz[2 + i].v;
+        }
+    }
+    double ons[2]; /* ONNX's scale per spatial dim */
+    for (int i = 0; i < 2; i++)
+        ons[i] = have_scales ? sc[2 + i] : (double)o[i] / (double)in[i];
+    /* the interpolate() arguments: scale_factor when ONNX's scales were
+     * given (dpc then uses 1/scale, as ONNX does), else size */
+    bool use_sf = have_scales, align = false;
+    if (!linear) {
+        for (int tries = 0; tries < 2; tries++) {
+            bool same = true;
+            for (int i = 0; i < 2 && same; i++)
+                for (int64_t j = 0; j < o[i] && same; j++) {
+                    int64_t want = onnx_nearest(nm, onnx_coord(ctm, (double)j, ons[i], in[i], o[i]), in[i]);
+                    if (ambiguous && onnx_nearest("round_prefer_floor", onnx_coord(ctm, (double)j, ons[i], in[i], o[i]),
+                                            in[i]) != want)
+                        return imp_err(I, "nearest rounding is ambiguous before opset 11 for these sizes "
+                                          "(floor and round_prefer_floor differ)");
+                    same = dpc_nearest(j, use_sf ? sc[2 + i] : 0, in[i], o[i]) == want;
+                }
+            if (same)
+                goto emit;
+            if (!have_scales)
+                break;
+            use_sf = !use_sf;
+        }
+        dpc_buf b;
+        dpc_buf_init(&b);
+        emit_comment_text(&b, ctm);
+        emit_comment_text(&b, "/");
+        emit_comment_text(&b, nm);
+        dpc_status s = imp_err(I, "nearest with %s picks other source pixels than dpc's nearest (floor(x * in / out)) "
+                                  "for %lldx%lld -> %lldx%lld",
+                               b.data ? b.data : "?", (long long)in[0], (long long)in[1], (long long)o[0],
+                               (long long)o[1]);
+        dpc_buf_free(&b);
+        return s;
+    }
+    if (!strcmp(ctm, "align_corners")) {
+        align = true;
+        use_sf = false;
+        for (int i = 0; i < 2; i++)
+            if (have_scales && (double)in[i] * sc[2 + i] != (double)o[i])
+                return imp_err(I, "align_corners with a scale that does not give a whole output size");
+    } else if (!strcmp(ctm, "half_pixel") || !strcmp(ctm, "pytorch_half_pixel")) {
+        for (int i = 0; i < 2; i++) {
+            if (!strcmp(ctm, "pytorch_half_pixel") && o[i] == 1 && in[i] > 1)
+                return imp_err(I, "pytorch_half_pixel to an output size of 1 is not supported");
+            if (o[i] == in[i] && ons[i] != 1)
+                return imp_err(I, "a scale other than 1 that keeps the size is not supported");
+        }
+    } else
+        return imp_err(I, "linear with coordinate_transformation_mode=%s is not supported (dpc's bilinear is "
+                          "half_pixel or align_corners)",
+                       !strcmp(ctm, "asymmetric") ? "asymmetric" : "tf_half_pixel_for_nn");
+emit:;
+    int u;
+    const char *e = imp_ref(I, x, &u);
+    if (!e)
+        return fail(I);
+    const char *arg = use_sf ? imp_printf(I, "scale_factor=(%s, %s)", scale_lit(I, sc[2]), scale_lit(I, sc[3]))
+                             : imp_printf(I, "size=(%lld, %lld)", (long long)o[0], (long long)o[1]);
+    const char *ex = arg ? imp_printf(I, "interpolate(%s, %s, mode=\"%s\"%s)", e, arg, linear ? "bilinear" : "nearest",
+                                      linear ? (align ? ", align_corners=True" : ", align_corners=False") : "")
+                         : NULL;
+    X = V(x);
+    sdim d[4] = {X->d[0], X->d[1], {o[0], 0}, {o[1], 0}};
+    int uses[1] = {u};
+    return nn_stmt(I, out, NULL, ex, VK_FLOAT, 4, d, uses, 1);
+}
+
+/* -------------------------------------------------------- ConvTranspose */
+
+static dpc_status pair(imp *I, const Onnx__NodeProto *n, const char *name, int64_t dflt, int64_t lo, int64_t *v) {
+    const int64_t *p;
+    int k = imp_attr_ints(I, n, name, &p);
+    v[0] = v[1] = dflt;
+    if (k < 0)
+        return DPC_OK;
+    if (k != 2)
+        return imp_err(I, "%s has %d values (2 expected for 2-D)", name, k);
+    for (int i = 0; i < 2; i++) {
+        if (p[i] < lo || p[i] > 1 << 20)
+            return imp_err(I, "%s out of range", name);
+        v[i] = p[i];
+    }
+    return DPC_OK;
+}
+
+static int64_t floordiv2(int64_t a) { return a >= 0 ? a / 2 : -((-a + 1) / 2); }
+
+/* ConvTranspose (2-D) -> ConvTranspose2d: ONNX's pads (start, end) become
+ * PyTorch's symmetric padding = start and output_padding = output_padding +
+ * start - end; an end beyond that is cropped by a slice. */
+dpc_status imp_op_convtranspose(imp *I, const Onnx__NodeProto *n) {
+    int x = imp_in(I, n, 0), w = imp_in(I, n, 1), b = imp_in(I, n, 2), out = OUT(0);
+    if (x < 0 || w < 0 || !V(x)->shaped)
+        return imp_err(I, "the input or weight is missing");
+    if (!V(w)->c || V(w)->kind != VK_FLOAT || (b >= 0 && (!V(b)->c || V(b)->kind != VK_FLOAT)))
+        return imp_err(I, "weights that are not initializers are not supported");
+    ival *X = V(x);
+    dpc_tensor *W = V(w)->c;
+    if (X->rank != 4 || W->rank != 4)
+        return imp_err(I, "only 2-D transposed convolutions (rank-4 input and weight) are supported, got rank %d",
+                       X->rank);
+    if (X->c)
+        return imp_err(I, "a convolution of a constant");
+    if (X->kind != VK_FLOAT)
+        return imp_err(I, "on a non-float tensor");
+    for (int i = 1; i < 4; i++)
+        if (X->d[i].s)
+            return imp_err(I, "channels and spatial dims must be fixed (give --dim NAME=SIZE)");
+    int64_t s[2], dl[2], k[2], op[2], grp = imp_attr_i(I, n, "group", 1);
+    dpc_status st;
+    if ((st = pair(I, n, "strides", 1, 1, s)) || (st = pair(I, n, "dilations", 1, 1, dl)) ||
+        (st = pair(I, n, "kernel_shape", 0, 1, k)) || (st = pair(I, n, "output_padding", 0, 0, op)))
+        return st;
+    if (k[0] && (k[0] != W->shape[2] || k[1] != W->shape[3]))
+        return imp_err(I, "kernel_shape differs from the weight's");
+    k[0] = W->shape[2], k[1] = W->shape[3];
+    int64_t cin = X->d[1].v;
+    if (grp < 1 || W->shape[0] != cin || cin % grp)
+        return imp_err(I, "group %lld does not fit %lld input channels and a weight of %lld", (long long)grp,
+                       (long long)cin, (long long)W->shape[0]);
+    int64_t cout = W->shape[1] * grp;
+    if (b >= 0 && (V(b)->c->rank != 1 || V(b)->c->shape[0] != cout))
+        return imp_err(I, "a bias of the wrong shape");
+    const char *ap = imp_attr_s(I, n, "auto_pad", "NOTSET");
+    if (!ap)
+        return fail(I);
+    bool same = !strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER");
+    if (!same && strcmp(ap, "NOTSET") && strcmp(ap, "VALID"))
+        return bad_string(I, "auto_pad", ap);
+    int64_t full[2], pb[2] = {0, 0}, pe[2] = {0, 0}, in[2] = {X->d[2].v, X->d[3].v};
+    for (int i = 0; i < 2; i++)
+        full[i] = s[i] * (in[i] - 1) + op[i] + (k[i] - 1) * dl[i] + 1;
+    const int64_t *osh;
+    int nos = imp_attr_ints(I, n, "output_shape", &osh);
+    if (nos >= 0 || same) {
+        int64_t want[2];
+        if (nos >= 0) {
+            if (nos != 2 && nos != 4)
+                return imp_err(I, "output_shape has %d values (2 expected)", nos);
+            want[0] = osh[nos - 2], want[1] = osh[nos - 1];
+        } else
+            want[0] = in[0] * s[0], want[1] = in[1] * s[1];
+        for (int i = 0; i < 2; i++) {
+            if (want[i] < 1 || want[i] > 1 << 24)
+                return imp_err(I, "output_shape out of range");
+            int64_t total = full[i] - want[i];
+            if (!strcmp(ap, "SAME_UPPER"))
+                pb[i] = floordiv2(total), pe[i] = total - pb[i];
+            else
+                pb[i] = total - floordiv2(total), pe[i] = floordiv2(total);
+        }
+    } else if (strcmp(ap, "VALID")) {
+        const int64_t *p;
+        int np = imp_attr_ints(I, n, "pads", &p);
+        if (np >= 0 && np != 4)
+            return imp_err(I, "pads has %d values (4 expected for 2-D)", np);
+        for (int i = 0; i < 2 && np == 4; i++) {
+            if (p[i] < 0 || p[i + 2] < 0 || p[i] > 1 << 20 || p[i + 2] > 1 << 20)
+                return imp_err(I, "pads out of range");
+            pb[i] = p[i], pe[i] = p[i + 2];
+        }
+    }
+    int64_t tp[2], top[2], crop[2], o[2];
+    for (int i = 0; i < 2; i++) {
+        if (pb[i] < 0)
+            return imp_err(I, "output_shape larger than the transposed convolution's at the start is not supported");
+        o[i] = full[i] - pb[i] - pe[i];
+        if (o[i] < 1)
+            return imp_err(I, "the output would be empty");
+        tp[i] = pb[i];
+        top[i] = op[i] + pb[i] - pe[i];
+        crop[i] = 0;
+        if (top[i] < 0)
+            crop[i] = -top[i], top[i] = 0;
+        if (top[i] >= s[i] && top[i] >= dl[i])
+            return imp_err(I, "pads/output_shape giving an output padding of %lld (not below the stride %lld or "
+                              "dilation %lld) are not supported",
+                           (long long)top[i], (long long)s[i], (long long)dl[i]);
+    }
+    const char *mem = imp_member_name(I, n, w, "convt");
+    if (!mem)
+        return fail(I);
+    dpc_buf db;
+    dpc_buf_init(&db);
+    dpc_buf_printf(&db, "%s = ConvTranspose2d(%lld, %lld, kernel_size=(%lld, %lld), stride=(%lld, %lld)", mem,
+                   (long long)cin, (long long)cout, (long long)k[0], (long long)k[1], (long long)s[0], (long long)s[1]);
+    if (tp[0] || tp[1])
+        dpc_buf_printf(&db, ", padding=(%lld, %lld)", (long long)tp[0], (long long)tp[1]);
+    if (top[0] || top[1])
+        dpc_buf_printf(&db, ", output_padding=(%lld, %lld)", (long long)top[0], (long long)top[1]);
+    if (grp != 1)
+        dpc_buf_printf(&db, ", groups=%lld", (long long)grp);
+    if (b < 0)
+        dpc_buf_puts(&db, ", bias=False");
+    if (dl[0] != 1 || dl[1] != 1)
+        dpc_buf_printf(&db, ", dilation=(%lld, %lld)", (long long)dl[0], (long long)dl[1]);
+    dpc_buf_puts(&db, ")");
+    char *dt = dpc_buf_take(&db);
+    char *decl = dt ? imp_member_line(I, dt, w) : NULL;
+    dpc_free(dt);
+    int u;
+    const char *e = imp_ref(I, x, &u);
+    if (!decl || !e)
+        return fail(I);
+    bool crops = crop[0] || crop[1];
+    int y = crops ? tmp_value(I) : out;
+    if (y < 0)
+        return fail(I);
+    X = V(x);
+    sdim d[4] = {X->d[0], {cout, 0}, {o[0] + crop[0], 0}, {o[1] + crop[1], 0}};
+    int uses[1] = {u};
+    if ((st = nn_stmt(I, y, decl, imp_printf(I, "%s(%s)", mem, e), VK_FLOAT, 4, d, uses, 1)) != DPC_OK)
+        return st;
+    if ((st = imp_weight(I, mem, "weight", W)) != DPC_OK)
+        return st;
+    if (b >= 0 && (st = imp_weight(I, mem, "bias", V(b)->c)) != DPC_OK)
+        return st;
+    if (!crops)
+        return DPC_OK;
+    const char *ye = imp_ref(I, y, &u);
+    if (!ye)
+        return fail(I);
+    uses[0] = u;
+    d[2].v = o[0], d[3].v = o[1];
+    return nn_stmt(I, out, NULL, imp_printf(I, "%s[:, :, 0:%lld, 0:%lld]", ye, (long long)o[0], (long long)o[1]),
+                VK_FLOAT, 4, d, uses, 1);
+}
+
+/* ------------------------------------------------- InstanceNormalization */
+
+/* InstanceNormalization(x, scale, B) = GroupNorm(C, C) with weight scale
+ * and bias B: each (n, c) normalised over the spatial dims with the
+ * biased variance, then scaled. */
+dpc_status imp_op_instancenorm(imp *I, const Onnx__NodeProto *n) {
+    int x = imp_in(I, n, 0), sc = imp_in(I, n, 1), bi = imp_in(I, n, 2), out = OUT(0);
+    if (x < 0 || !V(x)->shaped)
+        return imp_err(I, "an input of unknown shape");
+    if (sc < 0 || bi < 0 || !V(sc)->c || !V(bi)->c || V(sc)->kind != VK_FLOAT || V(bi)->kind != VK_FLOAT ||
+        V(sc)->c->rank != 1 || V(bi)->c->rank != 1)
+        return imp_err(I, "scale and B must be 1-D float initializers");
+    ival *X = V(x);
+    if (X->c)
+        return imp_err(I, "an InstanceNormalization of a constant");
+    if (X->kind != VK_FLOAT)
+        return imp_err(I, "on a non-float tensor");
+    if (X->rank < 3)
+        return imp_err(I, "an input of rank %d (at least 3: [N, C, D1, ...])", X->rank);
+    for (int i = 1; i < X->rank; i++)
+        if (X->d[i].s)
+            return imp_err(I, "channels and spatial dims must be fixed (give --dim NAME=SIZE)");
+    int64_t C = X->d[1].v;
+    if (V(sc)->c->shape[0] != C || V(bi)->c->shape[0] != C)
+        return imp_err(I, "scale and B of %lld and %lld entries for %lld channels", (long long)V(sc)->c->shape[0],
+                       (long long)V(bi)->c->shape[0], (long long)C);
+    double eps = imp_attr_f(I, n, "epsilon", 1e-5);
+    if (!(eps >= 0) || !isfinite(eps))
+        return imp_err(I, "epsilon out of range");
+    const char *mem = imp_member_name(I, n, sc, "inorm");
+    int u;
+    const char *e = imp_ref(I, x, &u);
+    if (!mem || !e)
+        return fail(I);
+    char *decl = imp_member_line(I, imp_printf(I, "%s = GroupNorm(%lld, %lld, eps=%s)", mem, (long long)C, (long long)C,
+                                               imp_f32(I, eps)),
+                                 sc);
+    if (!decl)
+        return fail(I);
+    X = V(x);
+    int uses[1] = {u};
+    dpc_status s = nn_stmt(I, out, decl, imp_printf(I, "%s(%s)", mem, e), VK_FLOAT, X->rank, X->d, uses, 1);
+    if (s == DPC_OK)
+        s = imp_weight(I, mem, "weight", V(sc)->c);
+    if (s == DPC_OK)
+        s = imp_weight(I, mem, "bias", V(bi)->c);
+    return s;
+}
