@@ -34,7 +34,7 @@ asan_tests=(
   '^artifact_api|^artifact_cli'
   '^cuda\.(backend|nccl|driver|cli)'
   '^serve_(batcher|protocol|batching|faults|sequence)$'
-  '^onnx_mha$|^onnx_ops$'
+  '^onnx_mha$'
   'replay_onnx|^onnx_cli$|^onnx_ops$|^onnx_malformed$'
 )
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:protect_shadow_gap=0 \

@@ -157,11 +157,6 @@ static char *member_line(imp *I, const char *decl, int w) {
     return r;
 }
 
-const char *imp_member_name(imp *I, const Onnx__NodeProto *n, int w, const char *fallback) {
-    return member_name(I, n, w, fallback);
-}
-char *imp_member_line(imp *I, const char *decl, int w) { return member_line(I, decl, w); }
-
 static dpc_tensor *copy_tensor(imp *I, const dpc_tensor *src, int rank, const int64_t *shape) {
     dpc_tensor *t = imp_tensor(I, src->dtype, rank, shape);
     if (t && t->nbytes == src->nbytes)
