@@ -153,6 +153,12 @@ dpc_status imp_broadcast(imp *I, const ival *a, const ival *b, int *rank, sdim *
  * its "# from INITIALIZER" comment */
 const char *imp_member_name(imp *I, const Onnx__NodeProto *n, int w, const char *fallback);
 char *imp_member_line(imp *I, const char *decl, int w);
+/* The transpose of a constant 2-D float tensor (onnx_ops.c). */
+dpc_tensor *imp_transposed(imp *I, const dpc_tensor *w);
+/* fn(e) over the dims red marks (dpc's sum/mean/amax, one dim a call),
+ * and the result's dims in d[*rank] (onnx_ops.c). */
+const char *imp_reduce_text(imp *I, const char *fn, const char *e, const ival *X, const bool *red, bool keep,
+                            sdim *d, int *rank);
 
 /* ---- nn.MultiheadAttention's export (onnx_mha.c) ---- */
 /* At node k, a Transpose(1, 0, 2) of a computed [N, L, E]: whether the

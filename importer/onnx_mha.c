@@ -271,17 +271,6 @@ static bool shape_is(imp *I, const Onnx__NodeProto *n, const sdim *want, int r) 
     return neg <= 1;
 }
 
-static dpc_tensor *transpose2(imp *I, const dpc_tensor *w) {
-    int64_t sh[2] = {w->shape[1], w->shape[0]};
-    dpc_tensor *t = imp_tensor(I, DPC_F32, 2, sh);
-    if (!t)
-        return NULL;
-    for (int64_t i = 0; i < sh[0]; i++)
-        for (int64_t j = 0; j < sh[1]; j++)
-            ((float *)t->data)[i * sh[1] + j] = ((float *)w->data)[j * sh[0] + i];
-    return t;
-}
-
 static bool near(double a, double b) { return fabs(a - b) <= 1e-6 * fabs(b); }
 
 /* the module: member, statement, weights */
@@ -303,7 +292,7 @@ static dpc_status write_module(imp *I, struct imp_mha *M, int out) {
                                                      (long long)M->E, (long long)M->H, M->bin < 0 ? ", bias=false" : ""),
                                        M->bin);
     const char *expr = imp_printf(I, "%s(%s, %s, %s, need_weights=false)[0]", mem, e, e, e);
-    dpc_tensor *win = transpose2(I, V(M->win)->c);
+    dpc_tensor *win = imp_transposed(I, V(M->win)->c);
     if (!decl || !expr || !win)
         return DPC_ENOMEM;
     int st = imp_stmt(I, out, decl, expr, &u, 1);
@@ -461,12 +450,12 @@ dpc_status imp_mha_node(imp *I, const Onnx__NodeProto *n) {
             int w = const_f(I, n, 1, 2, E, E);
             if (w < 0 || (n->n_input > 2 && n->input[2][0] && (M->bout = const_f(I, n, 2, 1, E, 0)) < 0))
                 return bad(I, "the output projection must be a constant [E, E] matrix and [E] bias");
-            M->wout = imp_attr_i(I, n, "transB", 0) ? V(w)->c : transpose2(I, V(w)->c);
+            M->wout = imp_attr_i(I, n, "transB", 0) ? V(w)->c : imp_transposed(I, V(w)->c);
         } else if (role == R_MM_O) {
             int w = const_f(I, n, 1, 2, E, E);
             if (w < 0)
                 return bad(I, "the output projection must be a constant [E, E] matrix");
-            M->wout = transpose2(I, V(w)->c);
+            M->wout = imp_transposed(I, V(w)->c);
         } else if (role == R_ADD_O) {
             int j = strcmp(n->input[0], gnode(I, M->node[R_MM_O])->output[0]) == 0 ? 1 : 0;
             if ((M->bout = const_f(I, n, j, 1, E, 0)) < 0)

@@ -1298,8 +1298,8 @@ static dpc_status linear_stmt(imp *I, const Onnx__NodeProto *n, int out, int x, 
     return s;
 }
 
-/* W^T of a constant [in, out] matrix */
-static dpc_tensor *transposed(imp *I, const dpc_tensor *w) {
+/* W^T of a constant [in, out] matrix (a Linear's weight is [out, in]) */
+dpc_tensor *imp_transposed(imp *I, const dpc_tensor *w) {
     int64_t sh[2] = {w->shape[1], w->shape[0]};
     dpc_tensor *t = imp_tensor(I, DPC_F32, 2, sh);
     if (!t)
@@ -1363,7 +1363,7 @@ static dpc_status op_binary(imp *I, const Onnx__NodeProto *n) {
                 int x2 = imp_in(I, M, 0), w = imp_in(I, M, 1);
                 if (!is_const(I, x2) && is_const(I, w) && V(w)->c->rank == 2 && V(w)->kind == VK_FLOAT &&
                     V(w)->c->shape[1] == V(q)->c->shape[0]) {
-                    dpc_tensor *W = transposed(I, V(w)->c);
+                    dpc_tensor *W = imp_transposed(I, V(w)->c);
                     if (!W)
                         return DPC_ENOMEM;
                     return linear_stmt(I, n, out, x2, W, w, q);
@@ -1727,7 +1727,7 @@ static dpc_status op_gemm(imp *I, const Onnx__NodeProto *n) {
         return imp_err(I, "A must be a computed 2-D tensor");
     if (V(a)->merged >= 0 && V(a)->d[1].v != (imp_attr_i(I, n, "transB", 0) ? V(b)->c->shape[1] : V(b)->c->shape[0]))
         return imp_err(I, "inner dims differ");
-    dpc_tensor *W = imp_attr_i(I, n, "transB", 0) ? V(b)->c : transposed(I, V(b)->c);
+    dpc_tensor *W = imp_attr_i(I, n, "transB", 0) ? V(b)->c : imp_transposed(I, V(b)->c);
     if (!W)
         return DPC_ENOMEM;
     int bias = -1;
@@ -1772,7 +1772,7 @@ static dpc_status op_matmul(imp *I, const Onnx__NodeProto *n) {
                 return imp_set_shape(I, out, V(a)->rank, d);
             }
         }
-        dpc_tensor *W = transposed(I, V(b)->c);
+        dpc_tensor *W = imp_transposed(I, V(b)->c);
         if (!W)
             return DPC_ENOMEM;
         return linear_stmt(I, n, out, a, W, b, -1);
@@ -1856,17 +1856,25 @@ static dpc_status op_reduce(imp *I, const Onnx__NodeProto *n) {
     const char *fn = !strcmp(n->op_type, "ReduceMean") ? "mean" : !strcmp(n->op_type, "ReduceSum") ? "sum" : "amax";
     int u;
     const char *e = ref(I, x, &u);
-    for (int i = X->rank - 1; i >= 0 && e; i--)
+    sdim d[DPC_MAX_RANK];
+    int r = 0;
+    e = imp_reduce_text(I, fn, e, X, red, keep, d, &r);
+    return add_stmt(I, out, NULL, e, VK_FLOAT, r, d, u, -1, -1);
+}
+
+const char *imp_reduce_text(imp *I, const char *fn, const char *e, const ival *X, const bool *red, bool keep,
+                            sdim *d, int *rank) {
+    for (int i = X->rank - 1; i >= 0 && e; i--) /* the last dim first: the lower dims keep their numbers */
         if (red[i])
             e = imp_printf(I, "%s(%s, %d, keepdim=%s)", fn, e, i, keep ? "True" : "False");
-    sdim d[DPC_MAX_RANK];
     int r = 0;
     for (int i = 0; i < X->rank; i++)
         if (!red[i])
             d[r++] = X->d[i];
         else if (keep)
             d[r++] = (sdim){1, 0};
-    return add_stmt(I, out, NULL, e, VK_FLOAT, r, d, u, -1, -1);
+    *rank = r;
+    return e;
 }
 
 /* A slice whose bounds hold a run-time dim S. Two constants an exporter

@@ -206,19 +206,11 @@ dpc_status imp_op_reduce_extra(imp *I, const Onnx__NodeProto *n) {
         post = "log(%s)";
     else if (!strcmp(op, "ReduceLogSumExp"))
         pre = imp_printf(I, "exp(%s)", e), post = "log(%s)";
-    const char *ex = pre;
-    for (int i = X->rank - 1; i >= 0 && ex; i--)
-        if (red[i])
-            ex = imp_printf(I, "%s(%s, %d, keepdim=%s)", fn, ex, i, keep ? "True" : "False");
-    if (ex)
-        ex = imp_printf(I, post, ex);
     sdim d[DPC_MAX_RANK];
     int r = 0;
-    for (int i = 0; i < X->rank; i++)
-        if (!red[i])
-            d[r++] = X->d[i];
-        else if (keep)
-            d[r++] = (sdim){1, 0};
+    const char *ex = imp_reduce_text(I, fn, pre, X, red, keep, d, &r);
+    if (ex)
+        ex = imp_printf(I, post, ex);
     int uses[1] = {u};
     return stmt(I, out, ex, VK_FLOAT, r, d, uses, 1);
 }

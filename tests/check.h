@@ -12,7 +12,9 @@
 #ifndef DPC_TEST_CHECK_H
 #define DPC_TEST_CHECK_H
 
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #define SKIP 77
 
@@ -60,6 +62,20 @@ static inline int finish(const char *what) {
     }
     printf("%s: all %d checks passed\n", what, checks);
     return 0;
+}
+
+/* Runs a set-up command (printf-style) through the shell; the test stops
+ * with status 1 when it fails, since nothing after it could be trusted. */
+static inline void sh(const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "setup command failed: %s\n", cmd);
+        exit(1);
+    }
 }
 
 #endif

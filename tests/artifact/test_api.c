@@ -37,18 +37,6 @@ static char *path_of(const char *name) {
     return b;
 }
 
-static void sh(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "setup command failed: %s\n", cmd);
-        exit(1);
-    }
-}
-
 static unsigned char *slurp(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
     if (!f)

@@ -31,18 +31,6 @@
 
 static const char *DPC, *MODELS, *WORK;
 
-static void sh(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "setup command failed: %s\n", cmd);
-        exit(1);
-    }
-}
-
 static dpc_program *load(const char *model, const char *devices) {
     char dpa[4096];
     snprintf(dpa, sizeof dpa, "%s/%s.dpa", WORK, model);
