@@ -30,6 +30,7 @@ struct dpc_dnnl_convs {
     dpc_dnnl_threads_fn set_threads;
     int layout;
     bool keep;                 /* results a conv alone reads stay in the primitive's layout (DPC_CONV_KEEP) */
+    bool wino;                 /* 3x3 convs try oneDNN's Winograd first (DPC_CONV_WINO=0: never) */
     _Atomic unsigned long gen; /* bumped whenever the prepare kernels ran (dpc_dnnl_consts_changed) */
     _Atomic unsigned long pgen; /* bumped whenever the parameters were bound again (dpc_dnnl_params_changed) */
     dnnl_engine_t eng;
@@ -106,6 +107,8 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, dpc_dnnl_
             c->layout = i;
     const char *keep = getenv("DPC_CONV_KEEP");
     c->keep = c->layout != LAYOUT_PLAIN && !(keep && strcmp(keep, "0") == 0);
+    const char *wino = getenv("DPC_CONV_WINO");
+    c->wino = c->layout == LAYOUT_NHWC && !(wino && strcmp(wino, "0") == 0);
     atomic_init(&c->gen, 1);
     atomic_init(&c->pgen, 1);
     for (int i = 0; i < n; i++)
@@ -304,6 +307,14 @@ static const void *kept_weights(dpc_dnnl_rconvs *r, int i, const dnnl_memory_des
 
 static size_t max_sz(size_t a, size_t b) { return a > b ? a : b; }
 
+/* A conv oneDNN's Winograd kernels take and that measured faster there:
+ * 3x3, stride 1, no dilation, not grouped, 32+ channels in and out (the
+ * stem's 3 input channels ran 5x slower). */
+static bool wino_fits(const dpc_conv_desc *d) {
+    return d->kh == 3 && d->kw == 3 && d->stride[0] == 1 && d->stride[1] == 1 && d->dil[0] == 1 && d->dil[1] == 1 &&
+           d->groups == 1 && d->C >= 32 && d->Co >= 32;
+}
+
 /* Pass one of a plan: conv i's primitive descriptor at batch N (p->pd),
  * or declined when oneDNN has no implementation. */
 static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *p) {
@@ -327,11 +338,25 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
     dnnl_dims_t pl = {d->pad_l[0], d->pad_l[1]}, pr = {d->pad_r[0], d->pad_r[1]};
     dnnl_convolution_desc_t cd;
     dnnl_primitive_attr_t attr = make_attr(d);
-    dnnl_status_t s = !attr ? dnnl_unimplemented : dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct,
-                                                               &src_any, &wei_any, d->bias ? &bias_md : NULL, &dst_any,
-                                                               strides, dil, pl, pr);
-    if (s == dnnl_success)
-        s = dnnl_primitive_desc_create(&p->pd, &cd, attr, c->eng, NULL);
+    dnnl_status_t s = dnnl_unimplemented;
+    if (attr && c->wino && wino_fits(d)) {
+        /* Winograd in oneDNN's blocked layout, reordered from and to the
+         * tensors' (plan_io): measured faster than the direct NHWC kernels
+         * on 3x3 stride-1 convs of 32+ channels (docs/performance.md) */
+        dnnl_memory_desc_t sa, da;
+        dnnl_memory_desc_init_by_tag(&sa, 4, sd, dnnl_f32, dnnl_format_tag_any);
+        dnnl_memory_desc_init_by_tag(&da, 4, dd, dnnl_f32, dnnl_format_tag_any);
+        s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_winograd, &sa,
+                                                       &wei_any, d->bias ? &bias_md : NULL, &da, strides, dil, pl, pr);
+        if (s == dnnl_success)
+            s = dnnl_primitive_desc_create(&p->pd, &cd, attr, c->eng, NULL);
+    }
+    if (attr && s != dnnl_success) {
+        s = dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference, dnnl_convolution_direct, &src_any,
+                                                       &wei_any, d->bias ? &bias_md : NULL, &dst_any, strides, dil, pl, pr);
+        if (s == dnnl_success)
+            s = dnnl_primitive_desc_create(&p->pd, &cd, attr, c->eng, NULL);
+    }
     if (attr)
         dnnl_primitive_attr_destroy(attr);
     if (s != dnnl_success) { /* unimplemented, or a geometry or post-op oneDNN refuses */
