@@ -718,6 +718,7 @@ static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
             L *= x->sh.d[i].k;
         char eps[EMIT_FLOAT_MAX];
         emit_float_str(eps, sizeof eps, n->attr.norm.eps, false); /* added to a double */
+        const long long L16 = L / 16 * 16;
         dpc_buf_printf(o, "    const int64_t rows = %s;\n", emit_prod(t1, sizeof t1, &x->sh, 0, x->sh.rank - n->attr.norm.dims));
         char work[96];
         snprintf(work, sizeof work, "rows * %lldLL", L);
@@ -725,15 +726,26 @@ static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
         dpc_buf_printf(o,
                        "    for (int64_t r = 0; r < rows; r++) {\n"
                        "        const float *src = b%d + r * %lldLL;\n        float *dst = b%d + r * %lldLL;\n"
+                       /* the sums in double, over 16 lanes then the tail
+                        * (vector adds; the same order at any thread count) */
+                       "        double a[16];\n"
+                       "        for (int l = 0; l < 16; l++) a[l] = 0.0;\n"
+                       "        for (int64_t j = 0; j < %lldLL; j += 16)\n"
+                       "            for (int l = 0; l < 16; l++) a[l] += src[j + l];\n"
                        "        double mean = 0.0, var = 0.0;\n"
-                       "        for (int64_t j = 0; j < %lldLL; j++) mean += src[j];\n"
+                       "        for (int l = 0; l < 16; l++) mean += a[l];\n"
+                       "        for (int64_t j = %lldLL; j < %lldLL; j++) mean += src[j];\n"
                        "        mean /= %lld.0;\n"
-                       "        for (int64_t j = 0; j < %lldLL; j++) { const double d = src[j] - mean; var += d * d; }\n"
+                       "        for (int l = 0; l < 16; l++) a[l] = 0.0;\n"
+                       "        for (int64_t j = 0; j < %lldLL; j += 16)\n"
+                       "            for (int l = 0; l < 16; l++) { const double d = src[j + l] - mean; a[l] += d * d; }\n"
+                       "        for (int l = 0; l < 16; l++) var += a[l];\n"
+                       "        for (int64_t j = %lldLL; j < %lldLL; j++) { const double d = src[j] - mean; var += d * d; }\n"
                        "        var /= %lld.0;\n"
                        "        const float rstd = (float)(1.0 / sqrt(var + %s));\n"
                        "        for (int64_t j = 0; j < %lldLL; j++) {\n"
                        "            float v = (src[j] - (float)mean) * rstd;\n",
-                       xb, L, ob, L, L, L, L, L, eps, L);
+                       xb, L, ob, L, L16, L16, L, L, L16, L16, L, L, eps, L);
         int idx = 1;
         if (n->attr.norm.has_weight)
             dpc_buf_printf(o, "            v *= b%d[j];\n", kg->buf_of[n->in[idx++]]);
