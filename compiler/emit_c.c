@@ -998,8 +998,11 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
     emit_attn_geom(kg, k, &a);
     char t1[96], t2[96];
     int r = a.r;
-    const int BK = ATTN_BK, RQ = ATTN_RQ, RK = ATTN_RK;
+    const int RQ = ATTN_RQ, RK = ATTN_RK;
     const long long L = a.L, E = a.E, S = a.S, Ev = a.Ev, nqb = (a.L + ATTN_BQ - 1) / ATTN_BQ;
+    /* short sequences (ViT's 17 tokens) take a key block of S rounded up to
+     * RK, not ATTN_BK: the padded keys cost their scores and exps too */
+    const int BK = (S + RK - 1) / RK * RK < ATTN_BK ? (int)((S + RK - 1) / RK * RK) : ATTN_BK;
     /* up to ATTN_BQ queries a block, the blocks as even as RQ allows (L =
      * 197: two of 100): each key block is copied once per query block */
     const int BQ = (int)(((L + nqb - 1) / nqb + RQ - 1) / RQ * RQ);
