@@ -904,9 +904,9 @@ static bool kt_by_key(const emit_attn *a) {
  * (q . k^T, read through their strides), the chain and a softmax row by row
  * in place (the max and sum over ATTN_RK lanes, the exp with dpc_expf, the
  * row scaled by 1 / sum), then p . v by a second sgemm straight into the
- * output rows. At BERT's S = 128, E = 64 the two GEMMs run at 2-3x the
- * register-tiled loops' rate (docs/performance.md, "Transformer rows, part
- * 2"). Needs each operand contiguous along one of its two dims (a leading
+ * output rows. At BERT's S = 128, E = 64 the whole kernel runs 1.5x faster
+ * than the register-tiled loops (docs/performance.md, "Transformer rows,
+ * part 2"). Needs each operand contiguous along one of its two dims (a leading
  * dimension for the GEMM) and the output along Ev. */
 #define ATTN_GEMM_MIN 16384LL /* L * S * E from which the GEMM form is used */
 #define ATTN_GEMM_TILE 16384LL /* floats of the scores block: BQ * S */
