@@ -718,6 +718,7 @@ static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
             L *= x->sh.d[i].k;
         char eps[EMIT_FLOAT_MAX];
         emit_float_str(eps, sizeof eps, n->attr.norm.eps, false); /* added to a double */
+        const long long L16 = L / 16 * 16;
         dpc_buf_printf(o, "    const int64_t rows = %s;\n", emit_prod(t1, sizeof t1, &x->sh, 0, x->sh.rank - n->attr.norm.dims));
         char work[96];
         snprintf(work, sizeof work, "rows * %lldLL", L);
@@ -725,15 +726,26 @@ static void emit_row(const kgraph *kg, const kernel *k, dpc_buf *o) {
         dpc_buf_printf(o,
                        "    for (int64_t r = 0; r < rows; r++) {\n"
                        "        const float *src = b%d + r * %lldLL;\n        float *dst = b%d + r * %lldLL;\n"
+                       /* the sums in double, over 16 lanes then the tail
+                        * (vector adds; the same order at any thread count) */
+                       "        double a[16];\n"
+                       "        for (int l = 0; l < 16; l++) a[l] = 0.0;\n"
+                       "        for (int64_t j = 0; j < %lldLL; j += 16)\n"
+                       "            for (int l = 0; l < 16; l++) a[l] += src[j + l];\n"
                        "        double mean = 0.0, var = 0.0;\n"
-                       "        for (int64_t j = 0; j < %lldLL; j++) mean += src[j];\n"
+                       "        for (int l = 0; l < 16; l++) mean += a[l];\n"
+                       "        for (int64_t j = %lldLL; j < %lldLL; j++) mean += src[j];\n"
                        "        mean /= %lld.0;\n"
-                       "        for (int64_t j = 0; j < %lldLL; j++) { const double d = src[j] - mean; var += d * d; }\n"
+                       "        for (int l = 0; l < 16; l++) a[l] = 0.0;\n"
+                       "        for (int64_t j = 0; j < %lldLL; j += 16)\n"
+                       "            for (int l = 0; l < 16; l++) { const double d = src[j + l] - mean; a[l] += d * d; }\n"
+                       "        for (int l = 0; l < 16; l++) var += a[l];\n"
+                       "        for (int64_t j = %lldLL; j < %lldLL; j++) { const double d = src[j] - mean; var += d * d; }\n"
                        "        var /= %lld.0;\n"
                        "        const float rstd = (float)(1.0 / sqrt(var + %s));\n"
                        "        for (int64_t j = 0; j < %lldLL; j++) {\n"
                        "            float v = (src[j] - (float)mean) * rstd;\n",
-                       xb, L, ob, L, L, L, L, L, eps, L);
+                       xb, L, ob, L, L16, L16, L, L, L16, L16, L, L, eps, L);
         int idx = 1;
         if (n->attr.norm.has_weight)
             dpc_buf_printf(o, "            v *= b%d[j];\n", kg->buf_of[n->in[idx++]]);
@@ -887,13 +899,110 @@ static bool kt_by_key(const emit_attn *a) {
     const dim se = a->kt.stride[a->r - 2], sk = a->kt.stride[a->r - 1];
     return !se.sym && (sk.sym || se.k < sk.k);
 }
+/* The GEMM form of the fused attention, for the larger heads: per (batch,
+ * block of queries) the scores of the block, [nq, S], by one ctx->sgemm
+ * (q . k^T, read through their strides), the chain and a softmax row by row
+ * in place (the max and sum over ATTN_RK lanes, the exp with dpc_expf, the
+ * row scaled by 1 / sum), then p . v by a second sgemm straight into the
+ * output rows. At BERT's S = 128, E = 64 the whole kernel runs 1.5x faster
+ * than the register-tiled loops (docs/performance.md, "Transformer rows,
+ * part 2"). Needs each operand contiguous along one of its two dims (a leading
+ * dimension for the GEMM) and the output along Ev. */
+#define ATTN_GEMM_MIN 16384LL /* L * S * E from which the GEMM form is used */
+#define ATTN_GEMM_TILE 16384LL /* floats of the scores block: BQ * S */
+typedef struct attn_ld {
+    int t;         /* transposed: contiguous along the first of the two dims */
+    char ld[96];   /* the leading dimension */
+} attn_ld;
+/* Whether the [rows, cols] operand with access a (its last two dims) can be
+ * a GEMM operand: contiguous along cols (t = 0), or along rows (t = 1). */
+static bool attn_gemm_operand(const kaccess *a, int r, long long rows, long long cols, bool may_t, attn_ld *out) {
+    const dim sr = a->stride[r - 2], sc = a->stride[r - 1];
+    if (!sc.sym && sc.k == 1 && sr.k >= cols && sr.k >= 1) {
+        out->t = 0;
+        emit_dim(out->ld, sizeof out->ld, sr);
+        return true;
+    }
+    if (may_t && !sr.sym && sr.k == 1 && sc.k >= rows && sc.k >= 1) {
+        out->t = 1;
+        emit_dim(out->ld, sizeof out->ld, sc);
+        return true;
+    }
+    return false;
+}
+static bool emit_attn_gemm(const kgraph *kg, const kernel *k, const emit_attn *a, dpc_buf *o) {
+    const int r = a->r, RK = ATTN_RK;
+    const long long L = a->L, E = a->E, S = a->S, Ev = a->Ev;
+    attn_ld lq, lk, lv, lo;
+    if (L * S * E < ATTN_GEMM_MIN || S > ATTN_GEMM_TILE || !attn_gemm_operand(&a->q, r, L, E, true, &lq) ||
+        !attn_gemm_operand(&a->kt, r, E, S, true, &lk) || !attn_gemm_operand(&a->v, r, S, Ev, true, &lv) ||
+        !attn_gemm_operand(&a->o, r, L, Ev, false, &lo))
+        return false;
+    char t1[96], t2[96];
+    long long BQ = ATTN_GEMM_TILE / S < L ? ATTN_GEMM_TILE / S : L;
+    const long long nqb = (L + BQ - 1) / BQ;
+    BQ = (L + nqb - 1) / nqb; /* the blocks as even as they go */
+    const long long S16 = S / RK * RK;
+    dpc_buf_printf(o, "    /* fused attention, GEMM form: [L=%lld, E=%lld] x [S=%lld, Ev=%lld], %lld queries a block */\n",
+                   L, E, S, Ev, BQ);
+    dpc_buf_printf(o, "    const int64_t nbat = %s;\n", emit_prod(t1, sizeof t1, &a->batch, 0, a->nb));
+    snprintf(t2, sizeof t2, "nbat * %lldLL", L * S * (E + Ev));
+    emit_par_for(o, "    ", 1, t2);
+    dpc_buf_printf(o,
+                   "    for (int64_t t = 0; t < nbat * %lldLL; t++) {\n"
+                   "        const int64_t bi = t / %lldLL, i0 = (t %% %lldLL) * %lldLL;\n",
+                   nqb, nqb, nqb, BQ);
+    emit_attn_bases(kg, a, o, "        ", "int64_t", "float");
+    dpc_buf_printf(o,
+                   "        const int64_t nq = %lldLL - i0 < %lldLL ? %lldLL - i0 : %lldLL;\n"
+                   "        float s[%lld * %lld];\n",
+                   L, BQ, L, BQ, BQ, S);
+    /* q rows i0.. : offset i0 along q's row dim */
+    dpc_buf_printf(o, "        ctx->sgemm(%d, %d, nq, %lldLL, %lldLL, qp + i0 * %s, %s, kp, %s, s, %lldLL);\n", lq.t,
+                   lk.t, S, E, emit_dim(t1, sizeof t1, a->q.stride[r - 2]), lq.ld, lk.ld, S);
+    dpc_buf_printf(o,
+                   "        for (int64_t ii = 0; ii < nq; ii++) {\n"
+                   "            float *const sr = s + ii * %lldLL;\n"
+                   "            const int64_t c%d = i0 + ii;\n"
+                   "            for (int64_t jj = 0; jj < %lldLL; jj++) {\n"
+                   "                const int64_t c%d = jj;\n",
+                   S, r - 2, S, r - 1);
+    emit_attn_chain(kg, k, a, o, "                ", "int64_t", "sr[jj]", "sr[jj]", DIALECT_C);
+    dpc_buf_printf(o,
+                   "            }\n"
+                   "            float lm[%d], ls[%d];\n"
+                   "            for (int64_t l = 0; l < %d; l++) lm[l] = -INFINITY;\n"
+                   "            for (int64_t jb = 0; jb < %lldLL; jb += %d)\n"
+                   "                for (int64_t l = 0; l < %d; l++) lm[l] = sr[jb + l] > lm[l] ? sr[jb + l] : lm[l];\n"
+                   "            float mb = -INFINITY;\n"
+                   "            for (int64_t l = 0; l < %d; l++) mb = lm[l] > mb ? lm[l] : mb;\n"
+                   "            for (int64_t jj = %lldLL; jj < %lldLL; jj++) mb = sr[jj] > mb ? sr[jj] : mb;\n"
+                   "            for (int64_t jj = 0; jj < %lldLL; jj++) sr[jj] = dpc_expf(sr[jj] - mb);\n"
+                   "            for (int64_t l = 0; l < %d; l++) ls[l] = 0.0f;\n"
+                   "            for (int64_t jb = 0; jb < %lldLL; jb += %d)\n"
+                   "                for (int64_t l = 0; l < %d; l++) ls[l] += sr[jb + l];\n"
+                   "            float lsum = 0.0f;\n"
+                   "            for (int64_t l = 0; l < %d; l++) lsum += ls[l];\n"
+                   "            for (int64_t jj = %lldLL; jj < %lldLL; jj++) lsum += sr[jj];\n"
+                   "            const float inv = 1.0f / lsum;\n"
+                   "            for (int64_t jj = 0; jj < %lldLL; jj++) sr[jj] *= inv;\n"
+                   "        }\n",
+                   RK, RK, RK, S16, RK, RK, RK, S16, S, S, RK, S16, RK, RK, RK, S16, S, S);
+    dpc_buf_printf(o, "        ctx->sgemm(0, %d, nq, %lldLL, %lldLL, s, %lldLL, vp, %s, op + i0 * %s, %s);\n    }\n", lv.t, Ev,
+                   S, S, lv.ld, emit_dim(t1, sizeof t1, a->o.stride[r - 2]), lo.ld);
+    return true;
+}
+
 static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
     emit_attn a;
     emit_attn_geom(kg, k, &a);
     char t1[96], t2[96];
     int r = a.r;
-    const int BK = ATTN_BK, RQ = ATTN_RQ, RK = ATTN_RK;
+    const int RQ = ATTN_RQ, RK = ATTN_RK;
     const long long L = a.L, E = a.E, S = a.S, Ev = a.Ev, nqb = (a.L + ATTN_BQ - 1) / ATTN_BQ;
+    /* short sequences (ViT's 17 tokens) take a key block of S rounded up to
+     * RK, not ATTN_BK: the padded keys cost their scores and exps too */
+    const int BK = (S + RK - 1) / RK * RK < ATTN_BK ? (int)((S + RK - 1) / RK * RK) : ATTN_BK;
     /* up to ATTN_BQ queries a block, the blocks as even as RQ allows (L =
      * 197: two of 100): each key block is copied once per query block */
     const int BQ = (int)(((L + nqb - 1) / nqb + RQ - 1) / RQ * RQ);
@@ -906,6 +1015,8 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
     emit_comment(o, "    ", k->attn.pv);
     if (k->attn.perm)
         emit_comment(o, "    ", k->attn.perm);
+    if (emit_attn_gemm(kg, k, &a, o))
+        return;
     dpc_buf_printf(o, "    /* fused attention: [L=%lld, E=%lld] x [S=%lld, Ev=%lld], %d queries x %d keys per block */\n",
                    L, E, S, Ev, BQ, BK);
     dpc_buf_printf(o, "    const int64_t nbat = %s;\n", emit_prod(t1, sizeof t1, &a.batch, 0, a.nb));

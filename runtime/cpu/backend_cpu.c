@@ -95,7 +95,13 @@ static void sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *
                   int64_t ldb, float *c, int64_t ldc) {
     if (m <= 0 || n <= 0)
         return;
-    set_threads((double)m * (double)n * (double)k < GEMM_PARALLEL_MIN ? 1 : gemm_threads_max);
+#ifdef DPC_USE_DNNL
+    /* from a kernel's parallel loop (the attention's GEMM form, emit_c.c):
+     * oneDNN runs it on the calling thread, and the count set inside the
+     * region would not outlive it (gemm_threads_now would go stale) */
+    if (!omp_in_parallel())
+#endif
+        set_threads((double)m * (double)n * (double)k < GEMM_PARALLEL_MIN ? 1 : gemm_threads_max);
     if (k <= 0) {
         for (int64_t i = 0; i < m; i++)
             memset(c + i * ldc, 0, sizeof(float) * (size_t)n);
