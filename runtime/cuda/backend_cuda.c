@@ -457,9 +457,17 @@ static dpc_status cuda_prepare(dpc_backend *be, const dpc_unit *u, dpc_err *e) {
     cb->model_name = dpc_unit_signature(u)->model_name;
     if (cb->stored)
         dpc_sha256_hex(cb->src, strlen(cb->src), cb->src_sha256);
-    for (int i = 0; i < cb->plan.nsteps; i++) {
-        cb->has_gemm |= cb->plan.steps[i].kind == DPC_CU_GEMM;
-        cb->has_conv |= cb->plan.steps[i].kind == DPC_CU_CONV && i >= cb->plan.nprepare;
+    /* a GEMM of a conv's fallback needs cuBLASLt only where cuDNN does not
+     * take that conv: its handle is then made when the memory is planned */
+    for (int i = 0, conv_end = 0; i < cb->plan.nsteps; i++) {
+        const dpc_cu_step *st = &cb->plan.steps[i];
+        bool conv_gemm = st->kind == DPC_CU_GEMM && i < conv_end;
+        cb->has_gemm |= st->kind == DPC_CU_GEMM && !conv_gemm;
+        cb->has_conv_gemm |= conv_gemm;
+        if (st->kind == DPC_CU_CONV && i >= cb->plan.nprepare) {
+            cb->has_conv = true;
+            conv_end = i + 1 + st->u.conv.nfallback;
+        }
     }
     cb->param_off = dpc_calloc((size_t)dpc_unit_nbufs(u) + 1, sizeof(size_t));
     if (!cb->param_off)

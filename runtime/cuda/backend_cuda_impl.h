@@ -46,7 +46,8 @@ typedef struct cuda_backend {
     char *src;
     const char *model_name;
     dpc_cu_plan plan;
-    bool has_gemm;
+    bool has_gemm;      /* GEMM steps outside the convs' fallbacks: cuBLASLt at replica_new */
+    bool has_conv_gemm; /* GEMM steps of the convs' fallbacks */
     size_t *param_off; /* per buffer: offset of a parameter (or BUF_CONST) in a device's weights */
     size_t weight_bytes;
     struct {

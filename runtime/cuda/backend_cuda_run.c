@@ -343,6 +343,14 @@ static dpc_status plan_convs(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_er
             r->stats.convs_fused += r->conv_how[i] == CONV_FUSED;
             r->stats.convs_fallback += r->conv_how[i] == CONV_FALLBACK;
         }
+    /* the own steps of a conv cuDNN does not take may need cuBLASLt */
+    if (r->stats.convs_fallback && cb->has_conv_gemm && !r->lt) {
+        dpc_status s = dpc_lt_create(&r->lt, (void *)r->stream, e);
+        if (s != DPC_OK) {
+            dpc_err_prefix(e, "convolutions without cuDNN (%.200s): ", r->dnn_why);
+            return s;
+        }
+    }
     return DPC_OK;
 }
 

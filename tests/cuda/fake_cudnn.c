@@ -15,7 +15,9 @@
  * cudnnConvolutionBiasActivationForward), the workspace must be as large as
  * cudnnGetConvolutionForwardWorkspaceSize said (the whole workspace given
  * is written, so a short allocation shows under ASan), the stream must be
- * FAKE_CUDNN_STREAM (as hex) when that is set. A refused call returns
+ * FAKE_CUDNN_STREAM (as hex) when that is set. Under the pretend driver
+ * fake_cuda_exec.c (DPC_CUDA_DRIVER), every operand and the workspace must
+ * lie inside one of its allocations, all on the device of the stream. A refused call returns
  * CUDNN_STATUS_BAD_PARAM or NOT_SUPPORTED and is counted in bad_calls.
  * A FLOAT convolution whose math type is not CUDNN_FMA_MATH rounds x and w
  * to TF32 (10-bit mantissa), as tensor cores would.
@@ -27,6 +29,7 @@
  * convolutions (the caller must fall back). */
 #include <cudnn.h>
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -382,6 +385,45 @@ typedef struct conv_args {
     float alpha, beta; /* beta: of y (plain) or z (fused) */
 } conv_args;
 
+/* The pretend driver's allocation map, when dpc loaded fake_cuda_exec. */
+static int (*device_of)(const void *, size_t);
+static int (*stream_device)(void *);
+static int find_driver(void) {
+    if (device_of && stream_device)
+        return 1;
+    const char *path = getenv("DPC_CUDA_DRIVER");
+    void *h = path ? dlopen(path, RTLD_NOW | RTLD_NOLOAD) : NULL;
+    if (!h)
+        return 0;
+    device_of = (int (*)(const void *, size_t))dlsym(h, "fake_exec_device_of");
+    stream_device = (int (*)(void *))dlsym(h, "fake_exec_stream_device");
+    return device_of && stream_device;
+}
+
+static size_t esize(cudnnDataType_t t) { return t == CUDNN_DATA_FLOAT ? 4 : 2; }
+static size_t extent(const struct cudnnTensorStruct *t) {
+    return ((size_t)(t->n - 1) * t->ns + (size_t)(t->c - 1) * t->cs + (size_t)(t->h - 1) * t->hs +
+            (size_t)(t->w - 1) * t->ws + 1) * esize(t->dt);
+}
+
+static cudnnStatus_t check_memory(const conv_args *a) {
+    if (!find_driver())
+        return CUDNN_STATUS_SUCCESS;
+    int dev = stream_device(a->h->stream);
+    if (dev < 0)
+        BAD("the handle has no stream of the driver");
+    size_t wbytes = (size_t)a->w->k * a->w->c * a->w->h * a->w->w * esize(a->w->dt);
+    if (device_of(a->xp, extent(a->x)) != dev || device_of(a->wp, wbytes) != dev ||
+        device_of(a->yp, extent(a->y)) != dev)
+        BAD("x, w or y is not inside one allocation on the stream's device");
+    if (a->act && ((a->beta != 0 && device_of(a->zp, extent(a->y)) != dev) ||
+                   device_of(a->bp, (size_t)a->y->c * esize(a->y->dt)) != dev))
+        BAD("z or bias is not inside one allocation on the stream's device");
+    if (a->ws_bytes && device_of(a->ws, a->ws_bytes) != dev)
+        BAD("the workspace is not inside one allocation on the stream's device");
+    return CUDNN_STATUS_SUCCESS;
+}
+
 static cudnnStatus_t run(const conv_args *a) {
     if (!a->h || a->h->magic != MAGIC)
         BAD("handle");
@@ -398,6 +440,8 @@ static cudnnStatus_t run(const conv_args *a) {
         return bad(CUDNN_STATUS_NOT_SUPPORTED, "%s", "algorithm not supported");
     if (a->ws_bytes < need || (need && !a->ws))
         BAD("workspace smaller than cudnnGetConvolutionForwardWorkspaceSize said");
+    if ((s = check_memory(a)) != CUDNN_STATUS_SUCCESS)
+        return s;
     if (a->ws && a->ws_bytes)
         memset(a->ws, 0xab, a->ws_bytes); /* cuDNN may use all of it */
     const struct cudnnTensorStruct *x = a->x, *y = a->y;
