@@ -262,6 +262,11 @@ static double time_conv(cuda_backend *cb, dpc_replica *r, int i, int64_t N, int 
 static dpc_status time_convs(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
     CUevent ev[2] = {NULL, NULL};
     dpc_cuda_stats keep = r->stats;
+    dpc_err why = {0};
+    if (cb->has_conv_gemm && !r->lt && dpc_lt_create(&r->lt, (void *)r->stream, &why) != DPC_OK) {
+        fell_back(r, "DPC_CUDNN=auto could not time the own convolutions (no cuBLASLt)");
+        return DPC_OK; /* cuDNN where it took the conv */
+    }
     dpc_status s = CK(cuEventCreate(&ev[0], CU_EVENT_DEFAULT));
     if (s == DPC_OK)
         s = CK(cuEventCreate(&ev[1], CU_EVENT_DEFAULT));
@@ -269,7 +274,6 @@ static dpc_status time_convs(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_er
         int how = r->conv_how[i];
         if (cb->plan.steps[i].kind != DPC_CU_CONV || how == CONV_FALLBACK)
             continue;
-        dpc_err why = {0};
         double lib = time_conv(cb, r, i, N, how, true, ev, &why);
         if (lib < 0 && atomic_load(&cb->dead))
             s = dpc_errf(e, DPC_EDEVICE, "%s", why.msg);

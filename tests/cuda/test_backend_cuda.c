@@ -45,7 +45,9 @@
  *                                  and stream checked by the fake against
  *                                  the fake driver's allocations, graph
  *                                  capture, no im2col launches; DPC_CUDNN=0
- *                                  falls back to the own steps; a bad
+ *                                  falls back to the own steps; auto
+ *                                  keeps cuDNN where the own steps cannot
+ *                                  be timed (no cuBLASLt); a bad
  *                                  DPC_CUDNN refused; nothing leaked
  *     test_backend_cuda gemm       a model with GEMMs on the fake driver:
  *                                  cuBLASLt cannot start without a real
@@ -686,6 +688,10 @@ static void gpu_model(const char *path) {
         dpc_cuda_replica_stats(m->be, m->rep[0], &st);
         printf("    forwards %ld, graphs %ld, replays %ld, launches %ld, GEMMs %ld, arena %zu bytes\n", st.forwards,
                st.graphs_built, st.graph_launches, st.kernel_launches, st.gemms, st.arena_bytes);
+        if (st.convs_cudnn + st.convs_fallback)
+            printf("    convs: %d through cuDNN (%d fused), %d own kernels; %ld cuDNN calls (DPC_CUDNN=%s)\n",
+                   st.convs_cudnn, st.convs_fused, st.convs_fallback, st.cudnn_calls,
+                   getenv("DPC_CUDNN") ? getenv("DPC_CUDNN") : "1");
         const char *graphs = getenv("DPC_CUDA_GRAPHS");
         if (!graphs || strcmp(graphs, "0") != 0)
             CHECK(st.graph_launches == 2, "graph replays %ld", st.graph_launches);
@@ -807,6 +813,13 @@ static int main_cudnn(void) {
     outs_free(&o);
     CHECK(s != DPC_OK && strstr(e.msg, "without cuDNN (DPC_CUDNN=0)") && strstr(e.msg, "cublasLt"),
           "DPC_CUDNN=0: %s", e.msg);
+    /* auto: the own steps cannot be timed without cuBLASLt, so cuDNN stays */
+    setenv("DPC_CUDNN", "auto", 1);
+    CHECK(set_devices(m, "cpu", &e) && set_devices(m, "cuda:0", &e), "auto: %s", e.msg);
+    CHECK(run_model(m, 4, false, &o, &e) == DPC_OK, "auto: %s", e.msg);
+    outs_free(&o);
+    CHECK(dpc_cuda_replica_stats(m->be, m->rep[0], &st) && st.convs_cudnn == 3 && st.cudnn_calls == 3,
+          "auto: %d convs through cuDNN, %ld calls", st.convs_cudnn, st.cudnn_calls);
     setenv("DPC_CUDNN", "sometimes", 1);
     CHECK(set_devices(m, "cpu", &e), "cpu: %s", e.msg);
     CHECK(!set_devices(m, "cuda:0", &e) && strstr(e.msg, "DPC_CUDNN='sometimes' is not 0, 1 or auto"),
