@@ -121,6 +121,18 @@ static void load_once(void) {
             path = "libcudnn.so.8";
         }
     }
+#ifdef DPC_CUDA_BIN
+    /* the toolkit dpc was built with, when its lib64 is not on the loader's path */
+    static char tk[600];
+    if (!lib && !(env && *env)) {
+        snprintf(tk, sizeof tk, "%s/../lib64/libcudnn.so.9", DPC_CUDA_BIN);
+        void *lt = dlopen(tk, RTLD_NOW | RTLD_LOCAL);
+        if (lt) {
+            lib = lt;
+            path = tk;
+        }
+    }
+#endif
     if (!lib) {
         load_fail("cuDNN not found (%s): %s", path, why);
         return;

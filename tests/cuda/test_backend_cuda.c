@@ -58,6 +58,7 @@
  * gpu mode (and by tests/gpu/check_gpu.py against PyTorch). */
 #define _GNU_SOURCE
 #include "backend_cuda.h"
+#include "cudnn_lib.h"
 #include "cuda_driver.h"
 #include "faults.h"
 #include "frontend.h" /* m->front, the graph IR */
@@ -831,6 +832,28 @@ static int main_cudnn(void) {
     return finish("cudnn");
 }
 
+/* The toolkit's real cuDNN loads without a GPU (every entry point dpc
+ * declares resolves, the version is 8.0 or newer); without a GPU making a
+ * handle fails with cuDNN's status named. Skipped where it is absent. */
+static int main_cudnnreal(void) {
+    dpc_err e = {0};
+    if (dpc_dnn_load(&e) != DPC_OK) {
+        printf("%s: skipped\n", e.msg);
+        CHECK(strstr(e.msg, "cuDNN not found"), "a cuDNN that does not load: %s", e.msg);
+        return failures ? finish("cudnnreal") : SKIP;
+    }
+    printf("cuDNN %zu from %s\n", dpc_dnn_version(), dpc_dnn_path());
+    CHECK(dpc_dnn_version() >= 8000, "version %zu", dpc_dnn_version());
+    if (dpc_cuda_device_count() == 0) {
+        dpc_dnn *d = NULL;
+        dpc_status s = dpc_dnn_create(&d, NULL, &e);
+        printf("without a GPU: %s\n", s == DPC_OK ? "a handle" : e.msg);
+        CHECK(s != DPC_OK && strstr(e.msg, "cudnnCreate failed: CUDNN_STATUS_"), "cudnnCreate: %s", e.msg);
+        dpc_dnn_destroy(d);
+    }
+    return finish("cudnnreal");
+}
+
 static int main_gpu(int argc, char **argv) {
     if (dpc_cuda_device_count() == 0) {
         printf("no CUDA device: skipped\n");
@@ -871,6 +894,8 @@ int main(int argc, char **argv) {
         rc = main_gpu(argc - 2, argv + 2);
     else if (strcmp(mode, "cudnn") == 0)
         rc = main_cudnn();
+    else if (strcmp(mode, "cudnnreal") == 0)
+        rc = main_cudnnreal();
     else if (strcmp(mode, "gemm") == 0 && argc > 2)
         rc = main_gemm(argv[2]);
     else {
