@@ -33,6 +33,7 @@ asan_tests=(
   '^run_seams_fuse$|^run_prepare_once'
   '^artifact_api|^artifact_cli'
   '^cuda\.(backend|nccl|driver|cli)'
+  '^cuda_cudnn_(backend|emu_fake|emu_refuse)$'
   '^serve_(batcher|protocol|batching|faults|sequence)$'
   '^onnx_mha$'
   'replay_onnx|^onnx_cli$|^onnx_ops$|^onnx_malformed$'

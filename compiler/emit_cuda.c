@@ -689,6 +689,50 @@ static void emit_im2col(cg *g, const kernel *k, const emit_conv_dims *cv, const 
     kernel_tail(g);
 }
 
+/* The conv step cuDNN may take in place of the im2col + GEMM steps (kabi.h
+ * dpc_cu_conv). It is fused, writing the kernel's output itself, when the
+ * chain is what cudnnConvolutionBiasActivationForward computes:
+ * act(conv + bias + z) for [], [relu], [add z] or [add z, relu], z read
+ * contiguously at the output's shape; without a bias only the empty chain
+ * (a plain cudnnConvolutionForward). */
+static void plan_conv(cg *g, const kernel *k, const emit_conv_dims *cv, int xb, int wb, int rb) {
+    const kgraph *kg = g->kg;
+    const ir_node *n = k->root;
+    dpc_cu_conv *c = &new_step(g, DPC_CU_CONV)->u.conv;
+    c->x = xb;
+    c->w = wb;
+    c->y = rb;
+    c->bias = n->nin > 2 ? kg->buf_of[n->in[2]] : -1;
+    c->out = kg->buf_of[k->out->id];
+    c->z = -1;
+    c->nfallback = (int)(2 * cv->G);
+    c->C = cv->C, c->H = cv->H, c->W = cv->W, c->Co = cv->Co, c->Ho = cv->Ho, c->Wo = cv->Wo;
+    c->kh = cv->kh, c->kw = cv->kw, c->sh = cv->sh, c->sw = cv->sw, c->ph = cv->ph, c->pw = cv->pw;
+    c->dh = cv->dh, c->dw = cv->dw, c->G = cv->G;
+    int i = 0, prev = n->id;
+    bool ok = true;
+    if (i < k->ops.len && ((const ir_node *)k->ops.items[i])->op == OP_ADD) {
+        const ir_node *a = k->ops.items[i];
+        int other = a->in[0] == prev ? a->in[1] : a->in[0];
+        ok = (a->in[0] == prev) != (a->in[1] == prev) && !reads_after(k, i + 1, prev) &&
+             shape_eq(&nd(kg, other)->sh, &k->out->sh) && kg->acc[other].kind == ACC_CONTIG &&
+             kg->buf_of[other] >= 0 && kb(g, kg->buf_of[other])->esize == 4;
+        c->z = ok ? kg->buf_of[other] : -1;
+        prev = a->id;
+        i++;
+    }
+    if (ok && i < k->ops.len && ((const ir_node *)k->ops.items[i])->op == OP_RELU && !reads_after(k, i + 1, prev)) {
+        c->act = DPC_CU_ACT_RELU;
+        prev = ((const ir_node *)k->ops.items[i])->id;
+        i++;
+    }
+    c->fused = ok && i == k->ops.len && prev == k->out->id && (c->bias >= 0 || (c->z < 0 && c->act == DPC_CU_ACT_NONE));
+    if (!c->fused) {
+        c->z = -1;
+        c->act = DPC_CU_ACT_NONE;
+    }
+}
+
 static void emit_conv(cg *g, const kernel *k) {
     const kgraph *kg = g->kg;
     const ir_node *n = k->root, *x = nd(kg, n->in[0]), *w = nd(kg, n->in[1]);
@@ -698,6 +742,7 @@ static void emit_conv(cg *g, const kernel *k) {
         fail(g, n, "bad groups");
         return;
     }
+    plan_conv(g, k, &cv, xb, wb, rb);
     dpc_buf nm;
     dpc_buf_init(&nm);
     dpc_buf_printf(&nm, "%s_im2col", k->name);

@@ -101,7 +101,7 @@ static inline int64_t dpc_cu_dim_eval(dpc_cu_dim d, int64_t N) {
     return v;
 }
 
-typedef enum dpc_cu_step_kind { DPC_CU_LAUNCH, DPC_CU_GEMM } dpc_cu_step_kind;
+typedef enum dpc_cu_step_kind { DPC_CU_LAUNCH, DPC_CU_GEMM, DPC_CU_CONV } dpc_cu_step_kind;
 
 /* How a kernel's threads map to its work. */
 typedef enum dpc_cu_grid {
@@ -143,12 +143,31 @@ typedef struct dpc_cu_gemm {
     } loop[DPC_CU_MAX_LOOPS];
 } dpc_cu_gemm;
 
+/* A convolution cuDNN may run (backend_cuda.c; docs/internals.md, "cuDNN"):
+ * the `nfallback` steps after it (im2col launches and GEMMs) compute the
+ * same result into y, [Co, N*Ho*Wo] (channel-major, as the GEMMs write it),
+ * and the epilogue launch after them scatters y to NCHW with the bias and
+ * the fused chain. With cuDNN the backend skips the fallback steps and
+ * writes y itself; when `fused`, it writes `out` (NCHW) as
+ * act(conv + bias + z) instead and skips the epilogue too. Symmetric
+ * padding ph, pw: the trailing padding of the plan is the reads past H, W. */
+typedef enum dpc_cu_act { DPC_CU_ACT_NONE = 0, DPC_CU_ACT_RELU = 1 } dpc_cu_act;
+typedef struct dpc_cu_conv {
+    int x, w, bias, y;  /* buffer ids; bias -1 when none */
+    int out, z;         /* fused: the kernel's output and the residual added before act (-1 none) */
+    bool fused;
+    dpc_cu_act act;     /* fused only */
+    int nfallback;
+    int64_t C, H, W, Co, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, G; /* G: groups */
+} dpc_cu_conv;
+
 typedef struct dpc_cu_step {
     dpc_cu_step_kind kind;
     int kernel; /* index in kg->kernels */
     union {
         dpc_cu_launch launch;
         dpc_cu_gemm gemm;
+        dpc_cu_conv conv;
     } u;
 } dpc_cu_step;
 

@@ -457,8 +457,18 @@ static dpc_status cuda_prepare(dpc_backend *be, const dpc_unit *u, dpc_err *e) {
     cb->model_name = dpc_unit_signature(u)->model_name;
     if (cb->stored)
         dpc_sha256_hex(cb->src, strlen(cb->src), cb->src_sha256);
-    for (int i = 0; i < cb->plan.nsteps; i++)
-        cb->has_gemm |= cb->plan.steps[i].kind == DPC_CU_GEMM;
+    /* a GEMM of a conv's fallback needs cuBLASLt only where cuDNN does not
+     * take that conv: its handle is then made when the memory is planned */
+    for (int i = 0, conv_end = 0; i < cb->plan.nsteps; i++) {
+        const dpc_cu_step *st = &cb->plan.steps[i];
+        bool conv_gemm = st->kind == DPC_CU_GEMM && i < conv_end;
+        cb->has_gemm |= st->kind == DPC_CU_GEMM && !conv_gemm;
+        cb->has_conv_gemm |= conv_gemm;
+        if (st->kind == DPC_CU_CONV && i >= cb->plan.nprepare) {
+            cb->has_conv = true;
+            conv_end = i + 1 + st->u.conv.nfallback;
+        }
+    }
     cb->param_off = dpc_calloc((size_t)dpc_unit_nbufs(u) + 1, sizeof(size_t));
     if (!cb->param_off)
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
@@ -485,6 +495,9 @@ static void replica_release(cuda_backend *cb, dpc_replica *r) {
         if (r->graph)
             cu->cuGraphExecDestroy(r->graph);
         dpc_lt_destroy(r->lt);
+        dpc_dnn_destroy(r->dnn);
+        if (r->dnn_ws)
+            cu->cuMemFree(r->dnn_ws);
         if (r->arena)
             cu->cuMemFree(r->arena);
         if (r->ctl)
@@ -497,6 +510,7 @@ static void replica_release(cuda_backend *cb, dpc_replica *r) {
     free(r->offset);
     free(r->ptr);
     free(r->host_off);
+    free(r->conv_how);
     free(r);
     (void)cb;
 }
@@ -629,6 +643,9 @@ dpc_status dpc_backend_cuda_new(const dpc_unit *u, float *const *params, kprec p
      * its checksum cannot vouch for: used only when the user says so. */
     if (s == DPC_OK)
         s = dpc_env_flag("DPC_CUDA_DPA_IMAGES", false, &use_stored, e);
+    int cudnn = 1;
+    if (s == DPC_OK)
+        s = dpc_dnn_mode(&cudnn, e);
     if (s != DPC_OK)
         return s;
     cuda_backend *cb = dpc_calloc(1, sizeof *cb);
@@ -644,6 +661,7 @@ dpc_status dpc_backend_cuda_new(const dpc_unit *u, float *const *params, kprec p
     cb->graphs = graphs;
     cb->sync_each = sync_each;
     cb->use_stored = use_stored;
+    cb->cudnn = cudnn;
     pthread_mutex_init(&cb->lock, NULL);
     *out = &cb->be;
     return DPC_OK;

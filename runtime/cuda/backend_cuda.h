@@ -31,7 +31,10 @@ dpc_status dpc_cu_gemm_expand(const dpc_cu_gemm *g, int64_t N,
  * Options from the environment: DPC_CUDA_TF32=1 lets GEMMs use TF32 tensor
  * cores; DPC_CUDA_GRAPHS=0 launches kernel by kernel instead of replaying a
  * CUDA graph; DPC_CUDA_SYNC=1 synchronises after every step (debugging: an
- * asynchronous fault is then blamed on its kernel). prec: floats (weights,
+ * asynchronous fault is then blamed on its kernel); DPC_CUDNN=0 runs every
+ * convolution as im2col + cuBLASLt, 1 (default) through cuDNN where it
+ * loads and takes the shape, auto times both once per convolution and
+ * batch size and keeps the faster (docs/internals.md, "cuDNN"). prec: floats (weights,
  * activations, inputs and outputs on the device) in f32, or in 16 bits with
  * f32 arithmetic and GEMM accumulation; the caller's tensors stay f32. */
 dpc_status dpc_backend_cuda_new(const dpc_unit *u, float *const *params, kprec prec, dpc_backend **out, dpc_err *e);
@@ -87,6 +90,8 @@ typedef struct dpc_cuda_stats {
     long kernel_launches;/* cuLaunchKernel calls made (eager and captured) */
     long gemms;          /* cuBLASLt calls made (eager and captured) */
     size_t arena_bytes;  /* device memory of the activation arena */
+    long cudnn_calls;    /* cuDNN convolutions enqueued (eager and captured) */
+    int convs_cudnn, convs_fused, convs_fallback; /* at the planned batch: how each conv step runs */
 } dpc_cuda_stats;
 /* False when r is not a CUDA replica. */
 bool dpc_cuda_replica_stats(const dpc_backend *be, const dpc_replica *r, dpc_cuda_stats *out);
@@ -100,6 +105,7 @@ typedef struct dpc_cuda_bench {
     double ms_median, ms_p10, ms_p90; /* device time per forward */
     double host_us;                   /* host time to enqueue one forward */
     int kernels_per_forward, gemms_per_forward, iters;
+    int cudnn_per_forward;            /* cuDNN convolutions */
 } dpc_cuda_bench;
 dpc_status dpc_cuda_bench_steps(dpc_backend *be, dpc_replica *r, int64_t N, bool graph, int warm, int iters,
                                 dpc_cuda_bench *out, dpc_err *e);

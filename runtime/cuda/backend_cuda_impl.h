@@ -7,6 +7,7 @@
 
 #include "backend_cuda.h"
 #include "cublaslt.h"
+#include "cudnn_lib.h"
 #include "cuda_driver.h"
 #include "dataparallel.h" /* DPC_MAX_DEVICES */
 #include "nccl_lib.h"     /* dpc_cuda_weights_info */
@@ -45,7 +46,8 @@ typedef struct cuda_backend {
     char *src;
     const char *model_name;
     dpc_cu_plan plan;
-    bool has_gemm;
+    bool has_gemm;      /* GEMM steps outside the convs' fallbacks: cuBLASLt at replica_new */
+    bool has_conv_gemm; /* GEMM steps of the convs' fallbacks */
     size_t *param_off; /* per buffer: offset of a parameter (or BUF_CONST) in a device's weights */
     size_t weight_bytes;
     struct {
@@ -60,6 +62,8 @@ typedef struct cuda_backend {
     int ndevs;
     pthread_mutex_t lock;
     bool tf32, graphs, sync_each, use_stored;
+    int cudnn;         /* DPC_CUDNN: 0 off, 1 on (default), 2 auto (timed per conv) */
+    bool has_conv;     /* the plan has convolutions cuDNN may run */
     kprec prec;        /* how float buffers are stored on the device */
     atomic_int dead;
     char dead_msg[DPC_ERR_MSG];
@@ -86,7 +90,16 @@ struct dpc_replica {
     bool pending;       /* launched, not yet synced */
     int64_t pending_N;
     dpc_cuda_stats stats;
+    /* cuDNN (backend_cuda_run.c, plan_convs): per step of planned_N, how a
+     * conv step runs (CONV_*), the workspace, why a conv fell back */
+    dpc_dnn *dnn;
+    uint8_t *conv_how;
+    CUdeviceptr dnn_ws;
+    size_t dnn_ws_bytes;
+    char dnn_why[DPC_ERR_MSG];
 };
+
+enum { CONV_FALLBACK = DPC_DNN_OWN, CONV_CUDNN = DPC_DNN_PLAIN, CONV_FUSED = DPC_DNN_FUSED };
 
 
 /* ---- errors (backend_cuda.c) ---- */

@@ -34,6 +34,10 @@ static void stage_out(const cuda_backend *cb, const kbuf *b, void *dst, const vo
         dpc_f32_widen(src, dst, host_bytes(b, N) / 4, dpc_cub_half_dtype(cb->prec));
 }
 
+static dpc_status plan_convs(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e);
+static dpc_status run_steps(cuda_backend *cb, dpc_replica *r, int from, int to, int64_t N, bool capturing,
+                            dpc_err *e);
+
 static dpc_status plan(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
     const dpc_unit *u = cb->u;
     size_t total = 0;
@@ -85,7 +89,7 @@ static dpc_status plan(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) 
     }
     r->planned_N = N;
     r->stats.arena_bytes = r->arena_bytes;
-    return DPC_OK;
+    return plan_convs(cb, r, N, e);
 }
 
 /* ---------------------------------------------------------- one forward */
@@ -193,13 +197,181 @@ static dpc_status run_gemm(cuda_backend *cb, dpc_replica *r, int i, int64_t N, d
     return dpc_cu_gemm_expand(x.g, N, gemm_call, &x);
 }
 
+/* ---------------------------------------------------------- convolutions through cuDNN */
+
+#define DNN_MAX_WORKSPACE ((size_t)256 << 20)
+
+/* How conv step i runs at batch N (CONV_*). */
+static int conv_how(const dpc_replica *r, int i, int64_t N) {
+    return r->conv_how && r->dnn && r->planned_N == N ? r->conv_how[i] : CONV_FALLBACK;
+}
+
+/* The steps after conv step st that cuDNN replaces. */
+static int conv_skip(const dpc_cu_step *st, int how) {
+    return how == CONV_FALLBACK ? 0 : st->u.conv.nfallback + (how == CONV_FUSED);
+}
+
+static void *dev_ptr(const dpc_replica *r, int buf) { return buf >= 0 ? (void *)(uintptr_t)r->ptr[buf] : NULL; }
+
+static dpc_status run_conv(cuda_backend *cb, dpc_replica *r, int i, int64_t N, int how, dpc_err *e) {
+    const dpc_cu_conv *cv = &cb->plan.steps[i].u.conv;
+    bool fused = how == CONV_FUSED;
+    dpc_dnn_conv d;
+    dpc_dnn_conv_of(cv, N, cb->prec, cb->tf32, fused, &d);
+    r->stats.cudnn_calls++;
+    return dpc_dnn_conv_run(r->dnn, &d, dev_ptr(r, cv->x), dev_ptr(r, cv->w), fused ? dev_ptr(r, cv->bias) : NULL,
+                            fused ? dev_ptr(r, cv->z) : NULL, dev_ptr(r, fused ? cv->out : cv->y),
+                            (void *)(uintptr_t)r->dnn_ws, r->dnn_ws_bytes, (void *)r->stream, e);
+}
+
+static void fell_back(dpc_replica *r, const char *why) {
+    if (!r->dnn_why[0])
+        snprintf(r->dnn_why, sizeof r->dnn_why, "%s", why);
+}
+
+/* Milliseconds of the best of three runs (after one warm-up) of conv step
+ * i as `how` says: cuDNN, or its fallback steps (and the epilogue that the
+ * fused call replaces). Negative when cuDNN failed (why in e). */
+static double time_conv(cuda_backend *cb, dpc_replica *r, int i, int64_t N, int how, bool lib, CUevent ev[2],
+                        dpc_err *e) {
+    const dpc_cu_step *st = &cb->plan.steps[i];
+    double best = -1;
+    for (int it = 0; it < 4; it++) {
+        dpc_status s = CK(cuEventRecord(ev[0], r->stream));
+        if (s == DPC_OK)
+            s = lib ? run_conv(cb, r, i, N, how, e) : run_steps(cb, r, i + 1, i + 1 + conv_skip(st, how), N, false, e);
+        if (s == DPC_OK)
+            s = CK(cuEventRecord(ev[1], r->stream));
+        if (s == DPC_OK)
+            s = CK(cuEventSynchronize(ev[1]));
+        float ms = 0;
+        if (s == DPC_OK)
+            s = CK(cuEventElapsedTime(&ms, ev[0], ev[1]));
+        if (s != DPC_OK) {
+            dpc_cuda()->cuStreamSynchronize(r->stream);
+            return -1;
+        }
+        if (it > 0 && (best < 0 || ms < best))
+            best = ms;
+    }
+    return best;
+}
+
+/* DPC_CUDNN=auto: each conv cuDNN takes is timed both ways on this
+ * replica's buffers (what they hold does not matter) and keeps the faster. */
+static dpc_status time_convs(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
+    CUevent ev[2] = {NULL, NULL};
+    dpc_cuda_stats keep = r->stats;
+    dpc_err why = {0};
+    if (cb->has_conv_gemm && !r->lt && dpc_lt_create(&r->lt, (void *)r->stream, &why) != DPC_OK) {
+        fell_back(r, "DPC_CUDNN=auto could not time the own convolutions (no cuBLASLt)");
+        return DPC_OK; /* cuDNN where it took the conv */
+    }
+    dpc_status s = CK(cuEventCreate(&ev[0], CU_EVENT_DEFAULT));
+    if (s == DPC_OK)
+        s = CK(cuEventCreate(&ev[1], CU_EVENT_DEFAULT));
+    for (int i = cb->plan.nprepare; s == DPC_OK && i < cb->plan.nsteps; i++) {
+        int how = r->conv_how[i];
+        if (cb->plan.steps[i].kind != DPC_CU_CONV || how == CONV_FALLBACK)
+            continue;
+        double lib = time_conv(cb, r, i, N, how, true, ev, &why);
+        if (lib < 0 && atomic_load(&cb->dead))
+            s = dpc_errf(e, DPC_EDEVICE, "%s", why.msg);
+        double own = s == DPC_OK && lib >= 0 ? time_conv(cb, r, i, N, how, false, ev, e) : 0;
+        if (own < 0)
+            s = e->code != DPC_OK ? e->code : DPC_EDEVICE;
+        if (lib < 0)
+            fell_back(r, why.msg);
+        else if (own <= lib)
+            fell_back(r, "DPC_CUDNN=auto timed the own kernels faster");
+        if (lib < 0 || own <= lib)
+            r->conv_how[i] = CONV_FALLBACK;
+    }
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            dpc_cuda()->cuEventDestroy(ev[i]);
+    r->stats = keep; /* the timing runs are no forwards */
+    return s;
+}
+
+/* After the memory plan at N: which conv steps cuDNN runs (fused where the
+ * plan allows, else into the GEMM layout), its handle and workspace. A conv
+ * cuDNN cannot run falls back to the plan's own steps, never fails. */
+static dpc_status plan_convs(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
+    int n = cb->plan.nsteps;
+    r->stats.convs_cudnn = r->stats.convs_fused = r->stats.convs_fallback = 0;
+    if (!cb->has_conv)
+        return DPC_OK;
+    if (!r->conv_how && !(r->conv_how = dpc_calloc((size_t)n + 1, 1)))
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    memset(r->conv_how, CONV_FALLBACK, (size_t)n);
+    dpc_err why = {0};
+    if (cb->cudnn == 0)
+        fell_back(r, "DPC_CUDNN=0");
+    else if (!r->dnn && !r->dnn_why[0] && dpc_dnn_create(&r->dnn, (void *)r->stream, &why) != DPC_OK)
+        fell_back(r, why.msg);
+    size_t ws = 0;
+    for (int i = cb->plan.nprepare; r->dnn && cb->cudnn && i < n; i++) {
+        const dpc_cu_conv *cv = &cb->plan.steps[i].u.conv;
+        if (cb->plan.steps[i].kind != DPC_CU_CONV)
+            continue;
+        size_t need = 0;
+        r->conv_how[i] = (uint8_t)dpc_dnn_choose(r->dnn, cv, N, cb->prec, cb->tf32, DNN_MAX_WORKSPACE, &need, &why);
+        if (r->conv_how[i] == CONV_FALLBACK)
+            fell_back(r, why.msg);
+        ws = need > ws ? need : ws;
+    }
+    if (ws > r->dnn_ws_bytes) {
+        if (r->dnn_ws)
+            CK_TRY(cuMemFree(r->dnn_ws));
+        r->dnn_ws = 0;
+        r->dnn_ws_bytes = 0;
+        dpc_status s = CK(cuMemAlloc(&r->dnn_ws, ws));
+        if (s != DPC_OK) { /* without cuDNN's workspace the own steps run */
+            if (atomic_load(&cb->dead))
+                return s;
+            fell_back(r, e->msg);
+            r->dnn_ws = 0;
+            memset(r->conv_how, CONV_FALLBACK, (size_t)n);
+        } else
+            r->dnn_ws_bytes = ws;
+    }
+    if (cb->cudnn == 2 && r->dnn) {
+        dpc_status s = time_convs(cb, r, N, e);
+        if (s != DPC_OK)
+            return s;
+    }
+    for (int i = cb->plan.nprepare; i < n; i++)
+        if (cb->plan.steps[i].kind == DPC_CU_CONV) {
+            r->stats.convs_cudnn += r->conv_how[i] != CONV_FALLBACK;
+            r->stats.convs_fused += r->conv_how[i] == CONV_FUSED;
+            r->stats.convs_fallback += r->conv_how[i] == CONV_FALLBACK;
+        }
+    /* the own steps of a conv cuDNN does not take may need cuBLASLt */
+    if (r->stats.convs_fallback && cb->has_conv_gemm && !r->lt) {
+        dpc_status s = dpc_lt_create(&r->lt, (void *)r->stream, e);
+        if (s != DPC_OK) {
+            dpc_err_prefix(e, "convolutions without cuDNN (%.200s): ", r->dnn_why);
+            return s;
+        }
+    }
+    return DPC_OK;
+}
+
 /* The plan's steps from..to-1, in order. */
 static dpc_status run_steps(cuda_backend *cb, dpc_replica *r, int from, int to, int64_t N, bool capturing,
                             dpc_err *e) {
     dpc_status s = DPC_OK;
     for (int i = from; s == DPC_OK && i < to; i++) {
         const dpc_cu_step *st = &cb->plan.steps[i];
-        s = st->kind == DPC_CU_LAUNCH ? launch_kernel(cb, r, i, N, e) : run_gemm(cb, r, i, N, e);
+        if (st->kind == DPC_CU_CONV) {
+            int how = conv_how(r, i, N);
+            if (how == CONV_FALLBACK)
+                continue; /* the im2col and GEMM steps that follow */
+            s = run_conv(cb, r, i, N, how, e);
+            i += conv_skip(st, how);
+        } else
+            s = st->kind == DPC_CU_LAUNCH ? launch_kernel(cb, r, i, N, e) : run_gemm(cb, r, i, N, e);
         if (s == DPC_OK && cb->sync_each && !capturing)
             s = CK(cuStreamSynchronize(r->stream));
         if (s != DPC_OK)
@@ -266,7 +438,7 @@ static bool capture(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
     const dpc_cuda_api *cu = dpc_cuda();
     if (CK(cuStreamBeginCapture(r->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)) != DPC_OK)
         return false;
-    long kl = r->stats.kernel_launches, gm = r->stats.gemms;
+    long kl = r->stats.kernel_launches, gm = r->stats.gemms, dn = r->stats.cudnn_calls;
     dpc_status s = enqueue(cb, r, N, true, e);
     CUgraph graph = NULL;
     CUresult er = cu->cuStreamEndCapture(r->stream, &graph);
@@ -280,6 +452,7 @@ static bool capture(cuda_backend *cb, dpc_replica *r, int64_t N, dpc_err *e) {
         r->graph = NULL;
         r->stats.kernel_launches = kl;
         r->stats.gemms = gm;
+        r->stats.cudnn_calls = dn;
         return false;
     }
     r->stats.graphs_built++;
@@ -447,7 +620,7 @@ dpc_status dpc_cuda_bench_steps(dpc_backend *be, dpc_replica *r, int64_t N, bool
     if (s == DPC_OK)
         s = CK(cuEventCreate(&ev[1], CU_EVENT_DEFAULT));
     double host = 0;
-    long kl = r->stats.kernel_launches, gm = r->stats.gemms;
+    long kl = r->stats.kernel_launches, gm = r->stats.gemms, dn = r->stats.cudnn_calls;
     for (int it = 0; s == DPC_OK && it < warm + iters; it++) {
         if ((s = CK(cuEventRecord(ev[0], r->stream))) != DPC_OK)
             break;
@@ -464,9 +637,11 @@ dpc_status dpc_cuda_bench_steps(dpc_backend *be, dpc_replica *r, int64_t N, bool
         if (it == warm) {
             out->kernels_per_forward = (int)(r->stats.kernel_launches - kl);
             out->gemms_per_forward = (int)(r->stats.gemms - gm);
+            out->cudnn_per_forward = (int)(r->stats.cudnn_calls - dn);
         }
         kl = r->stats.kernel_launches;
         gm = r->stats.gemms;
+        dn = r->stats.cudnn_calls;
         if (it >= warm) {
             ms[it - warm] = t;
             host += t1 - t0;
@@ -480,8 +655,15 @@ dpc_status dpc_cuda_bench_steps(dpc_backend *be, dpc_replica *r, int64_t N, bool
         out->host_us = host / iters;
         out->iters = iters;
         if (graph) { /* a replay launches nothing itself: count the steps */
-            for (int i = cb->plan.nprepare; i < cb->plan.nsteps; i++)
-                cb->plan.steps[i].kind == DPC_CU_LAUNCH ? out->kernels_per_forward++ : out->gemms_per_forward++;
+            for (int i = cb->plan.nprepare; i < cb->plan.nsteps; i++) {
+                const dpc_cu_step *st = &cb->plan.steps[i];
+                if (st->kind == DPC_CU_CONV) {
+                    int how = conv_how(r, i, N);
+                    out->cudnn_per_forward += how != CONV_FALLBACK;
+                    i += conv_skip(st, how);
+                } else
+                    st->kind == DPC_CU_LAUNCH ? out->kernels_per_forward++ : out->gemms_per_forward++;
+            }
         }
     }
     for (int i = 0; i < 2; i++)

@@ -39,6 +39,16 @@
  *                                  with the call and NCCL's error named,
  *                                  never run on missing weights, work once
  *                                  NCCL does; nothing leaked
+ *     test_backend_cuda cudnn      DPC_CUDNN_LIBRARY is fake_cudnn.so: a
+ *                                  conv-only model's convs all through
+ *                                  cuDNN (two fused), operands, workspace
+ *                                  and stream checked by the fake against
+ *                                  the fake driver's allocations, graph
+ *                                  capture, no im2col launches; DPC_CUDNN=0
+ *                                  falls back to the own steps; auto
+ *                                  keeps cuDNN where the own steps cannot
+ *                                  be timed (no cuBLASLt); a bad
+ *                                  DPC_CUDNN refused; nothing leaked
  *     test_backend_cuda gemm       a model with GEMMs on the fake driver:
  *                                  cuBLASLt cannot start without a real
  *                                  driver, and says so (skips where a real
@@ -48,6 +58,7 @@
  * gpu mode (and by tests/gpu/check_gpu.py against PyTorch). */
 #define _GNU_SOURCE
 #include "backend_cuda.h"
+#include "cudnn_lib.h"
 #include "cuda_driver.h"
 #include "faults.h"
 #include "frontend.h" /* m->front, the graph IR */
@@ -678,6 +689,10 @@ static void gpu_model(const char *path) {
         dpc_cuda_replica_stats(m->be, m->rep[0], &st);
         printf("    forwards %ld, graphs %ld, replays %ld, launches %ld, GEMMs %ld, arena %zu bytes\n", st.forwards,
                st.graphs_built, st.graph_launches, st.kernel_launches, st.gemms, st.arena_bytes);
+        if (st.convs_cudnn + st.convs_fallback)
+            printf("    convs: %d through cuDNN (%d fused), %d own kernels; %ld cuDNN calls (DPC_CUDNN=%s)\n",
+                   st.convs_cudnn, st.convs_fused, st.convs_fallback, st.cudnn_calls,
+                   getenv("DPC_CUDNN") ? getenv("DPC_CUDNN") : "1");
         const char *graphs = getenv("DPC_CUDA_GRAPHS");
         if (!graphs || strcmp(graphs, "0") != 0)
             CHECK(st.graph_launches == 2, "graph replays %ld", st.graph_launches);
@@ -709,6 +724,134 @@ static void gpu_model(const char *path) {
         outs_free(&g3);
     }
     dpc_model_free(m);
+}
+
+/* ---- cuDNN on the fake driver ---- */
+
+/* Convolutions only (no GEMM outside them, so no cuBLASLt while cuDNN
+ * takes every conv): bias + ReLU fused, a depthwise conv unfused (its chain
+ * is relu6), a 1x1 conv with a residual add and ReLU fused. */
+static const char CONV_ONLY[] =
+    "module ConvOnly {\n"
+    "    c1 = Conv2d(3, 8, 3, padding=1)\n"
+    "    bn1 = BatchNorm2d(8)\n"
+    "    dw = Conv2d(8, 8, 3, padding=1, groups=8, bias=false)\n"
+    "    c2 = Conv2d(8, 8, 1)\n"
+    "    pool = AdaptiveAvgPool2d((1, 1))\n"
+    "    forward(x: [N, 3, 8, 8]) {\n"
+    "        h = relu(bn1(c1(x)))\n"
+    "        d = relu6(dw(h))\n"
+    "        return pool(relu(c2(d) + h))\n"
+    "    }\n"
+    "}\n"
+    "model = ConvOnly()\n";
+
+/* Mirrors fake_cudnn.c. */
+struct fake_cudnn_stats {
+    long handles_live, convs, fused, grouped, bad_calls, tf32;
+    char last_bad[256];
+};
+
+static int main_cudnn(void) {
+    const char *lib = getenv("DPC_CUDNN_LIBRARY");
+    void *h = lib ? dlopen(lib, RTLD_NOW) : NULL;
+    struct fake_cudnn_stats *fc = h ? dlsym(h, "fake_cudnn_stats") : NULL;
+    CHECK(fc != NULL, "DPC_CUDNN_LIBRARY=%s is not fake_cudnn", lib ? lib : "(unset)");
+    if (!open_fake() || !fc)
+        return finish("cudnn");
+    long live0 = fake->live_allocs;
+    dpc_model *m = load(write_model(CONV_ONLY));
+    if (!m)
+        return finish("cudnn");
+    int per = launches_per_forward(m);
+    dpc_err e = {0};
+    CHECK(set_devices(m, "cuda:0", &e), "cuda:0: %s", e.msg);
+    outs o = {0};
+    dpc_cuda_stats st = {0};
+    for (int i = 0; i < 3; i++) { /* eager, captured, replayed */
+        CHECK(run_model(m, 4, false, &o, &e) == DPC_OK, "run %d: %s", i + 1, e.msg);
+        CHECK(o.n == 1 && o.t[0] && o.t[0]->shape[0] == 4 && o.t[0]->shape[1] == 8, "output shape");
+        outs_free(&o);
+    }
+    CHECK(dpc_cuda_replica_stats(m->be, m->rep[0], &st), "stats");
+    printf("convs: %d through cuDNN (%d fused), %d own; %ld cuDNN calls, %ld kernel launches (%d per forward "
+           "without cuDNN)\n",
+           st.convs_cudnn, st.convs_fused, st.convs_fallback, st.cudnn_calls, st.kernel_launches, per);
+    CHECK(st.convs_cudnn == 3 && st.convs_fused == 2 && st.convs_fallback == 0, "convs %d fused %d own %d",
+          st.convs_cudnn, st.convs_fused, st.convs_fallback);
+    CHECK(st.graphs_built == 1 && st.graph_launches == 2 && st.cudnn_calls == 6, "graphs %ld replays %ld cudnn %ld",
+          st.graphs_built, st.graph_launches, st.cudnn_calls);
+    /* eager and captured: no im2col launches, no epilogue for the two fused
+     * convs; the prepare launches once */
+    int nprep = 0, nim2col = 0;
+    {
+        char *src = NULL;
+        dpc_cu_plan plan;
+        if (dpc_unit_cuda_program(m->unit, KP_F32, &src, &plan, &e) == DPC_OK) {
+            for (int i = 0; i < plan.nsteps; i++)
+                if (plan.steps[i].kind == DPC_CU_LAUNCH) {
+                    nprep += i < plan.nprepare;
+                    nim2col += strcmp(plan.steps[i].u.launch.suffix, "_im2col") == 0;
+                }
+            free(src);
+            dpc_cu_plan_free(&plan);
+        }
+    }
+    long want = nprep + 2L * (per - nprep - nim2col - 2);
+    CHECK(nim2col == 10 && st.kernel_launches == want, "kernel launches %ld, expected %ld (%d im2col)",
+          st.kernel_launches, want, nim2col);
+    CHECK(fc->convs + fc->fused == 6 && fc->fused == 4, "the fake ran %ld convs, %ld fused", fc->convs, fc->fused);
+    CHECK(run_model(m, 7, false, &o, &e) == DPC_OK, "batch 7: %s", e.msg); /* a new plan, new descriptors */
+    outs_free(&o);
+    CHECK(fc->bad_calls == 0 && fc->tf32 == 0, "the fake refused %ld calls (%s); %ld with TF32", fc->bad_calls,
+          fc->last_bad, fc->tf32);
+    CHECK(fake->bad_copies == 0 && fake->bad_launches == 0, "bad copies %ld, bad launches %ld", fake->bad_copies,
+          fake->bad_launches);
+    /* DPC_CUDNN=0: the convs' own steps, which need cuBLASLt (no real driver here) */
+    setenv("DPC_CUDNN", "0", 1);
+    CHECK(set_devices(m, "cpu", &e) && set_devices(m, "cuda:0", &e), "cuda:0 again: %s", e.msg);
+    dpc_status s = run_model(m, 4, false, &o, &e);
+    outs_free(&o);
+    CHECK(s != DPC_OK && strstr(e.msg, "without cuDNN (DPC_CUDNN=0)") && strstr(e.msg, "cublasLt"),
+          "DPC_CUDNN=0: %s", e.msg);
+    /* auto: the own steps cannot be timed without cuBLASLt, so cuDNN stays */
+    setenv("DPC_CUDNN", "auto", 1);
+    CHECK(set_devices(m, "cpu", &e) && set_devices(m, "cuda:0", &e), "auto: %s", e.msg);
+    CHECK(run_model(m, 4, false, &o, &e) == DPC_OK, "auto: %s", e.msg);
+    outs_free(&o);
+    CHECK(dpc_cuda_replica_stats(m->be, m->rep[0], &st) && st.convs_cudnn == 3 && st.cudnn_calls == 3,
+          "auto: %d convs through cuDNN, %ld calls", st.convs_cudnn, st.cudnn_calls);
+    setenv("DPC_CUDNN", "sometimes", 1);
+    CHECK(set_devices(m, "cpu", &e), "cpu: %s", e.msg);
+    CHECK(!set_devices(m, "cuda:0", &e) && strstr(e.msg, "DPC_CUDNN='sometimes' is not 0, 1 or auto"),
+          "bad DPC_CUDNN: %s", e.msg);
+    unsetenv("DPC_CUDNN");
+    dpc_model_free(m);
+    CHECK(fc->handles_live == 0, "%ld cuDNN handles leaked", fc->handles_live);
+    CHECK(fake->live_allocs == live0, "%ld allocations leaked", fake->live_allocs - live0);
+    return finish("cudnn");
+}
+
+/* The toolkit's real cuDNN loads without a GPU (every entry point dpc
+ * declares resolves, the version is 8.0 or newer); without a GPU making a
+ * handle fails with cuDNN's status named. Skipped where it is absent. */
+static int main_cudnnreal(void) {
+    dpc_err e = {0};
+    if (dpc_dnn_load(&e) != DPC_OK) {
+        printf("%s: skipped\n", e.msg);
+        CHECK(strstr(e.msg, "cuDNN not found"), "a cuDNN that does not load: %s", e.msg);
+        return failures ? finish("cudnnreal") : SKIP;
+    }
+    printf("cuDNN %zu from %s\n", dpc_dnn_version(), dpc_dnn_path());
+    CHECK(dpc_dnn_version() >= 8000, "version %zu", dpc_dnn_version());
+    if (dpc_cuda_device_count() == 0) {
+        dpc_dnn *d = NULL;
+        dpc_status s = dpc_dnn_create(&d, NULL, &e);
+        printf("without a GPU: %s\n", s == DPC_OK ? "a handle" : e.msg);
+        CHECK(s != DPC_OK && strstr(e.msg, "cudnnCreate failed: CUDNN_STATUS_"), "cudnnCreate: %s", e.msg);
+        dpc_dnn_destroy(d);
+    }
+    return finish("cudnnreal");
 }
 
 static int main_gpu(int argc, char **argv) {
@@ -749,6 +892,10 @@ int main(int argc, char **argv) {
         rc = main_ncclfail();
     else if (strcmp(mode, "gpu") == 0)
         rc = main_gpu(argc - 2, argv + 2);
+    else if (strcmp(mode, "cudnn") == 0)
+        rc = main_cudnn();
+    else if (strcmp(mode, "cudnnreal") == 0)
+        rc = main_cudnnreal();
     else if (strcmp(mode, "gemm") == 0 && argc > 2)
         rc = main_gemm(argv[2]);
     else {

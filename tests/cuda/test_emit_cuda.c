@@ -58,6 +58,21 @@ static void check_plan(const char *path, const dpc_model *m, const char *src, co
                 CHECK(l->bufs[b] >= 0 && l->bufs[b] < nb, "%s: %s buffer %d", path, name, l->bufs[b]);
             CHECK(l->vec == 1 || l->vec == 4, "%s: %s vec %d", path, name, l->vec);
             CHECK(l->work.k >= 0 && l->work.p >= 0 && l->work.p <= 2, "%s: %s work", path, name);
+        } else if (s->kind == DPC_CU_CONV) { /* the im2col + GEMM pairs it stands for, then the epilogue */
+            const dpc_cu_conv *c = &s->u.conv;
+            CHECK(c->x >= 0 && c->x < nb && c->w >= 0 && c->w < nb && c->y >= 0 && c->y < nb && c->out >= 0 &&
+                      c->out < nb && c->bias < nb && c->z < nb,
+                  "%s: conv buffers", path);
+            CHECK(c->G >= 1 && c->nfallback == 2 * c->G && i + c->nfallback + 1 < plan->nsteps + 1,
+                  "%s: conv step %d: %d fallback steps for %lld groups", path, i, c->nfallback, (long long)c->G);
+            for (int j = 1; j <= c->nfallback + 1 && i + j < plan->nsteps; j++) {
+                const dpc_cu_step *f = &plan->steps[i + j];
+                bool want_launch = j % 2 == 1;
+                CHECK(f->kernel == s->kernel && (f->kind == DPC_CU_LAUNCH) == want_launch &&
+                          (j > c->nfallback || !want_launch || strcmp(f->u.launch.suffix, "_im2col") == 0),
+                      "%s: conv step %d: step %d is not its fallback", path, i, i + j);
+            }
+            CHECK(c->fused || (c->z < 0 && c->act == DPC_CU_ACT_NONE), "%s: an unfused conv with z or act", path);
         } else {
             const dpc_cu_gemm *g = &s->u.gemm;
             CHECK(g->a >= 0 && g->a < nb && g->b >= 0 && g->b < nb && g->c >= 0 && g->c < nb, "%s: GEMM buffers",
@@ -149,7 +164,7 @@ static void test_model(const char *path) {
     }
     int launches = 0, gemms = 0;
     for (int i = 0; i < plan.nsteps; i++)
-        plan.steps[i].kind == DPC_CU_LAUNCH ? launches++ : gemms++;
+        plan.steps[i].kind == DPC_CU_LAUNCH ? launches++ : plan.steps[i].kind == DPC_CU_GEMM ? gemms++ : 0;
     printf("%s: %d kernels -> %d CUDA functions, %d launches, %d cuBLASLt GEMMs, %zu bytes of source\n", path,
            dpc_unit_kgraph(m->unit)->kernels.len, plan.nkernels, launches, gemms, strlen(src));
     CHECK(strstr(src, "unsupported") == NULL, "%s: the source has an unsupported op", path);

@@ -22,6 +22,7 @@
  * that of the format (see BOUND). */
 #define _GNU_SOURCE
 #include "backend_cuda.h"
+#include "cudnn_lib.h"
 #include "memplan.h"
 #include "frontend.h" /* m->front, the graph IR */
 #include "kernel.h"   /* the kernel graph */
@@ -46,6 +47,18 @@
 static char tmpdir[64];
 static const char *cxx;
 static kprec prec = KP_F32; /* --prec */
+
+/* --cudnn all|none|some: the plan's conv steps run as backend_cuda.c runs
+ * them with DPC_CUDNN (cudnn_lib.c's dpc_dnn_choose and dpc_dnn_conv_run,
+ * through the cuDNN of DPC_CUDNN_LIBRARY: tests/cuda/fake_cudnn.c computes
+ * on the emulator's memory), and the convs cuDNN took must be all, none or
+ * some (at least one each way, over all models) of them; "all" means
+ * those with the same padding before and after. */
+static const char *cudnn_expect;
+static dpc_dnn *dnn;
+static int dnn_mode;
+static long conv_steps, conv_symmetric, conv_dnn, conv_fused; /* over every forward */
+#define EMU_STREAM ((void *)(uintptr_t)0x5eed0)
 
 /* Relative L2 error allowed against the f32 CPU backend. 16-bit storage
  * rounds every stored value (relative 2^-9 for bf16, 2^-12 for f16) and
@@ -254,6 +267,34 @@ static int emu_forward(emu_model *em, const dpc_model *m, int64_t n, dpc_tensor 
     memset(flag, 0, sizeof *flag);
     for (int i = em->prepared ? em->plan.nprepare : 0; i < em->plan.nsteps; i++) {
         const dpc_cu_step *s = &em->plan.steps[i];
+        if (s->kind == DPC_CU_CONV) {
+            const dpc_cu_conv *cv = &s->u.conv;
+            int how = DPC_DNN_OWN;
+            size_t need = 0;
+            dpc_err why = {0};
+            if (dnn && dnn_mode && i >= em->plan.nprepare)
+                how = dpc_dnn_choose(dnn, cv, n, prec, false, (size_t)256 << 20, &need, &why);
+            conv_steps++;
+            /* cuDNN pads both sides alike: a plan padding more after than before
+             * (padding="same", even kernel) is not a cuDNN convolution */
+            conv_symmetric += (cv->H + 2 * cv->ph - cv->dh * (cv->kh - 1) - 1) / cv->sh + 1 == cv->Ho &&
+                              (cv->W + 2 * cv->pw - cv->dw * (cv->kw - 1) - 1) / cv->sw + 1 == cv->Wo;
+            if (how == DPC_DNN_OWN)
+                continue; /* the im2col and GEMM steps that follow */
+            dpc_dnn_conv d;
+            dpc_dnn_conv_of(cv, n, prec, false, how == DPC_DNN_FUSED, &d);
+            void *ws = need ? malloc(need) : NULL;
+            bool fused = how == DPC_DNN_FUSED;
+            dpc_status cs = dpc_dnn_conv_run(dnn, &d, ptr[cv->x], ptr[cv->w], fused && cv->bias >= 0 ? ptr[cv->bias] : NULL,
+                                             fused && cv->z >= 0 ? ptr[cv->z] : NULL, ptr[fused ? cv->out : cv->y], ws,
+                                             need, EMU_STREAM, &why);
+            free(ws);
+            CHECK(cs == DPC_OK, "cuDNN conv step %d: %s", i, why.msg);
+            conv_dnn++;
+            conv_fused += d.bias;
+            i += cv->nfallback + fused;
+            continue;
+        }
         if (s->kind == DPC_CU_GEMM) {
             gemm_args ga = {&s->u.gemm, ptr};
             dpc_cu_gemm_expand(&s->u.gemm, n, cpu_gemm, &ga);
@@ -464,6 +505,25 @@ int main(int argc, char **argv) {
         printf("no C++ compiler (%s): skipped\n", cxx);
         return SKIP;
     }
+    if (argc > 2 && strcmp(argv[1], "--cudnn") == 0) {
+        cudnn_expect = argv[2];
+        argv[2] = argv[0];
+        argv += 2;
+        argc -= 2;
+        if (strcmp(cudnn_expect, "all") && strcmp(cudnn_expect, "none") && strcmp(cudnn_expect, "some")) {
+            fprintf(stderr, "test_emu_cuda: --cudnn all|none|some\n");
+            return 2;
+        }
+        dpc_err e = {0};
+        if (dpc_dnn_mode(&dnn_mode, &e) != DPC_OK) {
+            fprintf(stderr, "test_emu_cuda: %s\n", e.msg);
+            return 2;
+        }
+        if (dnn_mode && dpc_dnn_load(&e) == DPC_OK && dpc_dnn_create(&dnn, EMU_STREAM, &e) == DPC_OK)
+            printf("cuDNN %zu from %s\n", dpc_dnn_version(), dpc_dnn_path());
+        else
+            printf("no cuDNN: %s\n", dnn_mode ? e.msg : "DPC_CUDNN=0");
+    }
     int first = model_args("test_emu_cuda", argc, argv, &skip_frontend_errors, &prec);
     if (first < 0)
         return 2;
@@ -475,6 +535,38 @@ int main(int argc, char **argv) {
     for (int i = first; i < argc; i++)
         test_model(argv[i]);
     rmdir(tmpdir);
+    if (cudnn_expect) {
+        printf("conv steps: %ld, through cuDNN %ld (%ld fused), own kernels %ld\n", conv_steps, conv_dnn, conv_fused,
+               conv_steps - conv_dnn);
+        CHECK(conv_steps > 0, "no conv steps ran");
+        if (strcmp(cudnn_expect, "all") == 0)
+            CHECK(conv_dnn == conv_symmetric && conv_fused > 0,
+                  "cuDNN took %ld of %ld convs (%ld fused), expected all %ld with symmetric padding", conv_dnn,
+                  conv_steps, conv_fused, conv_symmetric);
+        else if (strcmp(cudnn_expect, "none") == 0)
+            CHECK(conv_dnn == 0, "cuDNN took %ld of %ld convs, expected none", conv_dnn, conv_steps);
+        else
+            CHECK(conv_dnn > 0 && conv_dnn < conv_steps, "cuDNN took %ld of %ld convs, expected some", conv_dnn,
+                  conv_steps);
+        const char *lib = getenv("DPC_CUDNN_LIBRARY");
+        void *h = dnn && lib ? dlopen(lib, RTLD_NOW | RTLD_NOLOAD) : NULL;
+        const struct {
+            long handles_live, convs, fused, grouped, bad_calls, tf32;
+            char last_bad[256];
+        } *fs = h ? dlsym(h, "fake_cudnn_stats") : NULL;
+        if (fs) {
+            CHECK(fs->bad_calls == 0, "the fake cuDNN refused %ld calls: %s", fs->bad_calls, fs->last_bad);
+            CHECK(fs->tf32 == 0, "%ld f32 convolutions ran with TF32", fs->tf32);
+            CHECK(fs->convs + fs->fused == conv_dnn && fs->fused == conv_fused,
+                  "the fake computed %ld + %ld fused convs, the test ran %ld (%ld fused)", fs->convs, fs->fused,
+                  conv_dnn, conv_fused);
+        }
+        dpc_dnn_destroy(dnn);
+        if (fs)
+            CHECK(fs->handles_live == 0, "%ld cuDNN handles leaked", fs->handles_live);
+        if (h)
+            dlclose(h);
+    }
     if (failures) {
         fprintf(stderr, "test_emu_cuda: %d check(s) failed\n", failures);
         return 1;

@@ -10,7 +10,11 @@ cuda:0 (tests/zoo/zoo_check.py's original, eval, no_grad, TF32 off; the
 zoo check's inputs), timed the same way: host tensors in, outputs back on
 the host, wall clock, median after warm-ups. The PyTorch forward alone on
 device-resident inputs (CUDA events) is reported too. bert and gpt2 run at
-sequence length --seq. Models go in order until --deadline seconds have
+sequence length --seq. Each conv model is timed again with DPC_CUDNN=0
+(the own im2col + cuBLASLt convolutions: the "no-cuDNN us" column and
+row["dpc_nocudnn"]) unless --no-cudnn-ab; --cudnn sets DPC_CUDNN for the
+dpc column (auto: cuDNN or the own kernels per conv, whichever times
+faster). Models go in order until --deadline seconds have
 passed (the rows done are kept). Writes DIR/zoo.json and prints a table.
 Exits 77 when neither dpc nor PyTorch sees a GPU, 1 when dpc failed on a
 row (the table says why), else 0.
@@ -30,13 +34,16 @@ MODELS = ["resnet18", "resnet50", "mobilenet_v2", "mobilenet_v3_small", "efficie
 SEQ_MODELS = ("bert", "gpt2")
 
 
-def dpc_row(a, name, batch, left):
+def dpc_row(a, name, batch, left, cudnn=None):
+    env = dict(os.environ)
+    if cudnn is not None:
+        env["DPC_CUDNN"] = cudnn
     cmd = [a.dpc, "bench", os.path.join(ROOT, "models", "zoo", name + ".dp"), "--batch", str(batch),
            "--devices", "cuda:0", "--json"]
     if name in SEQ_MODELS:
         cmd += ["--bind", f"S={a.seq}"]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(10.0, left))
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=max(10.0, left), env=env)
     except subprocess.TimeoutExpired:
         return {"error": "timed out"}
     if r.returncode != 0:
@@ -98,6 +105,9 @@ def main():
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--batches", default="1,8,64")
     ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--cudnn", default=None, help="DPC_CUDNN for the dpc column: 0, 1 or auto (default: as set)")
+    ap.add_argument("--no-cudnn-ab", dest="cudnn_ab", action="store_false",
+                    help="do not time each conv model again with DPC_CUDNN=0")
     a = ap.parse_args()
     batches = [int(x) for x in a.batches.split(",") if x]
     torch = zoo_check = None
@@ -118,17 +128,23 @@ def main():
     os.environ.pop("DPC_CUDA_TF32", None)
     rows, dpc_ok = [], False
     print(f"{'model':18s} {'batch':>5s} {'dpc us':>10s} {'torch us':>10s} {'torch/dpc':>9s} "
-          f"{'torch dev us':>12s} {'dpc GFLOP/s':>11s}", flush=True)
+          f"{'torch dev us':>12s} {'dpc GFLOP/s':>11s} {'no-cuDNN us':>11s}", flush=True)
     for name in a.models.split(","):
         if time.time() - T0 > a.deadline:
             print(f"bench_zoo: deadline reached before {name}", flush=True)
             break
         t = torch_rows(torch, zoo_check, name, batches, a.seq) if torch else {}
         for b in batches:
-            d = dpc_row(a, name, b, a.deadline - (time.time() - T0) + 30)
+            d = dpc_row(a, name, b, a.deadline - (time.time() - T0) + 30, a.cudnn)
+            own = {}
+            if a.cudnn_ab and name not in SEQ_MODELS and time.time() - T0 < a.deadline:
+                # the same row with the own im2col + cuBLASLt convolutions
+                own = dpc_row(a, name, b, a.deadline - (time.time() - T0) + 30, "0")
             dpc_ok = dpc_ok or "median_us" in d
             p = t.get(b, {"error": why or "not run"})
             row = {"model": name, "batch": b, "dpc": d, "torch": p}
+            if own:
+                row["dpc_nocudnn"] = own
             if "median_us" in d and "median_us" in p:
                 row["ratio"] = p["median_us"] / d["median_us"]
             rows.append(row)
@@ -137,7 +153,8 @@ def main():
                 return f"{r[k]:.0f}" if k in r else "err"
             print(f"{name:18s} {b:5d} {us(d):>10s} {us(p):>10s} "
                   f"{(('%.2f' % row['ratio']) if 'ratio' in row else '-'):>9s} {us(p, 'device_us'):>12s} "
-                  f"{(('%.1f' % d['gflops']) if 'gflops' in d else '-'):>11s}", flush=True)
+                  f"{(('%.1f' % d['gflops']) if 'gflops' in d else '-'):>11s} {us(own) if own else '-':>11s}",
+                  flush=True)
             if "error" in d:
                 print(f"  dpc: {d['error']}", flush=True)
         with open(os.path.join(a.out, "zoo.json"), "w") as f:

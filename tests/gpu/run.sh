@@ -26,6 +26,10 @@
 #   ops          the per-op cases of tests/ops on cuda:0 against PyTorch
 #   bench        bench_gpu: G1, G4, G2, G3, G6, G5 (JSON in $OUT/bench)
 #   torch        bench_torch.py: PyTorch peers (JSON in $OUT/bench/torch.json)
+#                (convolutions through cuDNN, fused where they can be: the
+#                models with convs and tests/cuda/models/cudnn_blocks.dp)
+#   nocudnn      the conv models of the models step with DPC_CUDNN=0 (the
+#                own im2col + cuBLASLt convolutions; if time is left)
 #   nographs     the models step again with DPC_CUDA_GRAPHS=0 (if time is left)
 #   zoo          bench_zoo.py: models/zoo/*.dp at batch 1, 8, 64, dpc against
 #                PyTorch eager on the same GPU (JSON in $OUT/bench/zoo.json);
@@ -121,8 +125,9 @@ fi
 record build pass $(( $(date +%s) - t )) "$BIN"
 export DPC_CACHE_DIR=${DPC_CACHE_DIR:-$BUILD/kcache}
 mkdir -p "$DPC_CACHE_DIR"
-unset DPC_CUDA_TF32 DPC_CUDA_GRAPHS DPC_CUDA_SYNC
-MODELS=$(ls "$root"/models/*.dp)
+unset DPC_CUDA_TF32 DPC_CUDA_GRAPHS DPC_CUDA_SYNC DPC_CUDNN
+MODELS="$(ls "$root"/models/*.dp) $root/tests/cuda/models/cudnn_blocks.dp"
+CONV_MODELS=$(grep -l Conv2d $MODELS)
 
 # ---- correctness, all at once
 run_step models 170 "$TBC" gpu $MODELS &
@@ -173,6 +178,10 @@ fi
 left=$(( BUDGET - $(elapsed) ))
 if [ "$left" -gt 40 ]; then
     DPC_CUDA_GRAPHS=0 run_step nographs $(( left - 5 )) "$TBC" gpu $MODELS
+fi
+left=$(( BUDGET - $(elapsed) ))
+if [ "$left" -gt 30 ]; then
+    DPC_CUDNN=0 run_step nocudnn $(( left - 5 )) "$TBC" gpu $CONV_MODELS
 fi
 
 # ---- the zoo at batch 1, 8, 64 (its own budget, after the others)
