@@ -930,6 +930,22 @@ static bool attn_gemm_operand(const kaccess *a, int r, long long rows, long long
     }
     return false;
 }
+/* The head both forms share: the (batch, query block) loop, split over the
+ * replica's threads, with the operands' bases and nq, the block's queries. */
+static void emit_attn_loop_head(const kgraph *kg, const emit_attn *a, dpc_buf *o, long long nqb, long long BQ) {
+    char t1[96], t2[96];
+    dpc_buf_printf(o, "    const int64_t nbat = %s;\n", emit_prod(t1, sizeof t1, &a->batch, 0, a->nb));
+    snprintf(t2, sizeof t2, "nbat * %lldLL", a->L * a->S * (a->E + a->Ev));
+    emit_par_for(o, "    ", 1, t2);
+    dpc_buf_printf(o,
+                   "    for (int64_t t = 0; t < nbat * %lldLL; t++) {\n"
+                   "        const int64_t bi = t / %lldLL, i0 = (t %% %lldLL) * %lld;\n",
+                   nqb, nqb, nqb, BQ);
+    emit_attn_bases(kg, a, o, "        ", "int64_t", "float");
+    dpc_buf_printf(o, "        const int64_t nq = %lldLL - i0 < %lld ? %lldLL - i0 : %lld;\n", (long long)a->L, BQ,
+                   (long long)a->L, BQ);
+}
+
 static bool emit_attn_gemm(const kgraph *kg, const kernel *k, const emit_attn *a, dpc_buf *o) {
     const int r = a->r, RK = ATTN_RK;
     const long long L = a->L, E = a->E, S = a->S, Ev = a->Ev;
@@ -938,25 +954,15 @@ static bool emit_attn_gemm(const kgraph *kg, const kernel *k, const emit_attn *a
         !attn_gemm_operand(&a->kt, r, E, S, true, &lk) || !attn_gemm_operand(&a->v, r, S, Ev, true, &lv) ||
         !attn_gemm_operand(&a->o, r, L, Ev, false, &lo))
         return false;
-    char t1[96], t2[96];
+    char t1[96];
     long long BQ = ATTN_GEMM_TILE / S < L ? ATTN_GEMM_TILE / S : L;
     const long long nqb = (L + BQ - 1) / BQ;
     BQ = (L + nqb - 1) / nqb; /* the blocks as even as they go */
     const long long S16 = S / RK * RK;
     dpc_buf_printf(o, "    /* fused attention, GEMM form: [L=%lld, E=%lld] x [S=%lld, Ev=%lld], %lld queries a block */\n",
                    L, E, S, Ev, BQ);
-    dpc_buf_printf(o, "    const int64_t nbat = %s;\n", emit_prod(t1, sizeof t1, &a->batch, 0, a->nb));
-    snprintf(t2, sizeof t2, "nbat * %lldLL", L * S * (E + Ev));
-    emit_par_for(o, "    ", 1, t2);
-    dpc_buf_printf(o,
-                   "    for (int64_t t = 0; t < nbat * %lldLL; t++) {\n"
-                   "        const int64_t bi = t / %lldLL, i0 = (t %% %lldLL) * %lldLL;\n",
-                   nqb, nqb, nqb, BQ);
-    emit_attn_bases(kg, a, o, "        ", "int64_t", "float");
-    dpc_buf_printf(o,
-                   "        const int64_t nq = %lldLL - i0 < %lldLL ? %lldLL - i0 : %lldLL;\n"
-                   "        float s[%lld * %lld];\n",
-                   L, BQ, L, BQ, BQ, S);
+    emit_attn_loop_head(kg, a, o, nqb, BQ);
+    dpc_buf_printf(o, "        float s[%lld * %lld];\n", BQ, S);
     /* q rows i0.. : offset i0 along q's row dim */
     dpc_buf_printf(o, "        ctx->sgemm(%d, %d, nq, %lldLL, %lldLL, qp + i0 * %s, %s, kp, %s, s, %lldLL);\n", lq.t,
                    lk.t, S, E, emit_dim(t1, sizeof t1, a->q.stride[r - 2]), lq.ld, lk.ld, S);
@@ -996,7 +1002,7 @@ static bool emit_attn_gemm(const kgraph *kg, const kernel *k, const emit_attn *a
 static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
     emit_attn a;
     emit_attn_geom(kg, k, &a);
-    char t1[96], t2[96];
+    char t1[96];
     int r = a.r;
     const int RQ = ATTN_RQ, RK = ATTN_RK;
     const long long L = a.L, E = a.E, S = a.S, Ev = a.Ev, nqb = (a.L + ATTN_BQ - 1) / ATTN_BQ;
@@ -1019,20 +1025,12 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
         return;
     dpc_buf_printf(o, "    /* fused attention: [L=%lld, E=%lld] x [S=%lld, Ev=%lld], %d queries x %d keys per block */\n",
                    L, E, S, Ev, BQ, BK);
-    dpc_buf_printf(o, "    const int64_t nbat = %s;\n", emit_prod(t1, sizeof t1, &a.batch, 0, a.nb));
-    snprintf(t2, sizeof t2, "nbat * %lldLL", L * S * (E + Ev));
-    emit_par_for(o, "    ", 1, t2);
+    emit_attn_loop_head(kg, &a, o, nqb, BQ);
     dpc_buf_printf(o,
-                   "    for (int64_t t = 0; t < nbat * %lldLL; t++) {\n"
-                   "        const int64_t bi = t / %lldLL, i0 = (t %% %lldLL) * %d;\n",
-                   nqb, nqb, nqb, BQ);
-    emit_attn_bases(kg, &a, o, "        ", "int64_t", "float");
-    dpc_buf_printf(o,
-                   "        const int64_t nq = %lldLL - i0 < %d ? %lldLL - i0 : %d;\n"
                    "        float qb[%d * %lld], acc[%d * %lld], mx[%d], sm[%d], cr[%d];\n"
                    "        for (int64_t ii = 0; ii < nq; ii++)\n"
                    "            for (int64_t e = 0; e < %lldLL; e++) qb[ii * %lld + e] = qp[(i0 + ii) * %s",
-                   L, BQ, L, BQ, BQ, E, BQ, EvP, BQ, BQ, BQ, E, E, emit_dim(t1, sizeof t1, a.q.stride[r - 2]));
+                   BQ, E, BQ, EvP, BQ, BQ, BQ, E, E, emit_dim(t1, sizeof t1, a.q.stride[r - 2]));
     dpc_buf_printf(o, " + e * %s];\n", emit_dim(t1, sizeof t1, a.q.stride[r - 1]));
     /* the score loop reads the query rows up to nq rounded up to RQ */
     dpc_buf_printf(o, "        for (int64_t x = nq * %lld; x < %d * %lld; x++) qb[x] = 0.0f;\n", E, BQ, E);
