@@ -1,6 +1,7 @@
 /* main.c - the dpc command line (docs/cli.md). The only place that prints
  * and chooses exit codes: 0 success, 1 user error, 2 bad usage. */
 #include "artifact.h"
+#include "cli.h"
 #include "backend_cuda.h"
 #include "hostcc.h"
 #include "import.h"
@@ -48,11 +49,15 @@ static const char *USAGE =
     "  dpc import  MODEL.onnx -o MODEL.dp [--weights-out W.safetensors] [--dim NAME=SIZE ...] | --list-ops\n"
     "  (MODEL.onnx is accepted wherever MODEL.dp is: imported in memory first; docs/onnx.md)\n";
 
-static int usage_error(const char *fmt, const char *arg) {
+int cli_usage_error(const char *usage, const char *fmt, const char *arg) {
     fprintf(stderr, "dpc: ");
     fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n%s", USAGE);
+    fprintf(stderr, "\n%s", usage);
     return 2;
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+    return cli_usage_error(USAGE, fmt, arg);
 }
 
 static int fail(dpc_status s, const dpc_err *e) {

@@ -13,6 +13,7 @@
  * kills the kernel compilers and exits, while serving it starts the drain
  * (stop accepting, run what is queued, answer it, exit 0). */
 #include "serve.h"
+#include "cli.h"
 #include "import.h"
 
 #include "artifact.h"
@@ -939,10 +940,7 @@ static const char *SERVE_USAGE =
     "                 [--max-body BYTES] [--dtype f32|bf16|f16]\n";
 
 static int serve_usage(const char *fmt, const char *arg) {
-    fprintf(stderr, "dpc: ");
-    fprintf(stderr, fmt, arg);
-    fprintf(stderr, "\n%s", SERVE_USAGE);
-    return 2;
+    return cli_usage_error(SERVE_USAGE, fmt, arg);
 }
 
 static bool parse_long(const char *s, long min, long max, long *out) {

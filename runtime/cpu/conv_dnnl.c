@@ -75,13 +75,45 @@ struct dpc_dnnl_rconvs {
 
 static const char *const LAYOUT_NAMES[] = {"plain", "blocked", "nhwc"};
 
+/* The DPC_CONV* switches (docs/cli.md), read strictly as every DPC_*
+ * variable is: a typo is an error, never a silent default. */
+typedef struct {
+    bool on; /* DPC_CONV=im2col: no primitives */
+    int layout;
+    bool keep, wino;
+} conv_env;
+
+static dpc_status read_conv_env(conv_env *v, dpc_err *e) {
+    const char *conv = getenv("DPC_CONV"), *lay = getenv("DPC_CONV_LAYOUT");
+    v->on = !conv || !*conv || strcmp(conv, "dnnl") == 0;
+    if (!v->on && strcmp(conv, "im2col") != 0)
+        return dpc_errf(e, DPC_EUSAGE, "environment variable DPC_CONV='%.100s' is not dnnl or im2col", conv);
+    v->layout = LAYOUT_NHWC; /* measured fastest: docs/performance.md */
+    if (lay && *lay) {
+        v->layout = -1;
+        for (int i = 0; i < 3; i++)
+            if (strcmp(lay, LAYOUT_NAMES[i]) == 0)
+                v->layout = i;
+        if (v->layout < 0)
+            return dpc_errf(e, DPC_EUSAGE, "environment variable DPC_CONV_LAYOUT='%.100s' is not nhwc, blocked or plain",
+                            lay);
+    }
+    dpc_status s = dpc_env_flag("DPC_CONV_KEEP", true, &v->keep, e);
+    if (s == DPC_OK)
+        s = dpc_env_flag("DPC_CONV_WINO", true, &v->wino, e);
+    v->keep = v->keep && v->layout != LAYOUT_PLAIN;
+    v->wino = v->wino && v->layout == LAYOUT_NHWC;
+    return s;
+}
+
 dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, dpc_dnnl_threads_fn set_threads,
                               dpc_dnnl_convs **out, dpc_err *e) {
     *out = NULL;
     int n = dpc_unit_nconvs(u);
-    const char *off = getenv("DPC_CONV");
-    if (n == 0 || (off && strcmp(off, "im2col") == 0))
-        return DPC_OK;
+    conv_env env;
+    dpc_status s = read_conv_env(&env, e);
+    if (s != DPC_OK || n == 0 || !env.on)
+        return s;
     dpc_dnnl_convs *c = dpc_calloc(1, sizeof *c);
     if (c) {
         c->d = dpc_calloc((size_t)n, sizeof *c->d);
@@ -100,15 +132,9 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, dpc_dnnl_
     c->n = n;
     c->params = params;
     c->set_threads = set_threads;
-    const char *lay = getenv("DPC_CONV_LAYOUT");
-    c->layout = LAYOUT_NHWC; /* measured fastest: docs/performance.md */
-    for (int i = 0; lay && i < 3; i++)
-        if (strcmp(lay, LAYOUT_NAMES[i]) == 0)
-            c->layout = i;
-    const char *keep = getenv("DPC_CONV_KEEP");
-    c->keep = c->layout != LAYOUT_PLAIN && !(keep && strcmp(keep, "0") == 0);
-    const char *wino = getenv("DPC_CONV_WINO");
-    c->wino = c->layout == LAYOUT_NHWC && !(wino && strcmp(wino, "0") == 0);
+    c->layout = env.layout;
+    c->keep = env.keep;
+    c->wino = env.wino;
     atomic_init(&c->gen, 1);
     atomic_init(&c->pgen, 1);
     for (int i = 0; i < n; i++)

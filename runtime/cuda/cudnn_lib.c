@@ -8,7 +8,6 @@
 #include <dlfcn.h>
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,14 +101,6 @@ static _Atomic(const dnn_api *) g_ready;
 static char g_msg[DPC_ERR_MSG], g_path[512];
 static size_t g_version;
 
-static void load_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void load_fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
-    va_end(ap);
-}
-
 static void load_once(void) {
     const char *path, *why;
     void *lib = dpc_dlopen_env("DPC_CUDNN_LIBRARY", "libcudnn.so.9", &path, &why);
@@ -134,7 +125,7 @@ static void load_once(void) {
     }
 #endif
     if (!lib) {
-        load_fail("cuDNN not found (%s): %s", path, why);
+        snprintf(g_msg, sizeof g_msg, "cuDNN not found (%s): %s", path, why);
         return;
     }
     /* Never dlclose'd: cuDNN loads its sub-libraries and keeps them. */
@@ -142,7 +133,7 @@ static void load_once(void) {
     {                                                                                              \
         void *p_ = dlsym(lib, #name);                                                              \
         if (!p_) {                                                                                 \
-            load_fail("%s is not a usable cuDNN: it lacks %s", path, #name);                       \
+            snprintf(g_msg, sizeof g_msg, "%s is not a usable cuDNN: it lacks %s", path, #name);   \
             return;                                                                                \
         }                                                                                          \
         memcpy(&g_api.name, &p_, sizeof p_);                                                       \
@@ -151,7 +142,7 @@ static void load_once(void) {
 #undef DNN_RESOLVE_
     size_t v = g_api.cudnnGetVersion();
     if (v < DNN_MIN_VERSION) {
-        load_fail("cuDNN %s is too old: version %zu, dpc needs 8.0 or newer", path, v);
+        snprintf(g_msg, sizeof g_msg, "cuDNN %s is too old: version %zu, dpc needs 8.0 or newer", path, v);
         return;
     }
     g_version = v;

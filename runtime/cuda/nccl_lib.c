@@ -6,7 +6,6 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,14 +24,6 @@ static _Atomic(const dpc_nccl_api *) g_ready;
 static char g_msg[DPC_ERR_MSG];
 static int g_version;
 
-static void load_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void load_fail(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(g_msg, sizeof g_msg, fmt, ap);
-    va_end(ap);
-}
-
 void dpc_nccl_version_string(int code, char *out, size_t n) {
     /* NCCL_VERSION: X*1000 + Y*100 + Z up to 2.8, X*10000 + Y*100 + Z after */
     if (code >= 10000)
@@ -47,7 +38,7 @@ static bool resolve_all(void *lib, const char *path) {
     {                                                                                              \
         void *p_ = dlsym(lib, #name);                                                              \
         if (!p_) {                                                                                 \
-            load_fail("%s is not a usable NCCL: it lacks %s", path, #name);                        \
+            snprintf(g_msg, sizeof g_msg, "%s is not a usable NCCL: it lacks %s", path, #name);                        \
             return false;                                                                          \
         }                                                                                          \
         memcpy(&g_api.name, &p_, sizeof p_);                                                       \
@@ -61,7 +52,7 @@ static void load_once(void) {
     const char *path, *why;
     void *lib = dpc_dlopen_env("DPC_NCCL_LIBRARY", "libnccl.so.2", &path, &why);
     if (!lib) {
-        load_fail("NCCL not found (%s): %s", path, why);
+        snprintf(g_msg, sizeof g_msg, "NCCL not found (%s): %s", path, why);
         return;
     }
     /* Never dlclose'd: NCCL keeps threads and state for the life of the
@@ -71,14 +62,14 @@ static void load_once(void) {
     int version = 0;
     ncclResult_t r = g_api.ncclGetVersion(&version);
     if (r != ncclSuccess) {
-        load_fail("NCCL %s: ncclGetVersion failed: %s (%d)", path, dpc_nccl_error_name(r), (int)r);
+        snprintf(g_msg, sizeof g_msg, "NCCL %s: ncclGetVersion failed: %s (%d)", path, dpc_nccl_error_name(r), (int)r);
         return;
     }
     g_version = version;
     if (version < DPC_NCCL_MIN_VERSION) {
         char have[32];
         dpc_nccl_version_string(version, have, sizeof have);
-        load_fail("NCCL %s is too old: version %s, dpc needs 2.4 or newer", path, have);
+        snprintf(g_msg, sizeof g_msg, "NCCL %s is too old: version %s, dpc needs 2.4 or newer", path, have);
         return;
     }
     g_msg[0] = 0;

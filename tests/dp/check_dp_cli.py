@@ -114,7 +114,12 @@ with tempfile.TemporaryDirectory() as d:
                ({'DPC_FAULT_REPLICA': '0', 'DPC_FAULT_KERNEL': '1x'}, "DPC_FAULT_KERNEL='1x' is not an integer"),
                ({'DPC_FAULT_REPLICA': '0', 'DPC_FAULT_KERNEL': '100000'}, "DPC_FAULT_KERNEL='100000' is not an integer"),
                ({'DPC_FAULT_REPLICA': '1'}, 'DPC_FAULT_REPLICA is set but DPC_FAULT_KERNEL is not'),
-               ({'DPC_GEMM_THREADS': 'four'}, "DPC_GEMM_THREADS='four' is not an integer from 1 to 4096")]
+               ({'DPC_GEMM_THREADS': 'four'}, "DPC_GEMM_THREADS='four' is not an integer from 1 to 4096"),
+               # and so are the CPU convolution switches (read even for a model without convs)
+               ({'DPC_CONV': 'onednn'}, "DPC_CONV='onednn' is not dnnl or im2col"),
+               ({'DPC_CONV_LAYOUT': 'NHWC'}, "DPC_CONV_LAYOUT='NHWC' is not nhwc, blocked or plain"),
+               ({'DPC_CONV_WINO': '2'}, "DPC_CONV_WINO='2'"),
+               ({'DPC_CONV_KEEP': 'never'}, "DPC_CONV_KEEP='never'")]
     for env, needle in bad_env:
         r = run([MULTI, '--weights', P('m.st'), '--input', P('a.npy'), '--input', P('b.npy'), '--devices', 'cpu,cpu',
                  '-o', P('e1.npy'), '-o', P('e2.npy')], env=env)
