@@ -119,6 +119,10 @@ char *imp_printf(imp *I, const char *fmt, ...) __attribute__((format(printf, 2, 
  * variable), with the values it reads; member may be NULL. Returns the
  * statement index or -1. */
 int imp_stmt(imp *I, int out, const char *member, const char *expr, const int *uses, int nuses);
+/* imp_stmt, then gives out its kind and shape; expr NULL (an allocation
+ * that failed) is an error. Returns DPC_OK or the error. */
+dpc_status imp_stmt_value(imp *I, int out, const char *member, const char *expr, int kind, int rank, const sdim *d,
+                          const int *uses, int nuses);
 /* Adds a weight to the last statement. */
 dpc_status imp_weight(imp *I, const char *member, const char *suffix, dpc_tensor *t);
 

@@ -558,6 +558,14 @@ int imp_stmt(imp *I, int out, const char *member, const char *expr, const int *u
     return I->nst++;
 }
 
+dpc_status imp_stmt_value(imp *I, int out, const char *member, const char *expr, int kind, int rank, const sdim *d,
+                          const int *uses, int nuses) {
+    if (!expr || imp_stmt(I, out, member, expr, uses, nuses) < 0)
+        return I->e->code ? I->e->code : DPC_ENOMEM;
+    I->v[out].kind = kind;
+    return imp_set_shape(I, out, rank, d);
+}
+
 dpc_status imp_weight(imp *I, const char *member, const char *suffix, dpc_tensor *t) {
     if (!grow((void **)&I->w, &I->capw, I->nw + 1, sizeof *I->w))
         return imp_oom(I);

@@ -81,13 +81,8 @@ static dpc_status axis_norm(imp *I, int64_t a, int rank, int *out) {
 /* Adds a statement out = expr reading the given values (-1 entries skipped). */
 static dpc_status add_stmt(imp *I, int out, const char *member, const char *expr, int kind, int rank, const sdim *d,
                        int u0, int u1, int u2) {
-    if (!expr)
-        return DPC_ENOMEM;
     int uses[3] = {u0, u1, u2};
-    if (imp_stmt(I, out, member, expr, uses, 3) < 0)
-        return I->e->code ? I->e->code : DPC_ENOMEM;
-    V(out)->kind = kind;
-    return imp_set_shape(I, out, rank, d);
+    return imp_stmt_value(I, out, member, expr, kind, rank, d, uses, 3);
 }
 
 static const char *ref(imp *I, int v, int *u) { return imp_ref(I, v, u); }

@@ -15,16 +15,6 @@
 #define V(i) (&I->v[(i)])
 #define OUT(k) ((k) < (int)n->n_output && n->output[k][0] ? imp_find(I, n->output[k]) : -1)
 
-static dpc_status stmt(imp *I, int out, const char *expr, int kind, int rank, const sdim *d, const int *uses,
-                       int nuses) {
-    if (!expr)
-        return I->e->code ? I->e->code : DPC_ENOMEM;
-    if (imp_stmt(I, out, NULL, expr, uses, nuses) < 0)
-        return I->e->code ? I->e->code : DPC_ENOMEM;
-    V(out)->kind = kind;
-    return imp_set_shape(I, out, rank, d);
-}
-
 /* a float attribute as a literal (ONNX attributes are float32) */
 static const char *flit(imp *I, double v) {
     char b[48];
@@ -79,7 +69,7 @@ dpc_status imp_op_act_extra(imp *I, const Onnx__NodeProto *n) {
     } else
         return imp_err(I, "internal: no activation");
     int uses[1] = {u};
-    return stmt(I, out, ex, VK_FLOAT, V(x)->rank, V(x)->d, uses, 1);
+    return imp_stmt_value(I, out, NULL, ex, VK_FLOAT, V(x)->rank, V(x)->d, uses, 1);
 }
 
 /* PRelu(x, slope): slope broadcasts to x (unidirectionally) */
@@ -102,7 +92,7 @@ dpc_status imp_op_prelu(imp *I, const Onnx__NodeProto *n) {
     if (!es)
         return I->e->code;
     int uses[2] = {u, us};
-    return stmt(I, out, imp_printf(I, "where(%s < 0.0, %s * %s, %s)", e, e, es, e), VK_FLOAT, r, d, uses, 2);
+    return imp_stmt_value(I, out, NULL, imp_printf(I, "where(%s < 0.0, %s * %s, %s)", e, e, es, e), VK_FLOAT, r, d, uses, 2);
 }
 
 /* Sum, Mean, Max, Min of 1 to 8 inputs, broadcasting (multidirectionally) */
@@ -165,7 +155,7 @@ dpc_status imp_op_variadic(imp *I, const Onnx__NodeProto *n) {
         acc = imp_printf(I, "(%s) / %d.0", acc, m);
     else if (!strcmp(op, "Mean"))
         acc = imp_printf(I, "%s", acc);
-    return stmt(I, out, acc, kind, r, d, uses, m);
+    return imp_stmt_value(I, out, NULL, acc, kind, r, d, uses, m);
 }
 
 /* ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum,
@@ -212,7 +202,7 @@ dpc_status imp_op_reduce_extra(imp *I, const Onnx__NodeProto *n) {
     if (ex)
         ex = imp_printf(I, post, ex);
     int uses[1] = {u};
-    return stmt(I, out, ex, VK_FLOAT, r, d, uses, 1);
+    return imp_stmt_value(I, out, NULL, ex, VK_FLOAT, r, d, uses, 1);
 }
 
 /* Tile(x, repeats): repeats a constant; the batch dim repeated once */
@@ -286,5 +276,5 @@ dpc_status imp_op_tile(imp *I, const Onnx__NodeProto *n) {
     if (e && !strcmp(e, I->v[x].var ? I->v[x].var : ""))
         e = imp_printf(I, "%s %s", e, X->kind == VK_FLOAT ? "+ 0.0" : "+ 0");
     int uses[1] = {u};
-    return stmt(I, out, e, X->kind, X->rank, d, uses, 1);
+    return imp_stmt_value(I, out, NULL, e, X->kind, X->rank, d, uses, 1);
 }

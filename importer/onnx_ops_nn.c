@@ -19,16 +19,6 @@
 
 static dpc_status fail(imp *I) { return I->e->code ? I->e->code : DPC_ENOMEM; }
 
-static dpc_status nn_stmt(imp *I, int out, const char *member, const char *expr, int kind, int rank, const sdim *d,
-                       const int *uses, int nuses) {
-    if (!expr)
-        return fail(I);
-    if (imp_stmt(I, out, member, expr, uses, nuses) < 0)
-        return fail(I);
-    V(out)->kind = kind;
-    return imp_set_shape(I, out, rank, d);
-}
-
 /* a fresh value for an intermediate statement of this node (a name no
  * ONNX file can give: it starts with \x01) */
 static int tmp_value(imp *I) {
@@ -112,7 +102,7 @@ static dpc_status pad_dim(imp *I, int out, int cur, int i, int64_t b, int64_t e,
         /* a crop (constant mode only, checked by the caller) */
         int64_t lo = b < 0 ? -b : 0, hi = L - (e < 0 ? -e : 0);
         d[i] = (sdim){hi - lo, 0};
-        return nn_stmt(I, out, NULL, slice_text(I, x, i, lo, hi), kind, rank, d, uses, 1);
+        return imp_stmt_value(I, out, NULL, slice_text(I, x, i, lo, hi), kind, rank, d, uses, 1);
     }
     dpc_buf s;
     dpc_buf_init(&s);
@@ -153,7 +143,7 @@ static dpc_status pad_dim(imp *I, int out, int cur, int i, int64_t b, int64_t e,
     const char *ex = t ? imp_printf(I, "%s", t) : NULL;
     dpc_free(t);
     d[i] = (sdim){L + b + e, 0};
-    return nn_stmt(I, out, NULL, ex, kind, rank, d, uses, 1);
+    return imp_stmt_value(I, out, NULL, ex, kind, rank, d, uses, 1);
 }
 
 /* Pad: opsets 2-10 take pads and value as attributes, 11-17 as inputs
@@ -493,7 +483,7 @@ emit:;
     X = V(x);
     sdim d[4] = {X->d[0], X->d[1], {o[0], 0}, {o[1], 0}};
     int uses[1] = {u};
-    return nn_stmt(I, out, NULL, ex, VK_FLOAT, 4, d, uses, 1);
+    return imp_stmt_value(I, out, NULL, ex, VK_FLOAT, 4, d, uses, 1);
 }
 
 /* -------------------------------------------------------- ConvTranspose */
@@ -640,7 +630,7 @@ dpc_status imp_op_convtranspose(imp *I, const Onnx__NodeProto *n) {
     X = V(x);
     sdim d[4] = {X->d[0], {cout, 0}, {o[0] + crop[0], 0}, {o[1] + crop[1], 0}};
     int uses[1] = {u};
-    if ((st = nn_stmt(I, y, decl, imp_printf(I, "%s(%s)", mem, e), VK_FLOAT, 4, d, uses, 1)) != DPC_OK)
+    if ((st = imp_stmt_value(I, y, decl, imp_printf(I, "%s(%s)", mem, e), VK_FLOAT, 4, d, uses, 1)) != DPC_OK)
         return st;
     if ((st = imp_weight(I, mem, "weight", W)) != DPC_OK)
         return st;
@@ -653,7 +643,7 @@ dpc_status imp_op_convtranspose(imp *I, const Onnx__NodeProto *n) {
         return fail(I);
     uses[0] = u;
     d[2].v = o[0], d[3].v = o[1];
-    return nn_stmt(I, out, NULL, imp_printf(I, "%s[:, :, 0:%lld, 0:%lld]", ye, (long long)o[0], (long long)o[1]),
+    return imp_stmt_value(I, out, NULL, imp_printf(I, "%s[:, :, 0:%lld, 0:%lld]", ye, (long long)o[0], (long long)o[1]),
                 VK_FLOAT, 4, d, uses, 1);
 }
 
@@ -698,7 +688,7 @@ dpc_status imp_op_instancenorm(imp *I, const Onnx__NodeProto *n) {
         return fail(I);
     X = V(x);
     int uses[1] = {u};
-    dpc_status s = nn_stmt(I, out, decl, imp_printf(I, "%s(%s)", mem, e), VK_FLOAT, X->rank, X->d, uses, 1);
+    dpc_status s = imp_stmt_value(I, out, decl, imp_printf(I, "%s(%s)", mem, e), VK_FLOAT, X->rank, X->d, uses, 1);
     if (s == DPC_OK)
         s = imp_weight(I, mem, "weight", V(sc)->c);
     if (s == DPC_OK)
