@@ -280,8 +280,9 @@ bool emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir
 
 /* The pragma before a loop nest of `collapse` loops touching `work`
  * elements (a C expression). */
+#define PAR_FOR_PRAGMA "#pragma omp parallel for schedule(static) num_threads(ctx->threads)"
 static void emit_par_for(dpc_buf *o, const char *indent, int collapse, const char *work) {
-    dpc_buf_printf(o, "%s#pragma omp parallel for schedule(static) num_threads(ctx->threads)", indent);
+    dpc_buf_printf(o, "%s" PAR_FOR_PRAGMA, indent);
     if (collapse > 1)
         dpc_buf_printf(o, " collapse(%d)", collapse);
     dpc_buf_printf(o, " if (ctx->threads > 1 && (%s) >= %dLL)\n", work, DPC_PAR_MIN);
@@ -1152,9 +1153,9 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
                    emit_dim(t1, sizeof t1, a.o.stride[r - 1]), EvP);
 }
 
-static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
-    dpc_buf_printf(o, "\n#undef KERNEL_ID\n#define KERNEL_ID %d\nstatic int %s(dpc_kctx *ctx) {\n    const int64_t N = ctx->N;\n    (void)N;\n",
-                   k->id, k->name);
+/* The body of kernel k's function, after its opening line. */
+static void emit_kernel_body(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    dpc_buf_puts(o, "    const int64_t N = ctx->N;\n    (void)N;\n");
     declare_buffers(kg, k, o);
     int kept = k->kind == KK_POOL || k->kind == KK_ELEMWISE || k->kind == KK_COPY ? conv_nhwc_root(kg, k) : -1;
     if (kept >= 0) { /* the source may be NHWC: conv_post.c, "NHWC readers" */
@@ -1182,6 +1183,48 @@ static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
     case KK_RESAMPLE: emit_resample(kg, k, o); break;
     }
     dpc_buf_puts(o, "    return 0;\n}\n");
+}
+
+/* body without the lines of emit_par_for's pragma */
+static void put_without_pragmas(dpc_buf *o, const char *body) {
+    while (*body) {
+        const char *nl = strchr(body, '\n');
+        size_t n = nl ? (size_t)(nl - body) + 1 : strlen(body);
+        const char *t = body + strspn(body, " ");
+        if (strncmp(t, PAR_FOR_PRAGMA, strlen(PAR_FOR_PRAGMA)) != 0)
+            dpc_buf_put(o, body, n);
+        body += n;
+    }
+}
+
+/* A kernel with a parallel loop is emitted twice, NAME_mt with its pragmas
+ * and NAME_1t without, NAME picking by ctx->threads: a parallel region
+ * whose `if` is false still enters libgomp (a team allocated and freed, a
+ * futex wake; 1-2 us measured), which at one thread is most of a small
+ * kernel's time (vit_small at batch 1 runs 26 kernels in about 60 us;
+ * docs/performance.md, "Transformer rows, part 3"). */
+static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    dpc_buf body;
+    dpc_buf_init(&body);
+    emit_kernel_body(kg, k, &body);
+    if (body.oom || !body.data) {
+        o->oom = true;
+        dpc_buf_free(&body);
+        return;
+    }
+    dpc_buf_printf(o, "\n#undef KERNEL_ID\n#define KERNEL_ID %d\n", k->id);
+    if (!strstr(body.data, PAR_FOR_PRAGMA)) {
+        dpc_buf_printf(o, "static int %s(dpc_kctx *ctx) {\n", k->name);
+        dpc_buf_put(o, body.data, body.len);
+    } else {
+        dpc_buf_printf(o, "static int %s_1t(dpc_kctx *ctx) {\n", k->name);
+        put_without_pragmas(o, body.data);
+        dpc_buf_printf(o, "static int %s_mt(dpc_kctx *ctx) {\n", k->name);
+        dpc_buf_put(o, body.data, body.len);
+        dpc_buf_printf(o, "static int %s(dpc_kctx *ctx) { return ctx->threads > 1 ? %s_mt(ctx) : %s_1t(ctx); }\n",
+                       k->name, k->name, k->name);
+    }
+    dpc_buf_free(&body);
 }
 
 void emit_c(const kgraph *kg, dpc_buf *o) {
