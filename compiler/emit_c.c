@@ -1217,7 +1217,8 @@ static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
         dpc_buf_printf(o, "static int %s(dpc_kctx *ctx) {\n", k->name);
         dpc_buf_put(o, body.data, body.len);
     } else {
-        dpc_buf_printf(o, "static int %s_1t(dpc_kctx *ctx) {\n", k->name);
+        /* not inlined into dpc_forward: perf names each kernel */
+        dpc_buf_printf(o, "__attribute__((noinline)) static int %s_1t(dpc_kctx *ctx) {\n", k->name);
         put_without_pragmas(o, body.data);
         dpc_buf_printf(o, "static int %s_mt(dpc_kctx *ctx) {\n", k->name);
         dpc_buf_put(o, body.data, body.len);
