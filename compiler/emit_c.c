@@ -1197,6 +1197,29 @@ static void put_without_pragmas(dpc_buf *o, const char *body) {
     }
 }
 
+/* NAME: NAME_mt when one of its loops may fork, else NAME_1t. No loop
+ * touches more elements than the largest of the kernel's output and operands
+ * (the attention's loop excepted, whose work counts the scores), so where
+ * those are all under DPC_PAR_MIN every `if` of NAME_mt is false: the same
+ * loops on the calling thread, without entering libgomp. */
+static void emit_dispatch(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    char t[96];
+    dpc_buf_printf(o, "static int %s(dpc_kctx *ctx) {\n    const int64_t N = ctx->N;\n    (void)N;\n"
+                      "    if (ctx->threads > 1",
+                   k->name);
+    if (k->kind != KK_ATTN) {
+        dpc_buf_printf(o, " && ((%s) >= %dLL", emit_prod(t, sizeof t, &k->out->sh, 0, k->out->sh.rank), DPC_PAR_MIN);
+        koperand_iter it = kernel_operands(kg, k, -1);
+        int id, b;
+        while (koperand_next(&it, &id, &b)) {
+            const shape *s = &kgraph_node(kg, id)->sh;
+            dpc_buf_printf(o, " || (%s) >= %dLL", emit_prod(t, sizeof t, s, 0, s->rank), DPC_PAR_MIN);
+        }
+        dpc_buf_puts(o, ")");
+    }
+    dpc_buf_printf(o, ")\n        return %s_mt(ctx);\n    return %s_1t(ctx);\n}\n", k->name, k->name);
+}
+
 /* A kernel with a parallel loop is emitted twice, NAME_mt with its pragmas
  * and NAME_1t without, NAME picking by ctx->threads: a parallel region
  * whose `if` is false still enters libgomp (a team allocated and freed, a
@@ -1222,8 +1245,7 @@ static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
         put_without_pragmas(o, body.data);
         dpc_buf_printf(o, "static int %s_mt(dpc_kctx *ctx) {\n", k->name);
         dpc_buf_put(o, body.data, body.len);
-        dpc_buf_printf(o, "static int %s(dpc_kctx *ctx) { return ctx->threads > 1 ? %s_mt(ctx) : %s_1t(ctx); }\n",
-                       k->name, k->name, k->name);
+        emit_dispatch(kg, k, o);
     }
     dpc_buf_free(&body);
 }
