@@ -1197,6 +1197,21 @@ static void put_without_pragmas(dpc_buf *o, const char *body) {
     }
 }
 
+/* The most elements of kernel k's output and operands at N = 1. */
+static int64_t sample_max(const kgraph *kg, const kernel *k) {
+    int64_t m = 1;
+    const shape *s = &k->out->sh;
+    koperand_iter it = kernel_operands(kg, k, -1);
+    int id, b;
+    do {
+        int64_t n = 1;
+        for (int i = 0; i < s->rank; i++)
+            n *= s->d[i].k;
+        m = n > m ? n : m;
+    } while (koperand_next(&it, &id, &b) && (s = &kgraph_node(kg, id)->sh));
+    return m;
+}
+
 /* NAME: NAME_mt when one of its loops may fork, else NAME_1t. No loop
  * touches more elements than the largest of the kernel's output and operands
  * (the attention's loop excepted, whose work counts the scores), so where
@@ -1225,8 +1240,11 @@ static void emit_dispatch(const kgraph *kg, const kernel *k, dpc_buf *o) {
  * whose `if` is false still enters libgomp (a team allocated and freed, a
  * futex wake; 1-2 us measured), which at one thread is most of a small
  * kernel's time (vit_small at batch 1 runs 26 kernels in about 60 us;
- * docs/performance.md, "Transformer rows, part 3"). */
-static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
+ * docs/performance.md, "Transformer rows, part 3"). The copy doubles the
+ * host compiler's work, so only forward kernels that are small per sample
+ * get it: the prepare kernels run once, and a kernel of DPC_PAR_MIN
+ * elements a sample runs for tens of us, where the region's cost is noise. */
+static void emit_kernel(const kgraph *kg, const kernel *k, bool forward, dpc_buf *o) {
     dpc_buf body;
     dpc_buf_init(&body);
     emit_kernel_body(kg, k, &body);
@@ -1236,7 +1254,7 @@ static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
         return;
     }
     dpc_buf_printf(o, "\n#undef KERNEL_ID\n#define KERNEL_ID %d\n", k->id);
-    if (!strstr(body.data, PAR_FOR_PRAGMA)) {
+    if (!forward || sample_max(kg, k) >= DPC_PAR_MIN || !strstr(body.data, PAR_FOR_PRAGMA)) {
         dpc_buf_printf(o, "static int %s(dpc_kctx *ctx) {\n", k->name);
         dpc_buf_put(o, body.data, body.len);
     } else {
@@ -1266,7 +1284,7 @@ void emit_c(const kgraph *kg, dpc_buf *o) {
             dpc_buf_puts(o, i == 0 ? "\n/* ---- prepare kernels: parameters and constants only, run once by\n"
                                      " * dpc_prepare when the weights are bound ---- */\n"
                                    : "\n/* ---- forward kernels, run by dpc_forward ---- */\n");
-        emit_kernel(kg, kg->kernels.items[i], o);
+        emit_kernel(kg, kg->kernels.items[i], i >= kg->nprepare, o);
     }
     /* the prepare entry exists only where there are prepare kernels */
     for (int i = 0; i < kg->nprepare; i++) {
