@@ -280,8 +280,9 @@ bool emit_elementwise_op(const kgraph *kg, const kernel *k, dpc_buf *o, const ir
 
 /* The pragma before a loop nest of `collapse` loops touching `work`
  * elements (a C expression). */
+#define PAR_FOR_PRAGMA "#pragma omp parallel for schedule(static) num_threads(ctx->threads)"
 static void emit_par_for(dpc_buf *o, const char *indent, int collapse, const char *work) {
-    dpc_buf_printf(o, "%s#pragma omp parallel for schedule(static) num_threads(ctx->threads)", indent);
+    dpc_buf_printf(o, "%s" PAR_FOR_PRAGMA, indent);
     if (collapse > 1)
         dpc_buf_printf(o, " collapse(%d)", collapse);
     dpc_buf_printf(o, " if (ctx->threads > 1 && (%s) >= %dLL)\n", work, DPC_PAR_MIN);
@@ -1152,9 +1153,9 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
                    emit_dim(t1, sizeof t1, a.o.stride[r - 1]), EvP);
 }
 
-static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
-    dpc_buf_printf(o, "\n#undef KERNEL_ID\n#define KERNEL_ID %d\nstatic int %s(dpc_kctx *ctx) {\n    const int64_t N = ctx->N;\n    (void)N;\n",
-                   k->id, k->name);
+/* The body of kernel k's function, after its opening line. */
+static void emit_kernel_body(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    dpc_buf_puts(o, "    const int64_t N = ctx->N;\n    (void)N;\n");
     declare_buffers(kg, k, o);
     int kept = k->kind == KK_POOL || k->kind == KK_ELEMWISE || k->kind == KK_COPY ? conv_nhwc_root(kg, k) : -1;
     if (kept >= 0) { /* the source may be NHWC: conv_post.c, "NHWC readers" */
@@ -1184,6 +1185,89 @@ static void emit_kernel(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_puts(o, "    return 0;\n}\n");
 }
 
+/* body without the lines of emit_par_for's pragma */
+static void put_without_pragmas(dpc_buf *o, const char *body) {
+    while (*body) {
+        const char *nl = strchr(body, '\n');
+        size_t n = nl ? (size_t)(nl - body) + 1 : strlen(body);
+        const char *t = body + strspn(body, " ");
+        if (strncmp(t, PAR_FOR_PRAGMA, strlen(PAR_FOR_PRAGMA)) != 0)
+            dpc_buf_put(o, body, n);
+        body += n;
+    }
+}
+
+/* The most elements of kernel k's output and operands at N = 1. */
+static int64_t sample_max(const kgraph *kg, const kernel *k) {
+    int64_t m = 1;
+    const shape *s = &k->out->sh;
+    koperand_iter it = kernel_operands(kg, k, -1);
+    int id, b;
+    do {
+        int64_t n = 1;
+        for (int i = 0; i < s->rank; i++)
+            n *= s->d[i].k;
+        m = n > m ? n : m;
+    } while (koperand_next(&it, &id, &b) && (s = &kgraph_node(kg, id)->sh));
+    return m;
+}
+
+/* NAME: NAME_mt when one of its loops may fork, else NAME_1t. No loop
+ * touches more elements than the largest of the kernel's output and operands
+ * (the attention's loop excepted, whose work counts the scores), so where
+ * those are all under DPC_PAR_MIN every `if` of NAME_mt is false: the same
+ * loops on the calling thread, without entering libgomp. */
+static void emit_dispatch(const kgraph *kg, const kernel *k, dpc_buf *o) {
+    char t[96];
+    dpc_buf_printf(o, "static int %s(dpc_kctx *ctx) {\n    const int64_t N = ctx->N;\n    (void)N;\n"
+                      "    if (ctx->threads > 1",
+                   k->name);
+    if (k->kind != KK_ATTN) {
+        dpc_buf_printf(o, " && ((%s) >= %dLL", emit_prod(t, sizeof t, &k->out->sh, 0, k->out->sh.rank), DPC_PAR_MIN);
+        koperand_iter it = kernel_operands(kg, k, -1);
+        int id, b;
+        while (koperand_next(&it, &id, &b)) {
+            const shape *s = &kgraph_node(kg, id)->sh;
+            dpc_buf_printf(o, " || (%s) >= %dLL", emit_prod(t, sizeof t, s, 0, s->rank), DPC_PAR_MIN);
+        }
+        dpc_buf_puts(o, ")");
+    }
+    dpc_buf_printf(o, ")\n        return %s_mt(ctx);\n    return %s_1t(ctx);\n}\n", k->name, k->name);
+}
+
+/* A kernel with a parallel loop is emitted twice, NAME_mt with its pragmas
+ * and NAME_1t without, NAME picking by ctx->threads: a parallel region
+ * whose `if` is false still enters libgomp (a team allocated and freed, a
+ * futex wake; 1-2 us measured), which at one thread is most of a small
+ * kernel's time (vit_small at batch 1 runs 26 kernels in about 60 us;
+ * docs/performance.md, "Transformer rows, part 3"). The copy doubles the
+ * host compiler's work, so only forward kernels that are small per sample
+ * get it: the prepare kernels run once, and a kernel of DPC_PAR_MIN
+ * elements a sample runs for tens of us, where the region's cost is noise. */
+static void emit_kernel(const kgraph *kg, const kernel *k, bool forward, dpc_buf *o) {
+    dpc_buf body;
+    dpc_buf_init(&body);
+    emit_kernel_body(kg, k, &body);
+    if (body.oom || !body.data) {
+        o->oom = true;
+        dpc_buf_free(&body);
+        return;
+    }
+    dpc_buf_printf(o, "\n#undef KERNEL_ID\n#define KERNEL_ID %d\n", k->id);
+    if (!forward || sample_max(kg, k) >= DPC_PAR_MIN || !strstr(body.data, PAR_FOR_PRAGMA)) {
+        dpc_buf_printf(o, "static int %s(dpc_kctx *ctx) {\n", k->name);
+        dpc_buf_put(o, body.data, body.len);
+    } else {
+        /* not inlined into dpc_forward: perf names each kernel */
+        dpc_buf_printf(o, "__attribute__((noinline)) static int %s_1t(dpc_kctx *ctx) {\n", k->name);
+        put_without_pragmas(o, body.data);
+        dpc_buf_printf(o, "static int %s_mt(dpc_kctx *ctx) {\n", k->name);
+        dpc_buf_put(o, body.data, body.len);
+        emit_dispatch(kg, k, o);
+    }
+    dpc_buf_free(&body);
+}
+
 void emit_c(const kgraph *kg, dpc_buf *o) {
     const ir_graph *g = kg->g;
     dpc_buf_printf(o, "/* dpc %s: CPU kernels for ", DPC_VERSION);
@@ -1200,7 +1284,7 @@ void emit_c(const kgraph *kg, dpc_buf *o) {
             dpc_buf_puts(o, i == 0 ? "\n/* ---- prepare kernels: parameters and constants only, run once by\n"
                                      " * dpc_prepare when the weights are bound ---- */\n"
                                    : "\n/* ---- forward kernels, run by dpc_forward ---- */\n");
-        emit_kernel(kg, kg->kernels.items[i], o);
+        emit_kernel(kg, kg->kernels.items[i], i >= kg->nprepare, o);
     }
     /* the prepare entry exists only where there are prepare kernels */
     for (int i = 0; i < kg->nprepare; i++) {

@@ -90,6 +90,46 @@ static ir_node *heads(mha_fwd *f, ir_node *x, const int *perm) {
     return r ? permute(f->b, r, perm, f->at) : NULL;
 }
 
+/* Self-attention (query, key and value one tensor): one linear with the
+ * packed weight [3E, E], then q, k, v its slices along the last dim (as
+ * PyTorch's in_projection_packed; the attention reads them in place through
+ * strides): one GEMM of 3E columns instead of three of E. */
+static bool packed_proj(mha_fwd *f, ir_node *x, ir_node *w, ir_node *bias, ir_node **proj) {
+    ir_node *qkv = linear_node(f, x, w, bias);
+    for (int j = 0; j < 3; j++)
+        if (!qkv || !(proj[j] = narrow(f->b, qkv, 2, j * f->e, f->e, f->at)))
+            return false;
+    return true;
+}
+
+/* Query, key and value apart: the packed projection's rows j*E..(j+1)*E, W
+ * viewed [3, E, E] -> [E, E, 3] @ e_j, the bias [3, E] -> [E, 3] @ e_j. */
+static bool split_proj(mha_fwd *f, ir_node **xs, ir_node *w, ir_node *bias, ir_node **proj) {
+    builder *b = f->b;
+    inst *m = f->m;
+    loc at = f->at;
+    int64_t e = f->e;
+    shape w3 = {3, {{3, false}, {e, false}, {e, false}}}, b2 = {2, {{3, false}, {e, false}}}, one = {1, {{1, false}}};
+    static const int wperm[3] = {1, 2, 0}, bperm[2] = {1, 0};
+    static const int64_t all[2] = {0, 1};
+    sv zv = {.k = SV_NUM, .v = {.kind = V_FLOAT, .f = 0.0}};
+    ir_node *c0 = as_tensor(b, &zv, at, "a constant");
+    ir_node *wt = permute(b, reshape_to(b, w, &w3, at, m->path), wperm, at);
+    ir_node *z = c0 && wt ? elementwise(b, OP_MUL, w, c0, at, m->path) : NULL;
+    z = z ? reduce(b, OP_MEAN, z, all, 2, false, at) : NULL;
+    ir_node *z1 = z ? reshape_to(b, z, &one, at, m->path) : NULL;
+    ir_node *bt = bias && z1 ? permute(b, reshape_to(b, bias, &b2, at, m->path), bperm, at) : NULL;
+    for (int j = 0; j < 3; j++) {
+        ir_node *ej = z1 ? one_hot(f, z1, j) : NULL;
+        ir_node *wj = ej ? matmul(b, wt, ej, at) : NULL;
+        ir_node *bj = bt && ej ? matmul(b, bt, ej, at) : NULL;
+        proj[j] = wj && (bj || !bias) ? linear_node(f, xs[j], wj, bj) : NULL;
+        if (!proj[j])
+            return false;
+    }
+    return true;
+}
+
 static bool mha_tensor(builder *b, inst *m, const sv *v, loc at, const char *what, bool bf, ir_node **out) {
     if (v->k != SV_TENSOR || v->t->dt != IR_F32) {
         error_at(b->c, at, "%s: %s must be a float tensor, got %s", who(m), what, sv_kind_name(v));
@@ -292,30 +332,13 @@ static bool mha_call(builder *b, inst *m, const fargs *a, loc at, sv *out) {
     if (!mha_mask_shapes(&f, &ms, q, k))
         return false;
     int64_t e = f.e, d = e / f.h;
-    /* the packed projection's rows j*E..(j+1)*E: W viewed [3, E, E] ->
-     * [E, E, 3] @ e_j, the bias [3, E] -> [E, 3] @ e_j */
     ir_node *w = param_node(b, m, "in_proj_weight", at), *bias = param_node(b, m, "in_proj_bias", at);
     if (!w)
         return false;
-    shape w3 = {3, {{3, false}, {e, false}, {e, false}}}, b2 = {2, {{3, false}, {e, false}}}, one = {1, {{1, false}}};
-    static const int wperm[3] = {1, 2, 0}, bperm[2] = {1, 0};
-    static const int64_t all[2] = {0, 1};
-    sv zv = {.k = SV_NUM, .v = {.kind = V_FLOAT, .f = 0.0}};
-    ir_node *c0 = as_tensor(b, &zv, at, "a constant");
-    ir_node *wt = permute(b, reshape_to(b, w, &w3, at, m->path), wperm, at);
-    ir_node *z = c0 && wt ? elementwise(b, OP_MUL, w, c0, at, m->path) : NULL;
-    z = z ? reduce(b, OP_MEAN, z, all, 2, false, at) : NULL;
-    ir_node *z1 = z ? reshape_to(b, z, &one, at, m->path) : NULL;
-    ir_node *bt = bias && z1 ? permute(b, reshape_to(b, bias, &b2, at, m->path), bperm, at) : NULL;
     ir_node *proj[3], *xs[3] = {q, k, v};
-    for (int j = 0; j < 3; j++) {
-        ir_node *ej = z1 ? one_hot(&f, z1, j) : NULL;
-        ir_node *wj = ej ? matmul(b, wt, ej, at) : NULL;
-        ir_node *bj = bt && ej ? matmul(b, bt, ej, at) : NULL;
-        proj[j] = wj && (bj || !bias) ? linear_node(&f, xs[j], wj, bj) : NULL;
-        if (!proj[j])
-            return false;
-    }
+    bool self = s[0].t == s[1].t && s[1].t == s[2].t;
+    if (!(self ? packed_proj(&f, q, w, bias, proj) : split_proj(&f, xs, w, bias, proj)))
+        return false;
     static const int pq[4] = {0, 2, 1, 3}, pk[4] = {0, 2, 3, 1};
     ir_node *qh = heads(&f, proj[0], pq), *kh = heads(&f, proj[1], pk), *vh = heads(&f, proj[2], pq);
     ir_node *sc = qh && kh ? matmul(b, qh, kh, at) : NULL; /* [N, h, L, S] */
