@@ -13,6 +13,7 @@
  * weights_changed. */
 #include "backend_cpu.h"
 #include "conv_dnnl.h"
+#include "gemm_rows.h"
 #include "hostcc.h"
 #include "kabi.h"
 #include "kcache.h"
@@ -108,6 +109,10 @@ static void sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *
         return;
     }
 #ifdef DPC_USE_DNNL
+    if (dpc_gemm_rows_fits(ta, tb, m)) { /* batch 1-4 linears: read B once (gemm_rows.c) */
+        dpc_gemm_rows(m, n, k, a, lda, b, ldb, c, ldc, omp_in_parallel() ? 1 : gemm_threads_now);
+        return;
+    }
     dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
 #else
     cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
