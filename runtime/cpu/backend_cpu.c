@@ -572,7 +572,9 @@ dpc_status dpc_backend_cpu_new(const dpc_unit *u, float *const *params, dpc_back
     cb->params = params;
     cb->gemm_threads = 1;
 #ifdef DPC_USE_DNNL
-    dpc_status s = dpc_dnnl_convs_new(u, params, set_threads, &cb->convs, e);
+    dpc_status s = dpc_gemm_rows_init(e);
+    if (s == DPC_OK)
+        s = dpc_dnnl_convs_new(u, params, set_threads, &cb->convs, e);
     if (s != DPC_OK) {
         free(cb);
         return s;

@@ -9,7 +9,7 @@
  * picked when the library loads (target_clones; never fixed at build). */
 #include "gemm_rows.h"
 
-#include <stdlib.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -18,13 +18,18 @@
 #define ROWS_CLONES
 #endif
 
+static _Atomic int g_on = 1; /* DPC_GEMM_ROWS, read by every new CPU backend */
+
+dpc_status dpc_gemm_rows_init(dpc_err *e) {
+    bool on;
+    dpc_status s = dpc_env_flag("DPC_GEMM_ROWS", true, &on, e);
+    if (s == DPC_OK)
+        atomic_store_explicit(&g_on, on, memory_order_relaxed);
+    return s;
+}
+
 int dpc_gemm_rows_fits(int ta, int tb, int64_t m) {
-    static int off = -1; /* benign race: every thread computes the same value */
-    if (off < 0) {
-        const char *s = getenv("DPC_GEMM_ROWS");
-        off = s && !strcmp(s, "0");
-    }
-    return !off && !ta && !tb && m >= 1 && m <= DPC_GEMM_ROWS_MAX;
+    return atomic_load_explicit(&g_on, memory_order_relaxed) && !ta && !tb && m >= 1 && m <= DPC_GEMM_ROWS_MAX;
 }
 
 /* Columns [j0, j1) of C. */

@@ -4,15 +4,21 @@
 #ifndef DPC_GEMM_ROWS_H
 #define DPC_GEMM_ROWS_H
 
+#include "base.h"
+
 #include <stdint.h>
 
 /* The most rows of A the streaming loop takes: from 5 rows dnnl_sgemm's
  * packed kernel was faster (measured, AlexNet's 9216x4096 classifier). */
 #define DPC_GEMM_ROWS_MAX 4
 
+/* Reads DPC_GEMM_ROWS (a flag, default on; strictly: a typo is a
+ * DPC_EUSAGE error). Every new CPU backend calls it. */
+dpc_status dpc_gemm_rows_init(dpc_err *e);
+
 /* Whether sgemm(ta, tb, m, ...) should run as dpc_gemm_rows: A and B not
  * transposed, m <= DPC_GEMM_ROWS_MAX, and not switched off
- * (DPC_GEMM_ROWS=0, read once). */
+ * (DPC_GEMM_ROWS=0). */
 int dpc_gemm_rows_fits(int ta, int tb, int64_t m);
 
 /* C[m, n] = A[m, k] . B[k, n], row-major, columns split over `threads`
