@@ -1225,22 +1225,6 @@ static void report_cache_refusal(void) {
         fprintf(stderr, "dpc: warning: %s; compiled kernels are not kept\n", msg);
 }
 
-/* OpenMP's idle threads spin before they sleep (libgomp: up to
- * GOMP_SPINCOUNT iterations, milliseconds). Where the cores are shared with
- * other processes that spinning made a replica of two threads 1.5-10x
- * slower at batch 1 (docs/performance.md, "Two-thread rows"), so the
- * commands that run forwards wait passively unless the user chose a policy.
- * libgomp reads the variable once, when it is loaded: the process runs
- * itself again with it set (execv fails: carry on with the default). */
-static void omp_passive_waits(const char *cmd, char **argv) {
-    if (strcmp(cmd, "run") && strcmp(cmd, "bench") && strcmp(cmd, "serve"))
-        return;
-    if (getenv("OMP_WAIT_POLICY") || getenv("GOMP_SPINCOUNT"))
-        return;
-    setenv("OMP_WAIT_POLICY", "passive", 1);
-    execv("/proc/self/exe", argv);
-}
-
 int main(int argc, char **argv) {
     if (argc < 2)
         return usage_error("%s", "missing command");
@@ -1258,7 +1242,6 @@ int main(int argc, char **argv) {
         {"run", cmd_run}, {"graph", cmd_graph}, {"cache", cmd_cache}, {"bench", cmd_bench},
         {"compile", cmd_compile}, {"inspect", cmd_inspect}, {"serve", dpc_cmd_serve}, {"import", cli_import},
     };
-    omp_passive_waits(cmd, argv);
     install_signal_handlers();
     for (size_t i = 0; i < sizeof cmds / sizeof *cmds; i++)
         if (!strcmp(cmd, cmds[i].name)) {
