@@ -185,7 +185,9 @@ static bool ident_ok(const kgraph *kg, const char *w, size_t n) {
         if (!k)
             continue;
         size_t kl = strlen(k);
-        if (strncmp(w, k, kl) == 0 && (w[kl] == 0 || strcmp(w + kl, "_im2col") == 0))
+        /* the kernel, its im2col step, its one-thread and parallel copies (emit_kernel) */
+        if (strncmp(w, k, kl) == 0 && (w[kl] == 0 || strcmp(w + kl, "_im2col") == 0 || strcmp(w + kl, "_1t") == 0 ||
+                                       strcmp(w + kl, "_mt") == 0))
             return true;
     }
     return bsearch(w, EMIT_WORDS, sizeof EMIT_WORDS / sizeof *EMIT_WORDS, sizeof *EMIT_WORDS, cmp_word) != NULL;
