@@ -1152,15 +1152,19 @@ static void emit_attn_short(const kgraph *kg, const kernel *k, const emit_attn *
                    "                            r0[l] += e0 * vv; r1[l] += e1 * vv; r2[l] += e2 * vv; r3[l] += e3 * vv;\n"
                    "                        }\n"
                    "                    }\n"
-                   "                    float *const rr[4] = {r0, r1, r2, r3};\n"
-                   "                    for (int64_t q = 0; q < 4 && ii + q < nq; q++)\n"
-                   "                        for (int64_t d = db; d < db + %d && d < %lldLL; d++)\n"
-                   "                            op[(i0 + ii + q) * %s + d * %s] = rr[q][d - db] * inv[ii + q];\n"
-                   "                }\n"
-                   "        }\n"
-                   "    }\n",
-                   ATTN_RQ, RK, ATTN_RQ, EvP, RK, S, RK, RK, RK, RK, RK, S, S, 2 * S, 3 * S, EvP, RK, RK, Ev,
-                   emit_dim(t1, sizeof t1, a->o.stride[r - 2]), emit_dim(t2, sizeof t2, a->o.stride[r - 1]));
+                   "                    const int64_t nl = %lldLL - db < %d ? %lldLL - db : %d;\n",
+                   ATTN_RQ, RK, ATTN_RQ, EvP, RK, S, RK, RK, RK, RK, RK, S, S, 2 * S, 3 * S, EvP, RK, Ev, RK, Ev, RK);
+    /* one store loop per query row (vectorised), the rows past nq skipped */
+    for (int q = 0; q < ATTN_RQ; q++)
+        dpc_buf_printf(o,
+                       "                    if (ii + %d < nq) {\n"
+                       "                        float *const o%d = op + (i0 + ii + %d) * %s;\n"
+                       "                        const float w%d = inv[ii + %d];\n"
+                       "                        for (int64_t l = 0; l < nl; l++) o%d[(db + l) * %s] = r%d[l] * w%d;\n"
+                       "                    }\n",
+                       q, q, q, emit_dim(t1, sizeof t1, a->o.stride[r - 2]), q, q, q,
+                       emit_dim(t2, sizeof t2, a->o.stride[r - 1]), q, q);
+    dpc_buf_puts(o, "                }\n        }\n    }\n");
 }
 
 static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
