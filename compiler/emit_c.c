@@ -1191,8 +1191,8 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
         emit_comment(o, "    ", k->attn.perm);
     if (emit_attn_gemm(kg, k, &a, o))
         return;
-    dpc_buf_printf(o, "    /* fused attention: [L=%lld, E=%lld] x [S=%lld, Ev=%lld], %d queries x %d keys per block */\n",
-                   L, E, S, Ev, BQ, BK);
+    dpc_buf_printf(o, "    /* fused attention: [L=%lld, E=%lld] x [S=%lld, Ev=%lld], %d queries x %d keys per block%s */\n",
+                   L, E, S, Ev, BQ, BK, S <= BK ? ", one key block" : "");
     if (S <= BK) {
         emit_attn_short(kg, k, &a, o, BQ, BK, EvP);
         return;
