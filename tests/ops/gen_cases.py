@@ -1646,6 +1646,16 @@ def gen_attention(R):
     c.ret("scaled_dot_product_attention(%s, %s, %s, attn_mask=%s > -0.5)" % (q, k, v, m), "bool mask")
     c.ret("scaled_dot_product_attention(%s, %s, %s, %s, scale=0.3)" % (q, k, v, m), "float mask, scale")
     cases.append(c)
+
+    L, S = R.randint(129, 250), _not_multiple(R, 17, 31, 16)
+    c = Case("attention", "short_blocks", "the one-key-block form with L past one query block (128): "
+                                          "L * S * E under the GEMM form's bound")
+    c.single_device = None
+    q, k, v = c.inp([1, L, 2]), c.inp([1, S, 2]), c.inp([1, S, R.randint(3, 20)])
+    m = c.inp([1, L, S])
+    c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q, k, v), "plain")
+    c.ret("scaled_dot_product_attention(%s, %s, %s, attn_mask=%s > -0.5)" % (q, k, v, m), "bool mask")
+    cases.append(c)
     return cases
 
 
