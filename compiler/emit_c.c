@@ -1014,6 +1014,159 @@ static bool emit_attn_gemm(const kgraph *kg, const kernel *k, const emit_attn *a
     return true;
 }
 
+/* The query rows i0.. copied to qb [BQ][E], zero past nq (the score tiles
+ * read RQ rows at a time). */
+static void emit_attn_qcopy(const emit_attn *a, dpc_buf *o, int BQ) {
+    char t1[96];
+    const int r = a->r;
+    const long long E = a->E;
+    dpc_buf_printf(o,
+                   "        for (int64_t ii = 0; ii < nq; ii++)\n"
+                   "            for (int64_t e = 0; e < %lldLL; e++) qb[ii * %lld + e] = qp[(i0 + ii) * %s",
+                   E, E, emit_dim(t1, sizeof t1, a->q.stride[r - 2]));
+    dpc_buf_printf(o, " + e * %s];\n", emit_dim(t1, sizeof t1, a->q.stride[r - 1]));
+    /* the score loop reads the query rows up to nq rounded up to RQ */
+    dpc_buf_printf(o, "        for (int64_t x = nq * %lld; x < %d * %lld; x++) qb[x] = 0.0f;\n", E, BQ, E);
+}
+
+/* Inside a key block (j0, nk): the block of k^T copied to kb [E][BK] and of
+ * v to vb [BK][EvP], zero past nk, and the scores of the block into s
+ * [BQ][BK], RQ queries x RK keys in registers. */
+static void emit_attn_kv_scores(const emit_attn *a, dpc_buf *o, int BQ, int BK, long long EvP) {
+    char t1[96];
+    const int r = a->r, RQ = ATTN_RQ, RK = ATTN_RK;
+    const long long E = a->E, Ev = a->Ev;
+    dpc_buf_printf(o, "            float kb[%lld * %d], vb[%d * %lld], s[%d * %d];\n", E, BK, BK, EvP, BQ, BK);
+    /* the transposing copy reads along the smaller stride (BERT's k: along
+     * e, one key row after the other) */
+    if (kt_by_key(a))
+        dpc_buf_printf(o,
+                       "            for (int64_t jj = 0; jj < %d; jj++)\n"
+                       "                for (int64_t e = 0; e < %lldLL; e++) kb[e * %d + jj] = jj < nk ? kp[e * %s",
+                       BK, E, BK, emit_dim(t1, sizeof t1, a->kt.stride[r - 2]));
+    else
+        dpc_buf_printf(o,
+                       "            for (int64_t e = 0; e < %lldLL; e++)\n"
+                       "                for (int64_t jj = 0; jj < %d; jj++) kb[e * %d + jj] = jj < nk ? kp[e * %s",
+                       E, BK, BK, emit_dim(t1, sizeof t1, a->kt.stride[r - 2]));
+    dpc_buf_printf(o, " + (j0 + jj) * %s] : 0.0f;\n", emit_dim(t1, sizeof t1, a->kt.stride[r - 1]));
+    dpc_buf_printf(o,
+                   "            for (int64_t jj = 0; jj < %d; jj++)\n"
+                   "                for (int64_t d = 0; d < %lldLL; d++) vb[jj * %lld + d] = jj < nk && d < %lldLL ? vp[(j0 + jj) * %s",
+                   BK, EvP, EvP, Ev, emit_dim(t1, sizeof t1, a->v.stride[r - 2]));
+    dpc_buf_printf(o, " + d * %s] : 0.0f;\n", emit_dim(t1, sizeof t1, a->v.stride[r - 1]));
+    /* the scores: RQ queries x RK keys in registers, E inner */
+    dpc_buf_printf(o,
+                   "            /* scores, %d queries x %d keys at a time (padded query rows are zero) */\n"
+                   "            for (int64_t ii = 0; ii < nq; ii += %d)\n"
+                   "                for (int64_t jb = 0; jb < nk; jb += %d) {\n"
+                   "                    float r0[%d], r1[%d], r2[%d], r3[%d];\n"
+                   "                    for (int64_t l = 0; l < %d; l++) r0[l] = r1[l] = r2[l] = r3[l] = 0.0f;\n"
+                   "                    const float *const q0 = qb + ii * %lld;\n"
+                   "                    for (int64_t e = 0; e < %lldLL; e++) {\n"
+                   "                        const float a0 = q0[e], a1 = q0[%lld + e], a2 = q0[%lld + e], a3 = q0[%lld + e];\n"
+                   "                        const float *const kr = kb + e * %d + jb;\n"
+                   "                        for (int64_t l = 0; l < %d; l++) {\n"
+                   "                            const float kv = kr[l];\n"
+                   "                            r0[l] += a0 * kv; r1[l] += a1 * kv; r2[l] += a2 * kv; r3[l] += a3 * kv;\n"
+                   "                        }\n"
+                   "                    }\n"
+                   "                    float *const s0 = s + ii * %d + jb;\n"
+                   "                    for (int64_t l = 0; l < %d; l++) {\n"
+                   "                        s0[l] = r0[l]; s0[%d + l] = r1[l]; s0[%d + l] = r2[l]; s0[%d + l] = r3[l];\n"
+                   "                    }\n"
+                   "                }\n",
+                   RQ, RK, RQ, RK, RK, RK, RK, RK, RK, E, E, E, 2 * E, 3 * E, BK, RK, BK, RK, BK, 2 * BK, 3 * BK);
+}
+
+/* The chain at each (query, key) of the block's rows, c(r-2) the query and
+ * c(r-1) the key; leaves the row loop and sr open. */
+static void emit_attn_rows_chain(const kgraph *kg, const kernel *k, const emit_attn *a, dpc_buf *o, int BK) {
+    const int r = a->r;
+    dpc_buf_printf(o,
+                   "            for (int64_t ii = 0; ii < nq; ii++) {\n"
+                   "                float *const sr = s + ii * %d;\n"
+                   "                const int64_t c%d = i0 + ii;\n"
+                   "                for (int64_t jj = 0; jj < nk; jj++) {\n"
+                   "                    const int64_t c%d = j0 + jj;\n",
+                   BK, r - 2, r - 1);
+    emit_attn_chain(kg, k, a, o, "                    ", "int64_t", "sr[jj]", "sr[jj]", DIALECT_C);
+}
+
+/* The one-key-block form (S <= the key block, ViT's 17 tokens): no online
+ * softmax (no running max, no rescale of an accumulator). Per row the max
+ * over RK lanes of the padded scores, then the row minus its max packed
+ * into p [nq][S] with no padding, one dpc_expf pass over the nq * S packed
+ * values (17 x 17: 19 vectors, not 34 padded rows), the sums over RK lanes,
+ * and p . v with RQ queries x RK of Ev in registers written straight to
+ * the output, scaled by 1 / sum. */
+static void emit_attn_short(const kgraph *kg, const kernel *k, const emit_attn *a, dpc_buf *o, int BQ, int BK,
+                            long long EvP) {
+    char t1[96], t2[96];
+    const int r = a->r, RK = ATTN_RK;
+    const long long S = a->S, Ev = a->Ev, S16 = a->S / ATTN_RK * ATTN_RK;
+    emit_attn_loop_head(kg, a, o, (a->L + BQ - 1) / BQ, BQ);
+    dpc_buf_printf(o, "        float qb[%d * %lld], p[%d * %lld], inv[%d];\n", BQ, a->E, BQ, S, BQ);
+    emit_attn_qcopy(a, o, BQ);
+    dpc_buf_printf(o, "        /* one key block */\n        {\n            const int64_t j0 = 0, nk = %lldLL;\n", S);
+    emit_attn_kv_scores(a, o, BQ, BK, EvP);
+    emit_attn_rows_chain(kg, k, a, o, BK);
+    dpc_buf_printf(o,
+                   "                }\n"
+                   "                for (int64_t jj = nk; jj < %d; jj++) sr[jj] = -INFINITY;\n"
+                   "                float lm[%d];\n"
+                   "                for (int64_t l = 0; l < %d; l++) lm[l] = sr[l];\n"
+                   "                for (int64_t jb = %d; jb < %d; jb += %d)\n"
+                   "                    for (int64_t l = 0; l < %d; l++) lm[l] = sr[jb + l] > lm[l] ? sr[jb + l] : lm[l];\n"
+                   "                float mb = -INFINITY;\n"
+                   "                for (int64_t l = 0; l < %d; l++) mb = lm[l] > mb ? lm[l] : mb;\n"
+                   "                for (int64_t jj = 0; jj < %lldLL; jj++) p[ii * %lld + jj] = sr[jj] - mb;\n"
+                   "            }\n"
+                   "            /* padded query rows: zeros (read by p . v, never stored) */\n"
+                   "            for (int64_t x = nq * %lldLL; x < %d * %lldLL; x++) p[x] = 0.0f;\n"
+                   "            for (int64_t x = 0; x < nq * %lldLL; x++) p[x] = dpc_expf(p[x]);\n"
+                   "            for (int64_t ii = 0; ii < nq; ii++) {\n"
+                   "                const float *const pr = p + ii * %lld;\n"
+                   "                float ls[%d];\n"
+                   "                for (int64_t l = 0; l < %d; l++) ls[l] = 0.0f;\n"
+                   "                for (int64_t jb = 0; jb < %lldLL; jb += %d)\n"
+                   "                    for (int64_t l = 0; l < %d; l++) ls[l] += pr[jb + l];\n"
+                   "                float lsum = 0.0f;\n"
+                   "                for (int64_t l = 0; l < %d; l++) lsum += ls[l];\n"
+                   "                for (int64_t jj = %lldLL; jj < %lldLL; jj++) lsum += pr[jj];\n"
+                   "                inv[ii] = 1.0f / lsum;\n"
+                   "            }\n",
+                   BK, RK, RK, RK, BK, RK, RK, RK, S, S, S, BQ, S, S, S, RK, RK, S16, RK, RK, RK, S16, S);
+    dpc_buf_printf(o,
+                   "            /* p . v: %d queries x %d of Ev in registers over the S keys, to the output */\n"
+                   "            for (int64_t ii = 0; ii < nq; ii += %d)\n"
+                   "                for (int64_t db = 0; db < %lldLL; db += %d) {\n"
+                   "                    const float *const p0 = p + ii * %lld;\n"
+                   "                    float r0[%d], r1[%d], r2[%d], r3[%d];\n"
+                   "                    for (int64_t l = 0; l < %d; l++) r0[l] = r1[l] = r2[l] = r3[l] = 0.0f;\n"
+                   "                    for (int64_t jj = 0; jj < %lldLL; jj++) {\n"
+                   "                        const float e0 = p0[jj], e1 = p0[%lld + jj], e2 = p0[%lld + jj], e3 = p0[%lld + jj];\n"
+                   "                        const float *const vr = vb + jj * %lld + db;\n"
+                   "                        for (int64_t l = 0; l < %d; l++) {\n"
+                   "                            const float vv = vr[l];\n"
+                   "                            r0[l] += e0 * vv; r1[l] += e1 * vv; r2[l] += e2 * vv; r3[l] += e3 * vv;\n"
+                   "                        }\n"
+                   "                    }\n"
+                   "                    const int64_t nl = %lldLL - db < %d ? %lldLL - db : %d;\n",
+                   ATTN_RQ, RK, ATTN_RQ, EvP, RK, S, RK, RK, RK, RK, RK, S, S, 2 * S, 3 * S, EvP, RK, Ev, RK, Ev, RK);
+    /* one store loop per query row (vectorised), the rows past nq skipped */
+    for (int q = 0; q < ATTN_RQ; q++)
+        dpc_buf_printf(o,
+                       "                    if (ii + %d < nq) {\n"
+                       "                        float *const o%d = op + (i0 + ii + %d) * %s;\n"
+                       "                        const float w%d = inv[ii + %d];\n"
+                       "                        for (int64_t l = 0; l < nl; l++) o%d[(db + l) * %s] = r%d[l] * w%d;\n"
+                       "                    }\n",
+                       q, q, q, emit_dim(t1, sizeof t1, a->o.stride[r - 2]), q, q, q,
+                       emit_dim(t2, sizeof t2, a->o.stride[r - 1]), q, q);
+    dpc_buf_puts(o, "                }\n        }\n    }\n");
+}
+
 static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
     emit_attn a;
     emit_attn_geom(kg, k, &a);
@@ -1038,73 +1191,24 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
         emit_comment(o, "    ", k->attn.perm);
     if (emit_attn_gemm(kg, k, &a, o))
         return;
-    dpc_buf_printf(o, "    /* fused attention: [L=%lld, E=%lld] x [S=%lld, Ev=%lld], %d queries x %d keys per block */\n",
-                   L, E, S, Ev, BQ, BK);
+    dpc_buf_printf(o, "    /* fused attention: [L=%lld, E=%lld] x [S=%lld, Ev=%lld], %d queries x %d keys per block%s */\n",
+                   L, E, S, Ev, BQ, BK, S <= BK ? ", one key block" : "");
+    if (S <= BK) {
+        emit_attn_short(kg, k, &a, o, BQ, BK, EvP);
+        return;
+    }
     emit_attn_loop_head(kg, &a, o, nqb, BQ);
-    dpc_buf_printf(o,
-                   "        float qb[%d * %lld], acc[%d * %lld], mx[%d], sm[%d], cr[%d];\n"
-                   "        for (int64_t ii = 0; ii < nq; ii++)\n"
-                   "            for (int64_t e = 0; e < %lldLL; e++) qb[ii * %lld + e] = qp[(i0 + ii) * %s",
-                   BQ, E, BQ, EvP, BQ, BQ, BQ, E, E, emit_dim(t1, sizeof t1, a.q.stride[r - 2]));
-    dpc_buf_printf(o, " + e * %s];\n", emit_dim(t1, sizeof t1, a.q.stride[r - 1]));
-    /* the score loop reads the query rows up to nq rounded up to RQ */
-    dpc_buf_printf(o, "        for (int64_t x = nq * %lld; x < %d * %lld; x++) qb[x] = 0.0f;\n", E, BQ, E);
+    dpc_buf_printf(o, "        float qb[%d * %lld], acc[%d * %lld], mx[%d], sm[%d], cr[%d];\n", BQ, E, BQ, EvP, BQ, BQ, BQ);
+    emit_attn_qcopy(&a, o, BQ);
     dpc_buf_printf(o,
                    "        for (int64_t ii = 0; ii < %d; ii++) { mx[ii] = -INFINITY; sm[ii] = 0.0f; cr[ii] = 1.0f; }\n"
                    "        for (int64_t x = 0; x < %d * %lldLL; x++) acc[x] = 0.0f;\n"
                    "        for (int64_t j0 = 0; j0 < %lldLL; j0 += %d) {\n"
-                   "            const int64_t nk = %lldLL - j0 < %d ? %lldLL - j0 : %d;\n"
-                   "            float kb[%lld * %d], vb[%d * %lld], s[%d * %d];\n",
-                   BQ, BQ, EvP, S, BK, S, BK, S, BK, E, BK, BK, EvP, BQ, BK);
-    /* the transposing copy reads along the smaller stride (BERT's k: along
-     * e, one key row after the other) */
-    if (kt_by_key(&a))
-        dpc_buf_printf(o,
-                       "            for (int64_t jj = 0; jj < %d; jj++)\n"
-                       "                for (int64_t e = 0; e < %lldLL; e++) kb[e * %d + jj] = jj < nk ? kp[e * %s",
-                       BK, E, BK, emit_dim(t1, sizeof t1, a.kt.stride[r - 2]));
-    else
-        dpc_buf_printf(o,
-                       "            for (int64_t e = 0; e < %lldLL; e++)\n"
-                       "                for (int64_t jj = 0; jj < %d; jj++) kb[e * %d + jj] = jj < nk ? kp[e * %s",
-                       E, BK, BK, emit_dim(t1, sizeof t1, a.kt.stride[r - 2]));
-    dpc_buf_printf(o, " + (j0 + jj) * %s] : 0.0f;\n", emit_dim(t1, sizeof t1, a.kt.stride[r - 1]));
-    dpc_buf_printf(o,
-                   "            for (int64_t jj = 0; jj < %d; jj++)\n"
-                   "                for (int64_t d = 0; d < %lldLL; d++) vb[jj * %lld + d] = jj < nk && d < %lldLL ? vp[(j0 + jj) * %s",
-                   BK, EvP, EvP, Ev, emit_dim(t1, sizeof t1, a.v.stride[r - 2]));
-    dpc_buf_printf(o, " + d * %s] : 0.0f;\n", emit_dim(t1, sizeof t1, a.v.stride[r - 1]));
-    /* the scores: RQ queries x RK keys in registers, E inner */
-    dpc_buf_printf(o,
-                   "            /* scores, %d queries x %d keys at a time (padded query rows are zero) */\n"
-                   "            for (int64_t ii = 0; ii < nq; ii += %d)\n"
-                   "                for (int64_t jb = 0; jb < nk; jb += %d) {\n"
-                   "                    float r0[%d], r1[%d], r2[%d], r3[%d];\n"
-                   "                    for (int64_t l = 0; l < %d; l++) r0[l] = r1[l] = r2[l] = r3[l] = 0.0f;\n"
-                   "                    const float *const q0 = qb + ii * %lld;\n"
-                   "                    for (int64_t e = 0; e < %lldLL; e++) {\n"
-                   "                        const float a0 = q0[e], a1 = q0[%lld + e], a2 = q0[%lld + e], a3 = q0[%lld + e];\n"
-                   "                        const float *const kr = kb + e * %d + jb;\n"
-                   "                        for (int64_t l = 0; l < %d; l++) {\n"
-                   "                            const float kv = kr[l];\n"
-                   "                            r0[l] += a0 * kv; r1[l] += a1 * kv; r2[l] += a2 * kv; r3[l] += a3 * kv;\n"
-                   "                        }\n"
-                   "                    }\n"
-                   "                    float *const s0 = s + ii * %d + jb;\n"
-                   "                    for (int64_t l = 0; l < %d; l++) {\n"
-                   "                        s0[l] = r0[l]; s0[%d + l] = r1[l]; s0[%d + l] = r2[l]; s0[%d + l] = r3[l];\n"
-                   "                    }\n"
-                   "                }\n",
-                   RQ, RK, RQ, RK, RK, RK, RK, RK, RK, E, E, E, 2 * E, 3 * E, BK, RK, BK, RK, BK, 2 * BK, 3 * BK);
+                   "            const int64_t nk = %lldLL - j0 < %d ? %lldLL - j0 : %d;\n",
+                   BQ, BQ, EvP, S, BK, S, BK, S, BK);
+    emit_attn_kv_scores(&a, o, BQ, BK, EvP);
     /* the chain, row by row */
-    dpc_buf_printf(o,
-                   "            for (int64_t ii = 0; ii < nq; ii++) {\n"
-                   "                float *const sr = s + ii * %d;\n"
-                   "                const int64_t c%d = i0 + ii;\n"
-                   "                for (int64_t jj = 0; jj < nk; jj++) {\n"
-                   "                    const int64_t c%d = j0 + jj;\n",
-                   BK, r - 2, r - 1);
-    emit_attn_chain(kg, k, &a, o, "                    ", "int64_t", "sr[jj]", "sr[jj]", DIALECT_C);
+    emit_attn_rows_chain(kg, k, &a, o, BK);
     dpc_buf_printf(o,
                    "                }\n"
                    "                for (int64_t jj = nk; jj < %d; jj++) sr[jj] = -INFINITY;\n"

@@ -1630,6 +1630,32 @@ def gen_attention(R):
     c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q, k, k), "E = 130")
     c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q2, k2, k2), "E = 128")
     cases.append(c)
+
+    # drawn last so the cases above keep their draws
+    H, L, S = R.randint(1, 3), _not_multiple(R, 17, 47, 4, 16), _not_multiple(R, 17, 47, 16)
+    E, Ev = R.randint(3, 5), _not_multiple(R, 17, 30, 16)
+    c = Case("attention", "short", "scaled_dot_product_attention with 16 < S <= 64 keys, not a multiple of 16, "
+                                   "and a small head (the C kernel's one-key-block form, ViT's 17 tokens): plain, "
+                                   "causal (L == S), bool and float masks; Ev past 16 (two output lane blocks)")
+    c.single_device = None
+    q, k, v = c.inp([H, L, E]), c.inp([H, S, E]), c.inp([H, S, Ev])
+    qs = c.inp([H, S, E])
+    m = c.inp([H, L, S])
+    c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q, k, v), "plain")
+    c.ret("scaled_dot_product_attention(%s, %s, %s, is_causal=True)" % (qs, k, v), "causal")
+    c.ret("scaled_dot_product_attention(%s, %s, %s, attn_mask=%s > -0.5)" % (q, k, v, m), "bool mask")
+    c.ret("scaled_dot_product_attention(%s, %s, %s, %s, scale=0.3)" % (q, k, v, m), "float mask, scale")
+    cases.append(c)
+
+    L, S = R.randint(129, 250), _not_multiple(R, 17, 31, 16)
+    c = Case("attention", "short_blocks", "the one-key-block form with L past one query block (128): "
+                                          "L * S * E under the GEMM form's bound")
+    c.single_device = None
+    q, k, v = c.inp([1, L, 2]), c.inp([1, S, 2]), c.inp([1, S, R.randint(3, 20)])
+    m = c.inp([1, L, S])
+    c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q, k, v), "plain")
+    c.ret("scaled_dot_product_attention(%s, %s, %s, attn_mask=%s > -0.5)" % (q, k, v, m), "bool mask")
+    cases.append(c)
     return cases
 
 
