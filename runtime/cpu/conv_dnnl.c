@@ -539,14 +539,18 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, bool s
  * depthwise one as oneDNN's dw post-op, which it implements for a 1x1
  * source): b is the next kernel and the only reader of a's result, which
  * stays NHWC (its epilogue all post-ops, no residual in either), b's
- * padding is centred (its output ceil(H / stride)), the batch is at least
- * DW_MIN_BATCH and the intermediate (a's result) at least DW_MIN_BYTES.
- * The fused primitive computes in the blocked layout (plan_fused), so it
- * pays a reorder into it and one out of it: at batch 1 that cost more than
- * the intermediate's round trip to memory saved, from batch 8 it gained
- * (docs/performance.md, "1x1 + depthwise in the blocked layout"). */
+ * padding is centred (its output ceil(H / stride)), b has stride 2, the
+ * batch is at least DW_MIN_BATCH and the intermediate (a's result) at
+ * least DW_MIN_PIXELS an image. The fused primitive computes in the blocked
+ * layout (plan_fused), so it pays a reorder into it and one out of it; it
+ * gains only where what it saves, the intermediate's round trip to memory,
+ * is large against that: a stride-2 depthwise conv (whose result is a
+ * quarter of its source) at 56x56 pixels or more, at batch 8 or more. At
+ * batch 1 and for the stride-1 pairs, and the stride-2 ones at 28x28 and
+ * below, it was slower (docs/performance.md, "1x1 + depthwise in the
+ * blocked layout"). */
 #define DW_MIN_BATCH 8
-#define DW_MIN_BYTES (1 << 20)
+#define DW_MIN_PIXELS (56 * 56)
 static bool dw_fits(const dpc_dnnl_convs *c, const pconv *ps, int a, int b, int64_t N) {
     const dpc_conv_desc *x = &c->d[a], *y = &c->d[b];
     if (!c->dw || ps[a].declined || ps[b].declined || !ps[a].keep_y || y->src_conv != a || y->sum_conv == a ||
@@ -567,7 +571,7 @@ static bool dw_fits(const dpc_dnnl_convs *c, const pconv *ps, int a, int b, int6
     bool dw = y->groups == y->C && y->Co == y->C && y->C == x->Co && y->kw == k && k % 2 == 1 && y->stride[1] == st &&
               y->dil[0] == 1 && y->dil[1] == 1 && y->pad_l[0] == k / 2 && y->pad_l[1] == k / 2 &&
               y->Ho == (x->Ho + st - 1) / st && y->Wo == (x->Wo + st - 1) / st;
-    return one && dw && N >= DW_MIN_BATCH && (double)N * (double)(x->Co * x->Ho * x->Wo) * 4.0 >= DW_MIN_BYTES;
+    return one && dw && st == 2 && N >= DW_MIN_BATCH && x->Ho * x->Wo >= DW_MIN_PIXELS;
 }
 
 /* The descriptor of one primitive computing 1x1 conv x and depthwise conv
