@@ -31,6 +31,7 @@ struct dpc_dnnl_convs {
     int layout;
     bool keep;                 /* results a conv alone reads stay in the primitive's layout (DPC_CONV_KEEP) */
     bool wino;                 /* 3x3 convs try oneDNN's Winograd first (DPC_CONV_WINO=0: never) */
+    bool dw;                   /* a 1x1 conv and the depthwise conv after it run as one (DPC_CONV_DW=0: never) */
     _Atomic unsigned long gen; /* bumped whenever the prepare kernels ran (dpc_dnnl_consts_changed) */
     _Atomic unsigned long pgen; /* bumped whenever the parameters were bound again (dpc_dnnl_params_changed) */
     dnnl_engine_t eng;
@@ -39,19 +40,39 @@ struct dpc_dnnl_convs {
     wentry (*w)[WCACHE_MAX];
 };
 
-/* One conv of a planned set. */
+/* A weights operand of a planned primitive: as passed (user) and in the
+ * primitive's layout (mem), which is the kept copy, a reorder per call into
+ * the replica's buffer (at off), or the passed weights themselves. */
+typedef struct pwei {
+    dnnl_primitive_t ro;  /* the per-call reorder, NULL when not needed */
+    dnnl_memory_t user, mem;
+    const void *kept;     /* reordered weights, NULL: w as passed or ro per call */
+    unsigned long gen;    /* the generation kept holds (the consts' or the parameters') */
+    size_t bytes, off;    /* ro's result: its size, its offset in the replica's buffer */
+} pwei;
+
+/* One conv of a planned set. A 1x1 conv whose result only the depthwise
+ * conv right after it reads may run inside that conv's primitive, as
+ * oneDNN's depthwise post-op (dw_fits): the 1x1's call is then deferred
+ * (it leaves its operands in the depthwise conv's pconv and computes
+ * nothing), and the depthwise conv's call computes both, from the 1x1's
+ * source, its never-written intermediate skipped. */
 typedef struct pconv {
     bool declined;
+    bool deferred;  /* a 1x1 computed by conv `into`'s primitive */
+    bool fused;     /* this depthwise conv's primitive computes conv `head` first */
+    int into, head;
     int threads;
     char impl[64];
     dnnl_primitive_t conv;
-    dnnl_primitive_desc_t pd;                /* between the two passes of a plan */
-    dnnl_primitive_t rsrc, rdst, rsum, rwei; /* reorders, NULL when not needed */
-    dnnl_memory_t src_user, src, wei_user, wei, bias, dst, dst_user, sum_user, scratch;
-    const void *wei_kept;                     /* reordered weights, NULL: w as passed or rwei per call */
-    unsigned long wgen;                       /* the generation wei_kept holds (the consts' or the parameters') */
-    bool keep_y;                              /* the result stays in the primitive's layout (NHWC) */
-    size_t src_bytes, dst_bytes, wei_bytes, scratch_bytes, y_bytes;
+    dnnl_primitive_desc_t pd;          /* between the two passes of a plan */
+    dnnl_primitive_t rsrc, rdst, rsum; /* reorders, NULL when not needed */
+    dnnl_memory_t src_user, src, bias, dst, dst_user, sum_user, scratch, dw_bias;
+    pwei w, dw;    /* the weights; a fused conv's: the 1x1's, and its own (dw) */
+    bool keep_y;   /* the result stays in the primitive's layout (NHWC) */
+    const float *hx, *hw, *hbias; /* fused: the deferred 1x1's operands this forward */
+    const float *hy;              /* and its result (this conv's source) */
+    size_t src_bytes, dst_bytes, scratch_bytes, y_bytes;
 } pconv;
 
 #define SETS_MAX 4
@@ -80,7 +101,7 @@ static const char *const LAYOUT_NAMES[] = {"plain", "blocked", "nhwc"};
 typedef struct {
     bool on; /* DPC_CONV=im2col: no primitives */
     int layout;
-    bool keep, wino;
+    bool keep, wino, dw;
 } conv_env;
 
 static dpc_status read_conv_env(conv_env *v, dpc_err *e) {
@@ -101,8 +122,11 @@ static dpc_status read_conv_env(conv_env *v, dpc_err *e) {
     dpc_status s = dpc_env_flag("DPC_CONV_KEEP", true, &v->keep, e);
     if (s == DPC_OK)
         s = dpc_env_flag("DPC_CONV_WINO", true, &v->wino, e);
+    if (s == DPC_OK)
+        s = dpc_env_flag("DPC_CONV_DW", true, &v->dw, e);
     v->keep = v->keep && v->layout != LAYOUT_PLAIN;
     v->wino = v->wino && v->layout == LAYOUT_NHWC;
+    v->dw = v->dw && v->keep && v->layout == LAYOUT_NHWC;
     return s;
 }
 
@@ -135,6 +159,7 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, dpc_dnnl_
     c->layout = env.layout;
     c->keep = env.keep;
     c->wino = env.wino;
+    c->dw = env.dw;
     atomic_init(&c->gen, 1);
     atomic_init(&c->pgen, 1);
     for (int i = 0; i < n; i++)
@@ -182,34 +207,45 @@ static dnnl_alg_kind_t alg_of(dpc_conv_act a) {
 static void pconv_free(pconv *p) {
     if (p->pd)
         dnnl_primitive_desc_destroy(p->pd);
-    dnnl_primitive_t prims[] = {p->conv, p->rsrc, p->rdst, p->rsum, p->rwei};
+    dnnl_primitive_t prims[] = {p->conv, p->rsrc, p->rdst, p->rsum, p->w.ro, p->dw.ro};
     for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
         if (prims[i])
             dnnl_primitive_destroy(prims[i]);
-    dnnl_memory_t mems[] = {p->src_user, p->src, p->wei_user, p->wei, p->bias, p->dst, p->dst_user, p->sum_user, p->scratch};
+    dnnl_memory_t mems[] = {p->src_user, p->src, p->w.user, p->w.mem, p->bias, p->dst, p->dst_user, p->sum_user,
+                            p->scratch, p->dw.user, p->dw.mem, p->dw_bias};
     for (size_t i = 0; i < sizeof mems / sizeof *mems; i++)
         if (mems[i])
             dnnl_memory_destroy(mems[i]);
     memset(p, 0, sizeof *p);
 }
 
-/* An attribute with the scratchpad in the caller's memory, and post-ops. */
-static dnnl_primitive_attr_t make_attr(const dpc_conv_desc *d) {
+static bool append_posts(dnnl_post_ops_t po, const dpc_conv_desc *d) {
+    bool ok = true;
+    for (int i = 0; ok && i < d->npost; i++) {
+        const dpc_conv_post *p = &d->post[i];
+        if (p->act == DPC_ACT_SUM)
+            ok = dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success;
+        else
+            ok = dnnl_post_ops_append_eltwise(po, 1.0f, alg_of(p->act), p->act == DPC_ACT_SWISH ? 1.0f : p->alpha,
+                                              p->beta) == dnnl_success;
+    }
+    return ok;
+}
+
+/* An attribute with the scratchpad in the caller's memory, and post-ops:
+ * d's, then (dw not NULL) the depthwise conv dw as a post-op, and dw's. */
+static dnnl_primitive_attr_t make_attr(const dpc_conv_desc *d, const dpc_conv_desc *dw) {
     dnnl_primitive_attr_t a;
     if (dnnl_primitive_attr_create(&a) != dnnl_success)
         return NULL;
     bool ok = dnnl_primitive_attr_set_scratchpad_mode(a, dnnl_scratchpad_mode_user) == dnnl_success;
-    if (ok && d && d->npost) {
+    if (ok && d && (d->npost || dw)) {
         dnnl_post_ops_t po = NULL;
-        ok = dnnl_post_ops_create(&po) == dnnl_success;
-        for (int i = 0; ok && i < d->npost; i++) {
-            const dpc_conv_post *p = &d->post[i];
-            if (p->act == DPC_ACT_SUM)
-                ok = dnnl_post_ops_append_sum(po, 1.0f) == dnnl_success;
-            else
-                ok = dnnl_post_ops_append_eltwise(po, 1.0f, alg_of(p->act), p->act == DPC_ACT_SWISH ? 1.0f : p->alpha,
-                                                  p->beta) == dnnl_success;
-        }
+        ok = dnnl_post_ops_create(&po) == dnnl_success && append_posts(po, d);
+        if (ok && dw)
+            ok = dnnl_post_ops_append_dw(po, dnnl_f32, dnnl_f32, dnnl_f32, dw->kh, dw->stride[0], dw->pad_l[0], 0, 0,
+                                         NULL) == dnnl_success &&
+                 append_posts(po, dw);
         if (ok)
             ok = dnnl_primitive_attr_set_post_ops(a, po) == dnnl_success;
         if (po)
@@ -229,7 +265,7 @@ static dnnl_status_t make_reorder(dnnl_engine_t eng, const dnnl_memory_desc_t *f
     *out = NULL;
     if (dnnl_memory_desc_equal(from, to))
         return dnnl_success;
-    dnnl_primitive_attr_t a = make_attr(NULL);
+    dnnl_primitive_attr_t a = make_attr(NULL, NULL);
     if (!a)
         return dnnl_out_of_memory;
     dnnl_primitive_desc_t pd;
@@ -363,7 +399,7 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
     dnnl_dims_t strides = {d->stride[0], d->stride[1]}, dil = {d->dil[0] - 1, d->dil[1] - 1};
     dnnl_dims_t pl = {d->pad_l[0], d->pad_l[1]}, pr = {d->pad_r[0], d->pad_r[1]};
     dnnl_convolution_desc_t cd;
-    dnnl_primitive_attr_t attr = make_attr(d);
+    dnnl_primitive_attr_t attr = make_attr(d, NULL);
     dnnl_status_t s = dnnl_unimplemented;
     if (attr && c->wino && wino_fits(d)) {
         /* Winograd in oneDNN's blocked layout, reordered from and to the
@@ -396,17 +432,47 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
     snprintf(p->impl, sizeof p->impl, "%s", impl ? impl : "?");
 }
 
+/* The weights of conv i as passed (user) in the layout md of a primitive:
+ * the kept copy when they are a parameter (here) or the prepare kernels'
+ * result (at the first call after they ran, bind_weights), else a reorder
+ * per call. */
+static dnnl_status_t plan_weights(dpc_dnnl_rconvs *r, int i, pwei *pw, const dnnl_memory_desc_t *user,
+                                  const dnnl_memory_desc_t *md, size_t *scratch, dpc_status *st, dpc_err *e) {
+    dpc_dnnl_convs *c = r->c;
+    const dpc_conv_desc *d = &c->d[i];
+    dnnl_status_t s = dnnl_success;
+    if (d->w_param < 0)
+        s = make_reorder(c->eng, user, md, &pw->ro, scratch);
+    else if (!dnnl_memory_desc_equal(md, user)) {
+        unsigned long pgen = atomic_load(&c->pgen);
+        if ((pw->kept = kept_weights(r, i, md, user, c->params[d->w_param], pgen, st, e)))
+            pw->gen = pgen;
+        else if (*st == DPC_OK)
+            s = make_reorder(c->eng, user, md, &pw->ro, scratch); /* the cache is full: per call */
+    }
+    if (s == dnnl_success)
+        s = mem(c->eng, user, &pw->user);
+    if (s == dnnl_success)
+        s = mem(c->eng, md, &pw->mem);
+    pw->bytes = pw->ro ? (dnnl_memory_desc_get_size(md) + 63) / 64 * 64 : 0;
+    return s;
+}
+
 /* Pass two: the primitive, the reorders between the tensors' layouts
  * (NHWC where kept, else NCHW: src_k, sum_k, p->keep_y) and the
- * primitive's, the memory objects, the kept weights. */
+ * primitive's, the memory objects, the kept weights. A fused conv's
+ * source, weights and bias are its head's (the 1x1), its own weights and
+ * bias those of the depthwise post-op. */
 static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, bool src_k, bool sum_k, dpc_err *e) {
     dpc_dnnl_convs *c = r->c;
     const dpc_conv_desc *d = &c->d[i];
+    int i0 = p->fused ? p->head : i; /* whose source, weights and bias the primitive reads */
+    const dpc_conv_desc *d0 = &c->d[i0];
     c->set_threads(p->threads);
-    bool grouped = d->groups > 1;
-    dnnl_dims_t sd = {N, d->C, d->H, d->W}, dd = {N, d->Co, d->Ho, d->Wo}, bd = {d->Co};
-    dnnl_dims_t wd4 = {d->Co, d->C / d->groups, d->kh, d->kw};
-    dnnl_dims_t wd5 = {d->groups, d->Co / d->groups, d->C / d->groups, d->kh, d->kw};
+    bool grouped = d0->groups > 1;
+    dnnl_dims_t sd = {N, d0->C, d0->H, d0->W}, dd = {N, d->Co, d->Ho, d->Wo}, bd = {d0->Co};
+    dnnl_dims_t wd4 = {d0->Co, d0->C / d0->groups, d0->kh, d0->kw};
+    dnnl_dims_t wd5 = {d0->groups, d0->Co / d0->groups, d0->C / d0->groups, d0->kh, d0->kw};
     dnnl_memory_desc_t src_u, dst_u, sum_u, wei_u, bias_md;
     dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, src_k ? dnnl_nhwc : dnnl_nchw);
     dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, dnnl_f32, p->keep_y ? dnnl_nhwc : dnnl_nchw);
@@ -429,38 +495,35 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, bool s
         s = make_reorder(c->eng, dst_md, &dst_u, &p->rdst, &scratch);
     if (s == dnnl_success && has_sum)
         s = make_reorder(c->eng, &sum_u, dst_md, &p->rsum, &scratch);
-    /* weights: kept in the primitive's layout when they are a parameter
-     * (here) or the prepare kernels' result (at the first call after they
-     * ran), else reordered per call */
-    if (s == dnnl_success && d->w_param < 0)
-        s = make_reorder(c->eng, &wei_u, wei_md, &p->rwei, &scratch);
     dpc_status st = DPC_OK;
-    if (s == dnnl_success && d->w_param >= 0) {
-        if (dnnl_memory_desc_equal(wei_md, &wei_u))
-            p->wei_kept = NULL; /* the parameter as it is */
-        else {
-            unsigned long pgen = atomic_load(&c->pgen);
-            if ((p->wei_kept = kept_weights(r, i, wei_md, &wei_u, c->params[d->w_param], pgen, &st, e)))
-                p->wgen = pgen;
-            else if (st == DPC_OK)
-                s = make_reorder(c->eng, &wei_u, wei_md, &p->rwei, &scratch); /* the cache is full: per call */
-        }
+    if (s == dnnl_success)
+        s = plan_weights(r, i0, &p->w, &wei_u, wei_md, &scratch, &st, e);
+    if (s == dnnl_success && st == DPC_OK && p->fused) { /* the depthwise post-op's weights and bias */
+        dnnl_dims_t dwd = {d->groups, 1, 1, d->kh, d->kw}, dbd = {d->Co};
+        dnnl_memory_desc_t dw_u, dwb;
+        dnnl_memory_desc_init_by_tag(&dw_u, 5, dwd, dnnl_f32, dnnl_goihw);
+        dnnl_memory_desc_init_by_tag(&dwb, 1, dbd, dnnl_f32, dnnl_a);
+        const dnnl_memory_desc_t *dw_md =
+            dnnl_primitive_desc_query_md(pd, dnnl_query_exec_arg_md, DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS);
+        s = dw_md ? plan_weights(r, i, &p->dw, &dw_u, dw_md, &scratch, &st, e) : dnnl_unimplemented;
+        p->dw.off = p->w.bytes;
+        if (s == dnnl_success)
+            s = mem(c->eng, &dwb, &p->dw_bias);
     }
-    dnnl_memory_t *mems[] = {&p->src_user, &p->src, &p->wei_user, &p->wei, &p->bias, &p->dst, &p->dst_user, &p->sum_user};
-    const dnnl_memory_desc_t *mds[] = {&src_u, src_md, &wei_u, wei_md, &bias_md, dst_md, &dst_u, &sum_u};
-    for (size_t j = 0; s == dnnl_success && j < sizeof mems / sizeof *mems; j++)
+    dnnl_memory_t *mems[] = {&p->src_user, &p->src, &p->bias, &p->dst, &p->dst_user, &p->sum_user};
+    const dnnl_memory_desc_t *mds[] = {&src_u, src_md, &bias_md, dst_md, &dst_u, &sum_u};
+    for (size_t j = 0; s == dnnl_success && st == DPC_OK && j < sizeof mems / sizeof *mems; j++)
         s = mem(c->eng, mds[j], mems[j]);
     dnnl_memory_desc_t flat;
     dnnl_dims_t fd = {(dnnl_dim_t)(scratch ? scratch : 1)};
     dnnl_memory_desc_init_by_tag(&flat, 1, fd, dnnl_u8, dnnl_a);
-    if (s == dnnl_success)
+    if (s == dnnl_success && st == DPC_OK)
         s = mem(c->eng, &flat, &p->scratch);
     p->scratch_bytes = scratch;
     p->src_bytes = p->rsrc ? dnnl_memory_desc_get_size(src_md) : 0;
     /* the result goes through the replica's buffer when its layout is not
      * y's, or when a residual in another layout is y itself */
     p->dst_bytes = p->rdst || p->rsum ? dnnl_memory_desc_get_size(dst_md) : 0;
-    p->wei_bytes = p->rwei ? dnnl_memory_desc_get_size(wei_md) : 0;
     p->y_bytes = dnnl_memory_desc_get_size(&dst_u);
     dnnl_primitive_desc_destroy(pd);
     p->pd = NULL;
@@ -470,6 +533,102 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, bool s
         return dpc_errf(e, s == dnnl_out_of_memory ? DPC_ENOMEM : DPC_EDEVICE,
                         "oneDNN: creating convolution %d for batch %lld failed (status %d)", i, (long long)N, (int)s);
     return DPC_OK;
+}
+
+/* Whether 1x1 conv a and depthwise conv b may run as one primitive (the
+ * depthwise one as oneDNN's dw post-op, which it implements for a 1x1
+ * source): b is the next kernel and the only reader of a's result, which
+ * stays NHWC (its epilogue all post-ops, no residual in either), b's
+ * padding is centred (its output ceil(H / stride)), b has stride 2, the
+ * batch is at least DW_MIN_BATCH and the intermediate (a's result) at
+ * least DW_MIN_PIXELS an image. The fused primitive computes in the blocked
+ * layout (plan_fused), so it pays a reorder into it and one out of it; it
+ * gains only where what it saves, the intermediate's round trip to memory,
+ * is large against that: a stride-2 depthwise conv (whose result is a
+ * quarter of its source) at 56x56 pixels or more, at batch 8 or more. At
+ * batch 1 and for the stride-1 pairs, and the stride-2 ones at 28x28 and
+ * below, it was slower (docs/performance.md, "1x1 + depthwise in the
+ * blocked layout"). */
+#define DW_MIN_BATCH 8
+#define DW_MIN_PIXELS (56 * 56)
+static bool dw_fits(const dpc_dnnl_convs *c, const pconv *ps, int a, int b, int64_t N) {
+    const dpc_conv_desc *x = &c->d[a], *y = &c->d[b];
+    if (!c->dw || ps[a].declined || ps[b].declined || !ps[a].keep_y || y->src_conv != a || y->sum_conv == a ||
+        y->kernel != x->kernel + 1 || !y->bias)
+        return false;
+    for (int j = 0; j < c->n; j++)
+        if (j != b && (c->d[j].src_conv == a || c->d[j].sum_conv == a))
+            return false;
+    for (int j = 0; j < x->npost; j++)
+        if (x->post[j].act == DPC_ACT_SUM)
+            return false;
+    for (int j = 0; j < y->npost; j++)
+        if (y->post[j].act == DPC_ACT_SUM)
+            return false;
+    bool one = x->kh == 1 && x->kw == 1 && x->stride[0] == 1 && x->stride[1] == 1 && x->groups == 1 &&
+               x->pad_l[0] == 0 && x->pad_l[1] == 0 && x->pad_r[0] == 0 && x->pad_r[1] == 0;
+    int64_t k = y->kh, st = y->stride[0];
+    bool dw = y->groups == y->C && y->Co == y->C && y->C == x->Co && y->kw == k && k % 2 == 1 && y->stride[1] == st &&
+              y->dil[0] == 1 && y->dil[1] == 1 && y->pad_l[0] == k / 2 && y->pad_l[1] == k / 2 &&
+              y->Ho == (x->Ho + st - 1) / st && y->Wo == (x->Wo + st - 1) / st;
+    return one && dw && st == 2 && N >= DW_MIN_BATCH && x->Ho * x->Wo >= DW_MIN_PIXELS;
+}
+
+/* The descriptor of one primitive computing 1x1 conv x and depthwise conv
+ * y after it, at batch N, source and result in layout tag. */
+static dnnl_status_t fused_pd(const dpc_dnnl_convs *c, const dpc_conv_desc *x, const dpc_conv_desc *y, int64_t N,
+                              dnnl_format_tag_t tag, dnnl_primitive_desc_t *pd) {
+    dnnl_dims_t sd = {N, x->C, x->H, x->W}, dd = {N, x->Co, x->Ho, x->Wo}, wd = {x->Co, x->C, 1, 1}, bd = {x->Co};
+    dnnl_memory_desc_t src, dst, wei, bias;
+    dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, tag);
+    dnnl_memory_desc_init_by_tag(&dst, 4, dd, dnnl_f32, tag);
+    dnnl_memory_desc_init_by_tag(&wei, 4, wd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&bias, 1, bd, dnnl_f32, dnnl_a);
+    dnnl_dims_t one = {1, 1}, zero = {0, 0};
+    dnnl_convolution_desc_t cd;
+    *pd = NULL;
+    dnnl_primitive_attr_t attr = make_attr(x, y);
+    dnnl_status_t s = attr ? dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_inference,
+                                                                       dnnl_convolution_direct, &src, &wei,
+                                                                       x->bias ? &bias : NULL, &dst, one, zero, zero, zero)
+                           : dnnl_out_of_memory;
+    if (s == dnnl_success)
+        s = dnnl_primitive_desc_create(pd, &cd, attr, c->eng, NULL);
+    if (attr)
+        dnnl_primitive_attr_destroy(attr);
+    return s;
+}
+
+/* Conv b's primitive computing a and b (dw_fits) at batch N: replaces b's
+ * and a's descriptors (a then deferred) when oneDNN implements it. Only in
+ * the blocked layouts (16 channels a block for AVX-512, else 8, whichever
+ * oneDNN takes first; plan_io adds the reorders from and to NHWC): oneDNN
+ * 2.6 accepts the NHWC form too, and computes it wrong (docs/performance.md;
+ * tests/ops/dwfuse/mbconv.dp fails with it). */
+static void plan_fused(dpc_dnnl_rconvs *r, int a, int b, int64_t N, pconv *ps) {
+    dpc_dnnl_convs *c = r->c;
+    int threads = ps[a].threads > ps[b].threads ? ps[a].threads : ps[b].threads;
+    c->set_threads(threads);
+    static const dnnl_format_tag_t tags[] = {dnnl_aBcd16b, dnnl_aBcd8b};
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_status_t s = dnnl_unimplemented;
+    for (size_t t = 0; s != dnnl_success && t < sizeof tags / sizeof *tags; t++)
+        s = fused_pd(c, &c->d[a], &c->d[b], N, tags[t], &pd);
+    if (s != dnnl_success)
+        return; /* both run as they are */
+    dnnl_primitive_desc_destroy(ps[a].pd);
+    dnnl_primitive_desc_destroy(ps[b].pd);
+    ps[a].pd = NULL;
+    ps[a].deferred = true;
+    ps[a].into = b;
+    snprintf(ps[a].impl, sizeof ps[a].impl, "in conv %d", b);
+    ps[b].pd = pd;
+    ps[b].fused = true;
+    ps[b].head = a;
+    ps[b].threads = threads;
+    const char *impl = NULL;
+    dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl);
+    snprintf(ps[b].impl, sizeof ps[b].impl, "%s+dw", impl ? impl : "?");
 }
 
 static bool grow(void **b, size_t *have, size_t need) {
@@ -529,17 +688,23 @@ dpc_status dpc_dnnl_plan(dpc_dnnl_convs *c, dpc_dnnl_rconvs **rp, int64_t N, int
                 k = !ps->p[j].declined;
         ps->p[i].keep_y = k;
     }
+    /* 1x1 + depthwise pairs as one primitive */
+    for (int b = 0; st == DPC_OK && b < c->n; b++) {
+        int a = c->d[b].src_conv;
+        if (a >= 0 && !ps->p[a].deferred && !ps->p[a].fused && dw_fits(c, ps->p, a, b, N))
+            plan_fused(r, a, b, N, ps->p);
+    }
     for (int i = 0; st == DPC_OK && i < c->n; i++)
-        if (!ps->p[i].declined) {
-            const dpc_conv_desc *d = &c->d[i];
-            st = plan_io(r, i, N, &ps->p[i], d->src_conv >= 0 && ps->p[d->src_conv].keep_y,
+        if (!ps->p[i].declined && !ps->p[i].deferred) {
+            const dpc_conv_desc *d = &c->d[i], *d0 = &c->d[ps->p[i].fused ? ps->p[i].head : i];
+            st = plan_io(r, i, N, &ps->p[i], d0->src_conv >= 0 && ps->p[d0->src_conv].keep_y,
                          d->sum_conv >= 0 && ps->p[d->sum_conv].keep_y, e);
         }
     size_t sb = 0, db = 0, wb = 0, xb = 0;
     for (int i = 0; st == DPC_OK && i < c->n; i++) {
         sb = max_sz(sb, ps->p[i].src_bytes);
         db = max_sz(db, ps->p[i].dst_bytes);
-        wb = max_sz(wb, ps->p[i].wei_bytes);
+        wb = max_sz(wb, ps->p[i].w.bytes + ps->p[i].dw.bytes);
         xb = max_sz(xb, ps->p[i].scratch_bytes);
     }
     if (st == DPC_OK && !(grow(&r->srcb, &r->srcb_n, sb) && grow(&r->dstb, &r->dstb_n, db) &&
@@ -599,6 +764,53 @@ void dpc_dnnl_params_changed(dpc_dnnl_convs *c) {
         atomic_fetch_add(&c->pgen, 1);
 }
 
+/* Binds conv i's weights w (in the layout of pw->user) to pw->mem: the
+ * kept copy (reordered again when the prepare kernels ran or the
+ * parameters were bound since), a reorder into the replica's buffer, or w
+ * itself (scratch: the calling primitive's). 0, or -1 with *e set. */
+static int bind_weights(dpc_dnnl_rconvs *r, int i, pwei *pw, const float *w, dnnl_memory_t scratch, dpc_err *e) {
+    const dpc_conv_desc *d = &r->c->d[i];
+    const dnnl_memory_desc_t *wmd, *umd;
+    dnnl_memory_get_memory_desc(pw->mem, &wmd);
+    dnnl_memory_get_memory_desc(pw->user, &umd);
+    dpc_status st = DPC_OK;
+    if (d->w_const && pw->ro) {
+        /* the prepare kernels' weights, reordered once per generation */
+        unsigned long gen = atomic_load(&r->c->gen);
+        if (pw->gen != gen) {
+            pw->kept = kept_weights(r, i, wmd, umd, w, gen, &st, e);
+            if (st != DPC_OK)
+                return -1;
+            pw->gen = pw->kept ? gen : 0;
+        }
+    }
+    if (d->w_param >= 0 && pw->kept && pw->gen != atomic_load(&r->c->pgen)) {
+        /* the parameters were bound again: their kept layout reordered
+         * again, from the new values, once per bind */
+        unsigned long pgen = atomic_load(&r->c->pgen);
+        pw->kept = kept_weights(r, i, wmd, umd, w, pgen, &st, e);
+        if (!pw->kept && st == DPC_OK) /* (its entry exists: never full here) */
+            dpc_errf(e, DPC_EINTERNAL, "oneDNN: no kept weights for convolution %d", i);
+        if (!pw->kept)
+            return -1;
+        pw->gen = pgen;
+    }
+    dnnl_status_t s;
+    if (pw->kept)
+        s = dnnl_memory_set_data_handle_v2(pw->mem, (void *)pw->kept, r->stream);
+    else if (pw->ro) {
+        dnnl_memory_set_data_handle_v2(pw->user, (void *)w, r->stream);
+        dnnl_memory_set_data_handle_v2(pw->mem, (char *)r->weib + pw->off, r->stream);
+        s = run_reorder(r, pw->ro, pw->user, pw->mem, scratch);
+    } else
+        s = dnnl_memory_set_data_handle_v2(pw->mem, (void *)w, r->stream);
+    if (s != dnnl_success) {
+        dpc_errf(e, DPC_EDEVICE, "oneDNN: binding the weights of convolution %d failed (status %d)", i, (int)s);
+        return -1;
+    }
+    return 0;
+}
+
 int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, const float *bias, const float *sum,
                  float *y, dpc_err *e) {
     if (!r || !r->cur || i < 0 || i >= r->c->n)
@@ -606,6 +818,29 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
     pconv *p = &r->cur->p[i];
     if (p->declined)
         return 1;
+    if (p->deferred) { /* conv `into`, the next kernel, computes it */
+        pconv *q = &r->cur->p[p->into];
+        q->hx = x;
+        q->hw = w;
+        q->hbias = bias;
+        q->hy = y;
+        return 0;
+    }
+    int i0 = i; /* whose weights p->w are */
+    const float *dw_w = NULL, *dw_bias = NULL;
+    if (p->fused) {
+        if (!p->hy || x != p->hy) {
+            dpc_errf(e, DPC_EINTERNAL, "oneDNN: convolution %d does not read the result of convolution %d", i, p->head);
+            return -1;
+        }
+        i0 = p->head;
+        dw_w = w;
+        dw_bias = bias;
+        x = p->hx;
+        w = p->hw;
+        bias = p->hbias;
+        p->hy = NULL;
+    }
     r->c->set_threads(p->threads);
     /* the handles: the caller's tensors, the replica's buffers */
     dnnl_status_t s = dnnl_memory_set_data_handle_v2(p->scratch, r->scratchb, r->stream);
@@ -615,47 +850,13 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
         s = run_reorder(r, p->rsrc, p->src_user, p->src, p->scratch);
     } else if (s == dnnl_success)
         s = dnnl_memory_set_data_handle_v2(p->src, (void *)x, r->stream);
-    if (s == dnnl_success && r->c->d[i].w_const && p->rwei) {
-        /* the prepare kernels' weights, reordered once per generation */
-        unsigned long gen = atomic_load(&r->c->gen);
-        if (p->wgen != gen) {
-            dpc_status st = DPC_OK;
-            const dnnl_memory_desc_t *wmd, *umd;
-            dnnl_memory_get_memory_desc(p->wei, &wmd);
-            dnnl_memory_get_memory_desc(p->wei_user, &umd);
-            p->wei_kept = kept_weights(r, i, wmd, umd, w, gen, &st, e);
-            if (st != DPC_OK)
-                return -1;
-            p->wgen = p->wei_kept ? gen : 0;
-        }
-    }
-    if (s == dnnl_success && r->c->d[i].w_param >= 0 && p->wei_kept && p->wgen != atomic_load(&r->c->pgen)) {
-        /* the parameters were bound again: their kept layout reordered
-         * again, from the new values, once per bind */
-        unsigned long pgen = atomic_load(&r->c->pgen);
-        dpc_status st = DPC_OK;
-        const dnnl_memory_desc_t *wmd, *umd;
-        dnnl_memory_get_memory_desc(p->wei, &wmd);
-        dnnl_memory_get_memory_desc(p->wei_user, &umd);
-        p->wei_kept = kept_weights(r, i, wmd, umd, w, pgen, &st, e);
-        if (!p->wei_kept && st == DPC_OK) /* (its entry exists: never full here) */
-            dpc_errf(e, DPC_EINTERNAL, "oneDNN: no kept weights for convolution %d", i);
-        if (!p->wei_kept)
-            return -1;
-        p->wgen = pgen;
-    }
-    if (s == dnnl_success) {
-        if (p->wei_kept)
-            s = dnnl_memory_set_data_handle_v2(p->wei, (void *)p->wei_kept, r->stream);
-        else if (p->rwei) {
-            dnnl_memory_set_data_handle_v2(p->wei_user, (void *)w, r->stream);
-            dnnl_memory_set_data_handle_v2(p->wei, r->weib, r->stream);
-            s = run_reorder(r, p->rwei, p->wei_user, p->wei, p->scratch);
-        } else
-            s = dnnl_memory_set_data_handle_v2(p->wei, (void *)w, r->stream);
-    }
+    if (s == dnnl_success && (bind_weights(r, i0, &p->w, w, p->scratch, e) < 0 ||
+                            (p->fused && bind_weights(r, i, &p->dw, dw_w, p->scratch, e) < 0)))
+        return -1;
     if (s == dnnl_success && bias)
         s = dnnl_memory_set_data_handle_v2(p->bias, (void *)bias, r->stream);
+    if (s == dnnl_success && p->fused)
+        s = dnnl_memory_set_data_handle_v2(p->dw_bias, (void *)dw_bias, r->stream);
     /* the result: in y when the primitive's layout is y's (and a residual
      * in another layout is not y itself), else in the replica's buffer */
     bool via = p->rdst || (sum && sum == y && p->rsum);
@@ -671,9 +872,16 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
             memmove(y, sum, p->y_bytes);
     }
     if (s == dnnl_success) {
-        dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->wei}, {DNNL_ARG_DST, p->dst},
-                                   {DNNL_ARG_SCRATCHPAD, p->scratch}, {DNNL_ARG_BIAS, p->bias}};
-        s = dnnl_primitive_execute(p->conv, r->stream, bias ? 5 : 4, args);
+        dnnl_exec_arg_t args[7] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->w.mem}, {DNNL_ARG_DST, p->dst},
+                                   {DNNL_ARG_SCRATCHPAD, p->scratch}};
+        int na = 4;
+        if (bias)
+            args[na++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, p->bias};
+        if (p->fused) {
+            args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_WEIGHTS, p->dw.mem};
+            args[na++] = (dnnl_exec_arg_t){DNNL_ARG_ATTR_POST_OP_DW | DNNL_ARG_BIAS, p->dw_bias};
+        }
+        s = dnnl_primitive_execute(p->conv, r->stream, na, args);
     }
     if (s == dnnl_success && p->rdst) {
         dnnl_memory_set_data_handle_v2(p->dst_user, y, r->stream);

@@ -7,11 +7,15 @@ depthwise and 1x1 ones among them. With --max-reorders K, the activations
 must stay NHWC between convs: one forward (`dpc run`, batch 3, an input of
 CxHxW per image) reorders at most K activations to or from NCHW.
 
-    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1,wino] [--max-reorders K --input CxHxW]
+    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1,wino,dwfuse] [--batch B] [--max-reorders K --input CxHxW]
 
 --expect wino: some conv runs oneDNN's Winograd kernel (3x3 stride-1 convs
 of 32+ channels try it first, runtime/cpu/conv_dnnl.c; only on a CPU with
 AVX-512, where oneDNN has one).
+--expect dwfuse: some 1x1 conv runs with the depthwise conv after it as
+oneDNN's dw post-op (`+dw:` in its post-ops; from batch 8, so with --batch 8:
+runtime/cpu/conv_dnnl.c, dw_fits). --batch: the batch of the DNNL_VERBOSE
+forward (default 1).
 """
 import os
 import subprocess
@@ -31,12 +35,13 @@ def main() -> int:
     dpc, model = sys.argv[1], sys.argv[2]
     args = sys.argv[3:]
     expect = args[args.index("--expect") + 1].split(",") if "--expect" in args else []
+    batch = args[args.index("--batch") + 1] if "--batch" in args else "1"
     max_reorders = int(args[args.index("--max-reorders") + 1]) if "--max-reorders" in args else None
     # the default layout (NHWC), with oneDNN's own kernels (plain NCHW runs gemm:jit)
     env = dict(os.environ, DNNL_VERBOSE="1", OMP_NUM_THREADS="1")
-    for k in ("DPC_CONV", "DPC_CONV_LAYOUT", "DPC_CONV_KEEP"):
+    for k in ("DPC_CONV", "DPC_CONV_LAYOUT", "DPC_CONV_KEEP", "DPC_CONV_DW"):
         env.pop(k, None)
-    r = subprocess.run([dpc, "bench", model, "--batch", "1", "--iters", "1"], env=env, capture_output=True,
+    r = subprocess.run([dpc, "bench", model, "--batch", batch, "--iters", "1"], env=env, capture_output=True,
                        text=True, timeout=600)
     if r.returncode != 0:
         print("dpc failed:", r.stdout[-2000:], r.stderr[-2000:])
@@ -74,7 +79,7 @@ def main() -> int:
         print("slow implementation:", c[4], c[6], c[-2])
     # wei_f32 of a depthwise conv is 5-D with group blocking; brdgmm_dw / jit_dw name it
     have = {"dw": any("dw" in c[4] for c in convs), "1x1": any("1x1" in c[4] for c in convs),
-            "wino": any("wino" in c[4] for c in convs)}
+            "wino": any("wino" in c[4] for c in convs), "dwfuse": any("+dw:" in ",".join(c) for c in convs)}
     if "wino" in expect and not avx512():
         expect.remove("wino")  # oneDNN's Winograd kernels are AVX-512 ones
         print("no AVX-512: Winograd not expected")
