@@ -180,6 +180,8 @@ static bool ident_ok(const kgraph *kg, const char *w, size_t n) {
         return true; /* buffers, values, float4 temporaries, coordinates, kernels */
     if (n > 3 && strncmp(w, "l_b", 3) == 0 && all_digits(w + 3, n - 3))
         return true; /* lane arrays */
+    if (n > 1 && strchr("orw", w[0]) && all_digits(w + 1, n - 1))
+        return true; /* the short attention's output rows, score rows and weights (emit_attn_short) */
     for (int i = 0; i < kg->kernels.len; i++) {
         const char *k = ((const kernel *)kg->kernels.items[i])->name;
         if (!k)
