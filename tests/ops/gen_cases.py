@@ -1656,6 +1656,17 @@ def gen_attention(R):
     c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q, k, v), "plain")
     c.ret("scaled_dot_product_attention(%s, %s, %s, attn_mask=%s > -0.5)" % (q, k, v, m), "bool mask")
     cases.append(c)
+
+    # drawn last so the cases above keep their draws
+    L, S = R.randint(5, 20), _not_multiple(R, 65, 100, 16)
+    c = Case("attention", "tiled", "more than 64 keys (not a multiple of 16) with L * S * E under the GEMM "
+                                   "form's bound: the C kernel's tiled online-softmax form, several key blocks")
+    c.single_device = None
+    q, k, v = c.inp([2, L, 3]), c.inp([2, S, 3]), c.inp([2, S, R.randint(3, 20)])
+    m = c.inp([2, L, S])
+    c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q, k, v), "plain")
+    c.ret("scaled_dot_product_attention(%s, %s, %s, %s)" % (q, k, v, m), "float mask")
+    cases.append(c)
     return cases
 
 
