@@ -1093,6 +1093,23 @@ static void emit_attn_rows_chain(const kgraph *kg, const kernel *k, const emit_a
     emit_attn_chain(kg, k, a, o, "                    ", "int64_t", "sr[jj]", "sr[jj]", DIALECT_C);
 }
 
+/* The inner loop of p . v shared by the one-key-block and tiled forms:
+ * RQ = 4 query rows of p (p0, rows pstride apart) times the value rows
+ * (vb, vstride apart, from column db) over `bound` keys, added into the
+ * RK-lane registers r0..r3. */
+static void emit_attn_pv_keys(dpc_buf *o, const char *bound, long long pstride, long long vstride) {
+    dpc_buf_printf(o,
+                   "                    for (int64_t jj = 0; jj < %s; jj++) {\n"
+                   "                        const float e0 = p0[jj], e1 = p0[%lld + jj], e2 = p0[%lld + jj], e3 = p0[%lld + jj];\n"
+                   "                        const float *const vr = vb + jj * %lld + db;\n"
+                   "                        for (int64_t l = 0; l < %d; l++) {\n"
+                   "                            const float vv = vr[l];\n"
+                   "                            r0[l] += e0 * vv; r1[l] += e1 * vv; r2[l] += e2 * vv; r3[l] += e3 * vv;\n"
+                   "                        }\n"
+                   "                    }\n",
+                   bound, pstride, 2 * pstride, 3 * pstride, vstride, ATTN_RK);
+}
+
 /* The one-key-block form (S <= the key block, ViT's 17 tokens): no online
  * softmax (no running max, no rescale of an accumulator). Per row the max
  * over RK lanes of the padded scores, then the row minus its max packed
@@ -1143,17 +1160,12 @@ static void emit_attn_short(const kgraph *kg, const kernel *k, const emit_attn *
                    "                for (int64_t db = 0; db < %lldLL; db += %d) {\n"
                    "                    const float *const p0 = p + ii * %lld;\n"
                    "                    float r0[%d], r1[%d], r2[%d], r3[%d];\n"
-                   "                    for (int64_t l = 0; l < %d; l++) r0[l] = r1[l] = r2[l] = r3[l] = 0.0f;\n"
-                   "                    for (int64_t jj = 0; jj < %lldLL; jj++) {\n"
-                   "                        const float e0 = p0[jj], e1 = p0[%lld + jj], e2 = p0[%lld + jj], e3 = p0[%lld + jj];\n"
-                   "                        const float *const vr = vb + jj * %lld + db;\n"
-                   "                        for (int64_t l = 0; l < %d; l++) {\n"
-                   "                            const float vv = vr[l];\n"
-                   "                            r0[l] += e0 * vv; r1[l] += e1 * vv; r2[l] += e2 * vv; r3[l] += e3 * vv;\n"
-                   "                        }\n"
-                   "                    }\n"
-                   "                    const int64_t nl = %lldLL - db < %d ? %lldLL - db : %d;\n",
-                   ATTN_RQ, RK, ATTN_RQ, EvP, RK, S, RK, RK, RK, RK, RK, S, S, 2 * S, 3 * S, EvP, RK, Ev, RK, Ev, RK);
+                   "                    for (int64_t l = 0; l < %d; l++) r0[l] = r1[l] = r2[l] = r3[l] = 0.0f;\n",
+                   ATTN_RQ, RK, ATTN_RQ, EvP, RK, S, RK, RK, RK, RK, RK);
+    char bound[32];
+    snprintf(bound, sizeof bound, "%lldLL", S);
+    emit_attn_pv_keys(o, bound, S, EvP);
+    dpc_buf_printf(o, "                    const int64_t nl = %lldLL - db < %d ? %lldLL - db : %d;\n", Ev, RK, Ev, RK);
     /* one store loop per query row (vectorised), the rows past nq skipped */
     for (int q = 0; q < ATTN_RQ; q++)
         dpc_buf_printf(o,
@@ -1246,21 +1258,15 @@ static void emit_attn_c(const kgraph *kg, const kernel *k, dpc_buf *o) {
                    "                    float r0[%d], r1[%d], r2[%d], r3[%d];\n"
                    "                    for (int64_t l = 0; l < %d; l++) {\n"
                    "                        r0[l] = a0[l] * w0; r1[l] = a0[%lld + l] * w1; r2[l] = a0[%lld + l] * w2; r3[l] = a0[%lld + l] * w3;\n"
-                   "                    }\n"
-                   "                    for (int64_t jj = 0; jj < nk; jj++) {\n"
-                   "                        const float e0 = p0[jj], e1 = p0[%d + jj], e2 = p0[%d + jj], e3 = p0[%d + jj];\n"
-                   "                        const float *const vr = vb + jj * %lld + db;\n"
-                   "                        for (int64_t l = 0; l < %d; l++) {\n"
-                   "                            const float vv = vr[l];\n"
-                   "                            r0[l] += e0 * vv; r1[l] += e1 * vv; r2[l] += e2 * vv; r3[l] += e3 * vv;\n"
-                   "                        }\n"
-                   "                    }\n"
+                   "                    }\n",
+                   RQ, RK, RQ, EvP, RK, EvP, BK, RK, RK, RK, RK, RK, EvP, 2 * EvP, 3 * EvP);
+    emit_attn_pv_keys(o, "nk", BK, EvP);
+    dpc_buf_printf(o,
                    "                    for (int64_t l = 0; l < %d; l++) {\n"
                    "                        a0[l] = r0[l]; a0[%lld + l] = r1[l]; a0[%lld + l] = r2[l]; a0[%lld + l] = r3[l];\n"
                    "                    }\n"
                    "                }\n"
                    "        }\n",
-                   RQ, RK, RQ, EvP, RK, EvP, BK, RK, RK, RK, RK, RK, EvP, 2 * EvP, 3 * EvP, BK, 2 * BK, 3 * BK, EvP, RK,
                    RK, EvP, 2 * EvP, 3 * EvP);
     dpc_buf_printf(o,
                    "        for (int64_t ii = 0; ii < nq; ii++) {\n"
