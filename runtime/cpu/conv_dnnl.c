@@ -219,6 +219,14 @@ static void pconv_free(pconv *p) {
     memset(p, 0, sizeof *p);
 }
 
+/* Whether conv d's post-ops add a residual (oneDNN's sum). */
+static bool sums(const dpc_conv_desc *d) {
+    for (int j = 0; j < d->npost; j++)
+        if (d->post[j].act == DPC_ACT_SUM)
+            return true;
+    return false;
+}
+
 static bool append_posts(dnnl_post_ops_t po, const dpc_conv_desc *d) {
     bool ok = true;
     for (int i = 0; ok && i < d->npost; i++) {
@@ -485,9 +493,7 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, bool s
     const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
     const dnnl_memory_desc_t *sp_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
     size_t scratch = sp_md ? dnnl_memory_desc_get_size(sp_md) : 0;
-    bool has_sum = false;
-    for (int j = 0; j < d->npost; j++)
-        has_sum |= d->post[j].act == DPC_ACT_SUM;
+    bool has_sum = sums(d);
     dnnl_status_t s = dnnl_primitive_create(&p->conv, pd);
     if (s == dnnl_success)
         s = make_reorder(c->eng, &src_u, src_md, &p->rsrc, &scratch);
@@ -559,12 +565,8 @@ static bool dw_fits(const dpc_dnnl_convs *c, const pconv *ps, int a, int b, int6
     for (int j = 0; j < c->n; j++)
         if (j != b && (c->d[j].src_conv == a || c->d[j].sum_conv == a))
             return false;
-    for (int j = 0; j < x->npost; j++)
-        if (x->post[j].act == DPC_ACT_SUM)
-            return false;
-    for (int j = 0; j < y->npost; j++)
-        if (y->post[j].act == DPC_ACT_SUM)
-            return false;
+    if (sums(x) || sums(y))
+        return false;
     bool one = x->kh == 1 && x->kw == 1 && x->stride[0] == 1 && x->stride[1] == 1 && x->groups == 1 &&
                x->pad_l[0] == 0 && x->pad_l[1] == 0 && x->pad_r[0] == 0 && x->pad_r[1] == 0;
     int64_t k = y->kh, st = y->stride[0];
