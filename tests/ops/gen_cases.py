@@ -1554,6 +1554,16 @@ def gen_mha_masks(R):
 # (32 queries x 64 keys in C, 16 x 32 in CUDA)
 # ---------------------------------------------------------------------------
 
+def _sdpa_plain_and_masked(c, H, L, S, E, Ev, mask, label):
+    """Two outputs of case c: scaled_dot_product_attention of q [H, L, E],
+    k [H, S, E], v [H, S, Ev], plain and with mask (a format of the mask
+    input [H, L, S]) as its fourth argument."""
+    q, k, v = c.inp([H, L, E]), c.inp([H, S, E]), c.inp([H, S, Ev])
+    m = c.inp([H, L, S])
+    c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q, k, v), "plain")
+    c.ret("scaled_dot_product_attention(%s, %s, %s, %s)" % (q, k, v, mask % m), label)
+
+
 def _not_multiple(R, lo, hi, *blocks):
     while True:
         v = R.randint(lo, hi)
@@ -1651,10 +1661,7 @@ def gen_attention(R):
     c = Case("attention", "short_blocks", "the one-key-block form with L past one query block (128): "
                                           "L * S * E under the GEMM form's bound")
     c.single_device = None
-    q, k, v = c.inp([1, L, 2]), c.inp([1, S, 2]), c.inp([1, S, R.randint(3, 20)])
-    m = c.inp([1, L, S])
-    c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q, k, v), "plain")
-    c.ret("scaled_dot_product_attention(%s, %s, %s, attn_mask=%s > -0.5)" % (q, k, v, m), "bool mask")
+    _sdpa_plain_and_masked(c, 1, L, S, 2, R.randint(3, 20), "attn_mask=%s > -0.5", "bool mask")
     cases.append(c)
 
     # drawn last so the cases above keep their draws
@@ -1662,10 +1669,7 @@ def gen_attention(R):
     c = Case("attention", "tiled", "more than 64 keys (not a multiple of 16) with L * S * E under the GEMM "
                                    "form's bound: the C kernel's tiled online-softmax form, several key blocks")
     c.single_device = None
-    q, k, v = c.inp([2, L, 3]), c.inp([2, S, 3]), c.inp([2, S, R.randint(3, 20)])
-    m = c.inp([2, L, S])
-    c.ret("scaled_dot_product_attention(%s, %s, %s)" % (q, k, v), "plain")
-    c.ret("scaled_dot_product_attention(%s, %s, %s, %s)" % (q, k, v, m), "float mask")
+    _sdpa_plain_and_masked(c, 2, L, S, 3, R.randint(3, 20), "%s", "float mask")
     cases.append(c)
     return cases
 
