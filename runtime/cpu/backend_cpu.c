@@ -13,6 +13,7 @@
  * weights_changed. */
 #include "backend_cpu.h"
 #include "conv_dnnl.h"
+#include "cpu_env.h"
 #include "gemm_rows.h"
 #include "hostcc.h"
 #include "kabi.h"
@@ -571,15 +572,21 @@ dpc_status dpc_backend_cpu_new(const dpc_unit *u, float *const *params, dpc_back
     cb->u = u;
     cb->params = params;
     cb->gemm_threads = 1;
-#ifdef DPC_USE_DNNL
+    /* read in every build: without oneDNN the switches steer nothing, but
+     * a typo in one is still an error (cpu_env.h) */
+    dpc_conv_env env;
     dpc_status s = dpc_gemm_rows_init(e);
     if (s == DPC_OK)
-        s = dpc_dnnl_convs_new(u, params, set_threads, &cb->convs, e);
+        s = dpc_conv_env_read(&env, e);
+#ifdef DPC_USE_DNNL
+    if (s == DPC_OK)
+        s = dpc_dnnl_convs_new(u, params, &env, set_threads, &cb->convs, e);
+#endif
     if (s != DPC_OK) {
+        pthread_mutex_destroy(&cb->lock);
         free(cb);
         return s;
     }
-#endif
     *out = &cb->be;
     return DPC_OK;
 }

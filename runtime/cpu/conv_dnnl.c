@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { LAYOUT_PLAIN, LAYOUT_BLOCKED, LAYOUT_NHWC };
-
 /* The weights of one conv in a layout a primitive asked for: reordered
  * once, kept for the backend's life (primitives for other batch sizes
  * usually ask for the same). */
@@ -94,50 +92,12 @@ struct dpc_dnnl_rconvs {
     size_t srcb_n, dstb_n, weib_n, scratchb_n;
 };
 
-static const char *const LAYOUT_NAMES[] = {"plain", "blocked", "nhwc"};
-
-/* The DPC_CONV* switches (docs/cli.md), read strictly as every DPC_*
- * variable is: a typo is an error, never a silent default. */
-typedef struct {
-    bool on; /* DPC_CONV=im2col: no primitives */
-    int layout;
-    bool keep, wino, dw;
-} conv_env;
-
-static dpc_status read_conv_env(conv_env *v, dpc_err *e) {
-    const char *conv = getenv("DPC_CONV"), *lay = getenv("DPC_CONV_LAYOUT");
-    v->on = !conv || !*conv || strcmp(conv, "dnnl") == 0;
-    if (!v->on && strcmp(conv, "im2col") != 0)
-        return dpc_errf(e, DPC_EUSAGE, "environment variable DPC_CONV='%.100s' is not dnnl or im2col", conv);
-    v->layout = LAYOUT_NHWC; /* measured fastest: docs/performance.md */
-    if (lay && *lay) {
-        v->layout = -1;
-        for (int i = 0; i < 3; i++)
-            if (strcmp(lay, LAYOUT_NAMES[i]) == 0)
-                v->layout = i;
-        if (v->layout < 0)
-            return dpc_errf(e, DPC_EUSAGE, "environment variable DPC_CONV_LAYOUT='%.100s' is not nhwc, blocked or plain",
-                            lay);
-    }
-    dpc_status s = dpc_env_flag("DPC_CONV_KEEP", true, &v->keep, e);
-    if (s == DPC_OK)
-        s = dpc_env_flag("DPC_CONV_WINO", true, &v->wino, e);
-    if (s == DPC_OK)
-        s = dpc_env_flag("DPC_CONV_DW", true, &v->dw, e);
-    v->keep = v->keep && v->layout != LAYOUT_PLAIN;
-    v->wino = v->wino && v->layout == LAYOUT_NHWC;
-    v->dw = v->dw && v->keep && v->layout == LAYOUT_NHWC;
-    return s;
-}
-
-dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, dpc_dnnl_threads_fn set_threads,
-                              dpc_dnnl_convs **out, dpc_err *e) {
+dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, const dpc_conv_env *env,
+                              dpc_dnnl_threads_fn set_threads, dpc_dnnl_convs **out, dpc_err *e) {
     *out = NULL;
     int n = dpc_unit_nconvs(u);
-    conv_env env;
-    dpc_status s = read_conv_env(&env, e);
-    if (s != DPC_OK || n == 0 || !env.on)
-        return s;
+    if (n == 0 || !env->on)
+        return DPC_OK;
     dpc_dnnl_convs *c = dpc_calloc(1, sizeof *c);
     if (c) {
         c->d = dpc_calloc((size_t)n, sizeof *c->d);
@@ -156,10 +116,10 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, dpc_dnnl_
     c->n = n;
     c->params = params;
     c->set_threads = set_threads;
-    c->layout = env.layout;
-    c->keep = env.keep;
-    c->wino = env.wino;
-    c->dw = env.dw;
+    c->layout = env->layout;
+    c->keep = env->keep;
+    c->wino = env->wino;
+    c->dw = env->dw;
     atomic_init(&c->gen, 1);
     atomic_init(&c->pgen, 1);
     for (int i = 0; i < n; i++)
@@ -399,7 +359,7 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
     dnnl_dims_t wd4 = {d->Co, d->C / d->groups, d->kh, d->kw};
     dnnl_dims_t wd5 = {d->groups, d->Co / d->groups, d->C / d->groups, d->kh, d->kw};
     dnnl_memory_desc_t bias_md, src_any, dst_any, wei_any;
-    dnnl_format_tag_t act = c->layout == LAYOUT_PLAIN ? dnnl_nchw : c->layout == LAYOUT_NHWC ? dnnl_nhwc : dnnl_format_tag_any;
+    dnnl_format_tag_t act = c->layout == DPC_CONV_PLAIN ? dnnl_nchw : c->layout == DPC_CONV_NHWC ? dnnl_nhwc : dnnl_format_tag_any;
     dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_f32, act);
     dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, act);
     dnnl_memory_desc_init_by_tag(&wei_any, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, dnnl_format_tag_any);

@@ -19,6 +19,7 @@
 #define DPC_CONV_DNNL_H
 
 #include "base.h"
+#include "cpu_env.h"
 #include "dpc_compile.h"
 
 typedef struct dpc_dnnl_convs dpc_dnnl_convs; /* per backend: descriptions, engine, weights */
@@ -26,11 +27,12 @@ typedef struct dpc_dnnl_rconvs dpc_dnnl_rconvs; /* per replica: primitives per b
 
 typedef void (*dpc_dnnl_threads_fn)(int n);
 
-/* The unit's convolutions over params (model parameter i at params[i]);
- * *out NULL when the unit has none. set_threads bounds the library's
+/* The unit's convolutions over params (model parameter i at params[i]),
+ * as the switches env asks (dpc_conv_env_read); *out NULL when the unit
+ * has none or env switches them off. set_threads bounds the library's
  * threads (called before each creation and execution). */
-dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, dpc_dnnl_threads_fn set_threads,
-                              dpc_dnnl_convs **out, dpc_err *e);
+dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, const dpc_conv_env *env,
+                              dpc_dnnl_threads_fn set_threads, dpc_dnnl_convs **out, dpc_err *e);
 void dpc_dnnl_convs_free(dpc_dnnl_convs *c);
 
 /* The replica's primitives for batch N with at most `threads` threads per

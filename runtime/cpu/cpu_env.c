@@ -1,0 +1,35 @@
+/* cpu_env.c - the CPU backend's convolution switches (cpu_env.h). */
+#include "cpu_env.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const LAYOUT_NAMES[] = {"plain", "blocked", "nhwc"};
+
+dpc_status dpc_conv_env_read(dpc_conv_env *v, dpc_err *e) {
+    const char *conv = getenv("DPC_CONV"), *lay = getenv("DPC_CONV_LAYOUT");
+    v->on = !conv || !*conv || strcmp(conv, "dnnl") == 0;
+    if (!v->on && strcmp(conv, "im2col") != 0)
+        return dpc_errf(e, DPC_EUSAGE, "environment variable DPC_CONV='%.100s' is not dnnl or im2col", conv);
+    v->layout = DPC_CONV_NHWC; /* measured fastest: docs/performance.md */
+    if (lay && *lay) {
+        v->layout = -1;
+        for (int i = 0; i < 3; i++)
+            if (strcmp(lay, LAYOUT_NAMES[i]) == 0)
+                v->layout = i;
+        if (v->layout < 0)
+            return dpc_errf(e, DPC_EUSAGE, "environment variable DPC_CONV_LAYOUT='%.100s' is not nhwc, blocked or plain",
+                            lay);
+    }
+    dpc_status s = dpc_env_flag("DPC_CONV_KEEP", true, &v->keep, e);
+    if (s == DPC_OK)
+        s = dpc_env_flag("DPC_CONV_WINO", true, &v->wino, e);
+    if (s == DPC_OK)
+        s = dpc_env_flag("DPC_CONV_DW", true, &v->dw, e);
+    if (s != DPC_OK) /* the flags after the bad one were never set */
+        return s;
+    v->keep = v->keep && v->layout != DPC_CONV_PLAIN;
+    v->wino = v->wino && v->layout == DPC_CONV_NHWC;
+    v->dw = v->dw && v->keep && v->layout == DPC_CONV_NHWC;
+    return DPC_OK;
+}

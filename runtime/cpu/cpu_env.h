@@ -1,0 +1,26 @@
+/* cpu_env.h - the CPU backend's convolution switches (DPC_CONV,
+ * DPC_CONV_LAYOUT, DPC_CONV_KEEP, DPC_CONV_WINO, DPC_CONV_DW; docs/cli.md).
+ *
+ * They are read in every build, the OpenBLAS one included, where no oneDNN
+ * primitive exists for them to steer: a typo is then still an error, so a
+ * script behaves the same whichever library the build picked. */
+#ifndef DPC_CPU_ENV_H
+#define DPC_CPU_ENV_H
+
+#include "base.h"
+
+enum { DPC_CONV_PLAIN, DPC_CONV_BLOCKED, DPC_CONV_NHWC };
+
+typedef struct dpc_conv_env {
+    bool on;     /* DPC_CONV=dnnl (the default); im2col: no primitives */
+    int layout;  /* DPC_CONV_LAYOUT, one of DPC_CONV_PLAIN.. */
+    bool keep;   /* results a conv alone reads stay in the primitive's layout */
+    bool wino;   /* 3x3 convs try oneDNN's Winograd first */
+    bool dw;     /* a 1x1 conv and the depthwise conv after it run as one */
+} dpc_conv_env;
+
+/* Reads the switches strictly (a value not listed is a DPC_EUSAGE error
+ * naming the variable) and drops those the layout cannot honour. */
+dpc_status dpc_conv_env_read(dpc_conv_env *v, dpc_err *e);
+
+#endif
