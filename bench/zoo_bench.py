@@ -187,6 +187,20 @@ def model_dir(name: str) -> str:
     return os.path.join(CACHE, name)
 
 
+def read_stamp(d: str) -> dict:
+    """d's stamp.json, its paths taken as names inside d: the cache may have
+    been made under another checkout (a worktree's bench/.cache is often a
+    link to the main one's), and the paths written then point there."""
+    with open(os.path.join(d, "stamp.json")) as f:
+        stamp = json.load(f)
+    here = lambda p: os.path.join(d, os.path.basename(p))
+    stamp["inputs"] = {b: [here(p) for p in ps] for b, ps in stamp["inputs"].items()}
+    for k in ("weights", "onnx"):
+        if stamp.get(k):
+            stamp[k] = here(stamp[k])
+    return stamp
+
+
 def prepare(name: str, batches: list, seq: int, want_onnx: bool) -> dict:
     """The cached artefacts of name, made by a `_prepare` subprocess when
     missing or stale (the inputs of a batch not made before: those alone).
@@ -195,8 +209,7 @@ def prepare(name: str, batches: list, seq: int, want_onnx: bool) -> dict:
     stamp_path = os.path.join(d, "stamp.json")
     key = artefact_key(name, seq)
     try:
-        with open(stamp_path) as f:
-            stamp = json.load(f)
+        stamp = read_stamp(d)
         if stamp.get("key") == key and (stamp.get("onnx") or stamp.get("onnx_error") or not want_onnx):
             missing = [b for b in batches if str(b) not in stamp["inputs"]]
             if missing:
@@ -385,8 +398,7 @@ def worker_ov(a, stamp: dict) -> dict:
 
 
 def cmd_worker(a) -> int:
-    with open(os.path.join(model_dir(a.name), "stamp.json")) as f:
-        stamp = json.load(f)
+    stamp = read_stamp(model_dir(a.name))
     fn = {"torch": worker_torch, "ort": worker_ort, "ov": worker_ov}[a.engine]
     print(json.dumps(fn(a, stamp)))
     return 0
