@@ -15,9 +15,12 @@ dpc_status dpc_backend_cpu_new(const dpc_unit *u, float *const *params, dpc_back
 void dpc_cpu_set_gemm_threads(dpc_backend *be, int n);
 /* be's GEMM threads per replica (1 until set); 0 when be is not a CPU backend. */
 int dpc_cpu_gemm_threads(const dpc_backend *be);
-/* Products below this many multiply-adds run on one thread: waking a
- * second one costs more than it saves (measured, bench/). */
-#define DPC_CPU_PARALLEL_MIN (1 << 22)
+/* Products below this many multiply-adds (GEMMs, convolutions) run on one
+ * thread: waking a second one costs more than it saves. 2^19 is about 5 us
+ * of work; the 2^22 it was left MobileNet's and EfficientNet's batch-1
+ * convs (15-150 us each) on one thread of two (docs/performance.md,
+ * "Two threads at batch 1"). */
+#define DPC_CPU_PARALLEL_MIN (1 << 19)
 /* How many times be ran its prepare kernels (once per load, shared by its
  * replicas; again after weights_changed); -1 when be is not a CPU backend. */
 long dpc_cpu_prepare_runs(const dpc_backend *be);

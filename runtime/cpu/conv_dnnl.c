@@ -352,6 +352,8 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
     const dpc_conv_desc *d = &c->d[i];
     double macs = (double)N * (double)d->Co * (double)(d->Ho * d->Wo) * (double)(d->C / d->groups) *
                   (double)(d->kh * d->kw);
+    if (d->groups > 1 && d->groups == d->C)
+        macs *= 2; /* a depthwise conv is bound by memory: half a dense conv's rate per multiply-add (measured) */
     p->threads = macs < DPC_CPU_PARALLEL_MIN ? 1 : threads;
     c->set_threads(p->threads);
     bool grouped = d->groups > 1;
