@@ -4,6 +4,7 @@
     check_bench.py peak PEAK_BINARY
     check_bench.py scripts
 """
+import importlib.util
 import json
 import os
 import py_compile
@@ -81,10 +82,23 @@ def check_scripts():
     fake_dpc = sys.executable  # an executable file, never run: every case fails before
     for args, text in ((["--models", "nosuch"], "unknown model"), (["--engines", "dpc,tvm"], "unknown engine"),
                        (["--batches", "0"], "positive"), (["--threads", "1,many"], "threads"),
-                       (["--seq", "0"], "--seq"), (["--dpc", "/nonexistent/dpc"], "not an executable")):
+                       (["--seq", "0"], "--seq"), (["--rounds", "0"], "--rounds"),
+                       (["--dpc", "/nonexistent/dpc"], "not an executable")):
         r = subprocess.run([sys.executable, zb, "--dpc", fake_dpc] + args, capture_output=True, text=True, timeout=60)
         need(r.returncode == 2 and text in r.stderr, f"zoo_bench {' '.join(args)}: exit {r.returncode}, "
              f"stderr {r.stderr.strip()[-200:]!r} (want 2 and '{text}')")
+
+    # --rounds keeps, per batch, each peer's fastest round, and a failed
+    # round never hides a good one
+    spec = importlib.util.spec_from_file_location("zoo_bench", zb)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a = {"1": {"median_us": 10.0}, "8": {"median_us": 80.0}}
+    b = {"1": {"median_us": 12.0}, "8": {"median_us": 70.0}}
+    got = mod.fastest_round(a, b, [1, 8])
+    need(got["1"]["median_us"] == 10.0 and got["8"]["median_us"] == 70.0, f"fastest_round(a, b): {got}")
+    need(mod.fastest_round({"error": "x"}, b, [1, 8]) == b and mod.fastest_round(a, {"error": "x"}, [1, 8]) == a,
+         "fastest_round with a failed round")
 
 
 if __name__ == "__main__":
