@@ -563,6 +563,13 @@ static dnnl_status_t fused_pd(const dpc_dnnl_convs *c, const dpc_conv_desc *x, c
     return s;
 }
 
+/* Whether oneDNN implements pd with its reference (plain C) kernels. */
+static bool is_ref(const_dnnl_primitive_desc_t pd) {
+    const char *impl = NULL;
+    return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+           strncmp(impl, "ref", 3) == 0;
+}
+
 /* Conv b's primitive computing a and b (dw_fits) at batch N: replaces b's
  * and a's descriptors (a then deferred) when oneDNN implements it. Only in
  * the blocked layouts (16 channels a block for AVX-512, else 8, whichever
@@ -576,8 +583,17 @@ static void plan_fused(dpc_dnnl_rconvs *r, int a, int b, int64_t N, pconv *ps) {
     static const dnnl_format_tag_t tags[] = {dnnl_aBcd16b, dnnl_aBcd8b};
     dnnl_primitive_desc_t pd = NULL;
     dnnl_status_t s = dnnl_unimplemented;
-    for (size_t t = 0; s != dnnl_success && t < sizeof tags / sizeof *tags; t++)
+    for (size_t t = 0; s != dnnl_success && t < sizeof tags / sizeof *tags; t++) {
         s = fused_pd(c, &c->d[a], &c->d[b], N, tags[t], &pd);
+        if (s == dnnl_success && is_ref(pd)) {
+            /* without AVX-512, 16 channels a block is accepted by oneDNN's
+             * reference kernels (ref_fused_convolution), many times slower
+             * than the two convs unfused (DNNL_MAX_CPU_ISA=AVX2) */
+            dnnl_primitive_desc_destroy(pd);
+            pd = NULL;
+            s = dnnl_unimplemented;
+        }
+    }
     if (s != dnnl_success)
         return; /* both run as they are */
     dnnl_primitive_desc_destroy(ps[a].pd);
