@@ -575,7 +575,9 @@ static void emit_pool(const kgraph *kg, const kernel *k, dpc_buf *o) {
 
 /* The chain over an NHWC [N, C, H, W] output: i is the NHWC flat index,
  * c0 the image and c1 the channel, which is all a per-(n, c) operand reads
- * (emit_offset); the source is read at i. */
+ * (emit_offset); the source is read at i. A channels-last view
+ * (conv_cl_view) is read through its strides at the pixel's c2, c3: the
+ * same address as i, contiguous along the inner loop. */
 static void emit_chain_nhwc(const kgraph *kg, const kernel *k, dpc_buf *o) {
     const shape *os = &k->out->sh;
     long long C = os->d[1].k, HW = os->d[2].k * os->d[3].k;
@@ -585,9 +587,17 @@ static void emit_chain_nhwc(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_printf(o,
                    "    for (int64_t c0 = 0; c0 < %s; c0++)\n"
                    "    for (int64_t hw = 0; hw < %lldLL; hw++) {\n"
-                   "        int64_t i = (c0 * %lldLL + hw) * %lldLL;\n"
-                   "        for (int64_t c1 = 0; c1 < %lldLL; c1++, i++) {\n",
-                   emit_dim(t, sizeof t, os->d[0]), HW, HW, C, C);
+                   "        int64_t i = (c0 * %lldLL + hw) * %lldLL;\n",
+                   emit_dim(t, sizeof t, os->d[0]), HW, HW, C);
+    koperand_iter it = kernel_operands(kg, k, 0);
+    int id, buf;
+    bool cl = false;
+    while (koperand_next(&it, &id, &buf))
+        cl |= conv_cl_view(kg, nd(kg, id), os);
+    if (cl)
+        dpc_buf_printf(o, "        const int64_t c2 = hw / %lldLL, c3 = hw %% %lldLL;\n", (long long)os->d[3].k,
+                       (long long)os->d[3].k);
+    dpc_buf_printf(o, "        for (int64_t c1 = 0; c1 < %lldLL; c1++, i++) {\n", C);
     for (int i = 0; i < k->ops.len; i++)
         emit_elementwise_op(kg, k, o, k->ops.items[i], os, "            ", "", DIALECT_C);
     dpc_buf_printf(o, "            b%d[i] = v%d;\n        }\n    }\n", kg->buf_of[k->out->id], k->out->id);
