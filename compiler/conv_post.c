@@ -160,9 +160,28 @@ static const kernel *conv_of(const kgraph *kg, int id) {
 
 static bool static_dim(dim d) { return !d.sym; }
 
+/* Whether x, read over [N, C, H, W] output shape os, is y.permute(0, 3, 1,
+ * 2) of a contiguous [N, H, W, C] value y that no conv keeps (ConvNeXt's
+ * block output into its layer scale and residual): its bytes are NHWC in
+ * either layout, so an NHWC loop reads it at its own flat index. */
+bool conv_cl_view(const kgraph *kg, const ir_node *x, const shape *os) {
+    const kaccess *a = &kg->acc[x->id];
+    const ir_node *y = a->base;
+    if (a->kind != ACC_STRIDED || !y || a->off || a->off_n || !shape_eq(&x->sh, os) || os->rank != 4 ||
+        y->dt != IR_F32 || kg->acc[y->id].kind != ACC_CONTIG || kg->acc[y->id].base != y || conv_of(kg, y->id))
+        return false;
+    long long C = os->d[1].k, H = os->d[2].k, W = os->d[3].k;
+    long long want[4] = {H * W * C, 1, W * C, C};
+    for (int d = 0; d < 4; d++)
+        if (a->stride[d].sym || a->stride[d].k != want[d])
+            return false;
+    return shape_eq(&y->sh, &(shape){.rank = 4, .d = {os->d[0], os->d[2], os->d[3], os->d[1]}});
+}
+
 /* An elementwise kernel whose every operand is its source value (one
  * node, read contiguously over the output's shape), a per-(n, c) value
- * (dims 2 and 3 broadcast), a leaf or a value of its own chain. */
+ * (dims 2 and 3 broadcast), a channels-last view (conv_cl_view), a leaf or
+ * a value of its own chain. */
 static int elementwise_source(const kgraph *kg, const kernel *k) {
     const shape *os = &k->out->sh;
     if (os->rank != 4 || !static_dim(os->d[1]) || !static_dim(os->d[2]) || !static_dim(os->d[3]) ||
@@ -187,6 +206,8 @@ static int elementwise_source(const kgraph *kg, const kernel *k) {
                     return -1;
                 continue;
             }
+            if (conv_cl_view(kg, x, os))
+                continue;
             if (shape_eq(&x->sh, os)) {
                 if (a->kind != ACC_CONTIG || a->base != x || (src >= 0 && src != x->id))
                     return -1;

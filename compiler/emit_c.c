@@ -311,16 +311,35 @@ static void declare_buffers(const kgraph *kg, const kernel *k, dpc_buf *o) {
     free(seen);
 }
 
+/* The dim of os along which view a (its rank-ra coordinates the last ra of
+ * os's) is contiguous, when that is not os's innermost dim: a permute's
+ * NHWC read in an NCHW loop. -1 when there is none. */
+static int unit_dim(const kaccess *a, int ra, const shape *os) {
+    if (a->kind != ACC_STRIDED)
+        return -1;
+    for (int j = 0; j < ra; j++)
+        if (a->stride[j].k == 1 && !a->stride[j].sym && os->rank - ra + j < os->rank - 1 &&
+            os->d[os->rank - ra + j].k > 1)
+            return os->rank - ra + j;
+    return -1;
+}
+
 /* One loop per dim of os, opening two blocks (the caller closes both): no
  * division per element, and the innermost loop vectorises; the outer dims
  * are split over the threads, and each row of the innermost dim starts at
- * its flat index i. */
-static void emit_dim_loops(dpc_buf *o, const shape *os, const char *total) {
+ * its flat index i. The loop over dim `near` (unit_dim, or -1) runs just
+ * outside the innermost: the rows the inner loop gathers at a stride are
+ * then a block that stays in L1 (ConvNeXt's layer-scale + residual over the
+ * NHWC block output, its NCHW copies: 56 pixels x C floats per row, not the
+ * whole image per channel); each element is computed as before. */
+static void emit_dim_loops(dpc_buf *o, const shape *os, const char *total, int near) {
     char t[96];
     int r = os->rank;
     emit_par_for(o, "", r - 1, total);
-    for (int j = 0; j < r - 1; j++)
+    for (int q = 0; q < r - 1; q++) {
+        int j = near < 0 ? q : q < r - 2 ? q + (q >= near) : near;
         dpc_buf_printf(o, "    for (int64_t c%d = 0; c%d < %s; c%d++)\n", j, j, emit_dim(t, sizeof t, os->d[j]), j);
+    }
     dpc_buf_puts(o, "    {\n        int64_t i = ");
     for (int j = 0; j < r - 1; j++)
         dpc_buf_puts(o, "(");
@@ -330,6 +349,18 @@ static void emit_dim_loops(dpc_buf *o, const shape *os, const char *total) {
     dpc_buf_printf(o, "; /* the flat index of (c0, c1, ...) */\n"
                       "        for (int64_t c%d = 0; c%d < %s; c%d++, i++) {\n",
                    r - 1, r - 1, emit_dim(t, sizeof t, os->d[r - 1]), r - 1);
+}
+
+/* unit_dim of the first operand of k's chain that has one */
+static int chain_unit_dim(const kgraph *kg, const kernel *k, const shape *os) {
+    koperand_iter it = kernel_operands(kg, k, 0);
+    int id, buf;
+    while (koperand_next(&it, &id, &buf)) {
+        int d = unit_dim(&kg->acc[id], nd(kg, id)->sh.rank, os);
+        if (d >= 0)
+            return d;
+    }
+    return -1;
 }
 
 /* The loop that applies a kernel's elementwise chain over its output. The
@@ -343,7 +374,7 @@ static void emit_chain_loop_from(const kgraph *kg, const kernel *k, dpc_buf *o, 
     emit_prod(total, sizeof total, os, 0, os->rank);
     int close = 1;
     if (coords && os->rank > 1) {
-        emit_dim_loops(o, os, total);
+        emit_dim_loops(o, os, total, chain_unit_dim(kg, k, os));
         close = 2;
     } else if (coords && os->rank == 1) {
         emit_par_for(o, "", 1, total);
@@ -544,7 +575,9 @@ static void emit_pool(const kgraph *kg, const kernel *k, dpc_buf *o) {
 
 /* The chain over an NHWC [N, C, H, W] output: i is the NHWC flat index,
  * c0 the image and c1 the channel, which is all a per-(n, c) operand reads
- * (emit_offset); the source is read at i. */
+ * (emit_offset); the source is read at i. A channels-last view
+ * (conv_cl_view) is read through its strides at the pixel's c2, c3: the
+ * same address as i, contiguous along the inner loop. */
 static void emit_chain_nhwc(const kgraph *kg, const kernel *k, dpc_buf *o) {
     const shape *os = &k->out->sh;
     long long C = os->d[1].k, HW = os->d[2].k * os->d[3].k;
@@ -554,9 +587,17 @@ static void emit_chain_nhwc(const kgraph *kg, const kernel *k, dpc_buf *o) {
     dpc_buf_printf(o,
                    "    for (int64_t c0 = 0; c0 < %s; c0++)\n"
                    "    for (int64_t hw = 0; hw < %lldLL; hw++) {\n"
-                   "        int64_t i = (c0 * %lldLL + hw) * %lldLL;\n"
-                   "        for (int64_t c1 = 0; c1 < %lldLL; c1++, i++) {\n",
-                   emit_dim(t, sizeof t, os->d[0]), HW, HW, C, C);
+                   "        int64_t i = (c0 * %lldLL + hw) * %lldLL;\n",
+                   emit_dim(t, sizeof t, os->d[0]), HW, HW, C);
+    koperand_iter it = kernel_operands(kg, k, 0);
+    int id, buf;
+    bool cl = false;
+    while (koperand_next(&it, &id, &buf))
+        cl |= conv_cl_view(kg, nd(kg, id), os);
+    if (cl)
+        dpc_buf_printf(o, "        const int64_t c2 = hw / %lldLL, c3 = hw %% %lldLL;\n", (long long)os->d[3].k,
+                       (long long)os->d[3].k);
+    dpc_buf_printf(o, "        for (int64_t c1 = 0; c1 < %lldLL; c1++, i++) {\n", C);
     for (int i = 0; i < k->ops.len; i++)
         emit_elementwise_op(kg, k, o, k->ops.items[i], os, "            ", "", DIALECT_C);
     dpc_buf_printf(o, "            b%d[i] = v%d;\n        }\n    }\n", kg->buf_of[k->out->id], k->out->id);
@@ -860,7 +901,7 @@ static void emit_copy(const kgraph *kg, const kernel *k, dpc_buf *o) {
     if (k->src.kind == ACC_STRIDED && os->rank > 1) {
         /* a permute's copy (ConvNeXt's NCHW <-> NHWC): a loop per dim, not
          * a division per element and dim (about 8x the time there) */
-        emit_dim_loops(o, os, emit_prod(t, sizeof t, os, 0, os->rank));
+        emit_dim_loops(o, os, emit_prod(t, sizeof t, os, 0, os->rank), unit_dim(&k->src, os->rank, os));
         dpc_buf_printf(o, "        b%d[i] = b%d[", ob, sb);
         emit_coord_offset(o, &k->src, os->rank);
         dpc_buf_puts(o, "];\n    }\n    }\n");

@@ -48,7 +48,7 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(BATCH, "batch_size", OC_LEAF, 0, NOEXPR, NOEXPR, NOFN)       /* this replica's N (rank 0) */         \
     X(NEG, "neg", OC_UNARY, 1, "-$x", "-$x", "neg")                                                         \
     X(RELU, "relu", OC_UNARY, 1, "fmaxf($x, 0.0f)", "fmaxf($x, 0.0f)", "relu")                             \
-    X(GELU, "gelu", OC_UNARY, 1, IR_EXPR_GELU("dpc_erff"), IR_EXPR_GELU("erff"), NOFN) /* gelu(x, approximate="none") */  \
+    X(GELU, "gelu", OC_UNARY, 1, "dpc_geluf($x)", IR_EXPR_GELU("erff"), NOFN) /* gelu(x, approximate="none") */          \
     X(GELU_TANH, "gelu_tanh", OC_UNARY, 1, IR_EXPR_GELU_TANH("dpc_tanhf"), IR_EXPR_GELU_TANH("tanhf"), NOFN)                     \
     X(SILU, "silu", OC_UNARY, 1, "$x / (1.0f + dpc_expf(-$x))", "$x / (1.0f + expf(-$x))", "silu")             \
     X(SIGMOID, "sigmoid", OC_UNARY, 1, "1.0f / (1.0f + dpc_expf(-$x))", "1.0f / (1.0f + expf(-$x))", "sigmoid") \
@@ -115,7 +115,8 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
 
 /* The longer expressions of the table. */
 /* The C column calls the vectorisable float math of compiler/kmath.h
- * (dpc_expf, dpc_tanhf, dpc_erff, dpc_logf, dpc_log1pf: error bounds there),
+ * (dpc_expf, dpc_tanhf, dpc_erff, dpc_geluf, dpc_logf, dpc_log1pf: error
+ * bounds there),
  * the CUDA column the device's libm; the longer expressions take the
  * function (or its prefix) as an argument. sin and pow stay libm calls in C:
  * no model of the zoo has them on a hot path. */

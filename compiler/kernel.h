@@ -171,6 +171,7 @@ int conv_index_of(const kgraph *kg, const kernel *k);
  * result is [N, C, 1, 1]; and the conv whose kept result decides which
  * loop runs (ctx->kept of kabi.h; -1: the NCHW loop only). */
 int conv_nhwc_source(const kgraph *kg, const kernel *k, bool *absorbs);
+bool conv_cl_view(const kgraph *kg, const ir_node *x, const shape *os);
 int conv_nhwc_root(const kgraph *kg, const kernel *k);
 
 /* compile.c: a dialect's source of a kernel graph, as dpc_unit_source

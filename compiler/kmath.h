@@ -1,5 +1,5 @@
-/* kmath.h - the C dialect's float transcendentals: exp, tanh, erf, log and
- * log1p as static inline functions without branches, so that GCC at -O3
+/* kmath.h - the C dialect's float transcendentals: exp, tanh, erf, gelu,
+ * log and log1p as static inline functions without branches, so that GCC at -O3
  * -march=native vectorises the fused loops that call them (libm's expf,
  * tanhf, erff are scalar calls, which keep a loop scalar). Portable C: no
  * intrinsics, any ISA; the selects (`c ? a : b`) become blends. The kernels
@@ -16,7 +16,9 @@
  * Maximum error against the correctly rounded result (test_kmath measures
  * it; docs/performance.md has the table), for every float input:
  *   dpc_expf 1.5 ulp, dpc_tanhf 2 ulp, dpc_erff 2 ulp, dpc_logf 2 ulp,
- *   dpc_log1pf 3 ulp (measured: 1.02, 1.33, 1.32, 1.20, 2.61),
+ *   dpc_log1pf 3 ulp (measured: 1.02, 1.33, 1.32, 1.20, 2.61), and
+ *   dpc_geluf 3 units of ulp(gelu(x)) + |x| 2^-24 (the rounding of 1 + erf
+ *   in PyTorch's own float form; test_kmath's gelu_err),
  * with IEEE results at the edges: NaN in, NaN out; exp overflows to +inf
  * (x > 88.72) and underflows through the subnormals to 0 (x < -103.97);
  * tanh and erf reach exactly +-1 (|x| > 9.01, |x| > 3.92); log(0) = -inf,
@@ -42,19 +44,24 @@ static inline uint32_t dpc_km_u(float f) {
 static inline float dpc_km_pow2(float n) {
     return dpc_km_f((dpc_km_u(n + 12582912.0f) - 0x4B400000u + 127u) << 23);
 }
-/* e^x = 2^n e^r, n = round(x / ln 2), |r| <= ln(2)/2 (ln 2 in two parts,
- * n * hi exact); 2^n applied in two halves so that the subnormal results
- * round once and 2^128 * e^r overflows to inf. NaN passes the clamps. */
-static inline float dpc_expf(float x) {
-    const float xc = (x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x));
-    const float n = (xc * 1.44269504f + 12582912.0f) - 12582912.0f;
-    const float r = (xc - n * 0.693145751953125f) - n * 1.42860677e-06f;
+/* n = round(x / ln 2), and e^r for r = x - n ln 2 */
+static inline float dpc_km_exp_n(float x) { return (x * 1.44269504f + 12582912.0f) - 12582912.0f; }
+static inline float dpc_km_exp_r(float x, float n) {
+    const float r = (x - n * 0.693145751953125f) - n * 1.42860677e-06f;
     float p = 0.00138146128f;
     p = p * r + 0.00836871006f;
     p = p * r + 0.041668389f;
     p = p * r + 0.166665211f;
     p = p * r + 0.49999994f;
-    p = (p * r) * r + r + 1.0f;
+    return (p * r) * r + r + 1.0f;
+}
+/* e^x = 2^n e^r, n = round(x / ln 2), |r| <= ln(2)/2 (ln 2 in two parts,
+ * n * hi exact); 2^n applied in two halves so that the subnormal results
+ * round once and 2^128 * e^r overflows to inf. NaN passes the clamps. */
+static inline float dpc_expf(float x) {
+    const float xc = (x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x));
+    const float n = dpc_km_exp_n(xc);
+    const float p = dpc_km_exp_r(xc, n);
     const float h = (n * 0.5f + 12582912.0f) - 12582912.0f;
     return (p * dpc_km_pow2(h)) * dpc_km_pow2(n - h);
 }
@@ -99,6 +106,27 @@ static inline float dpc_erff(float x) {
     q = q * u + 0.305952996f;
     const float large = copysignf(1.0f - dpc_expf(-(ac * ac)) * q, x);
     return (a < 1.0f ? small : large);
+}
+/* gelu(x) = x Phi(x), Phi(x) = 1 - h (x >= 0) or h (x < 0), h = erfc(a) / 2
+ * at a = |x| / sqrt(2): h = e^(-a^2) t P(t), t = 1 / (1 + 0.4 a), P fitting
+ * erfc(a) e^(a^2) / 2 on a in [0, 4.5] in absolute error (1.4e-8), which is
+ * what x Phi(x) needs: 0.5 x (1 + erf) rounds 1 + erf to 2^-24 as well. One
+ * division and one exponential (e^(-a^2) in [e^-20.25, 1]: no clamp, 2^n in
+ * one step), where 0.5 x (1 + dpc_erff) computes both of erf's branches.
+ * h is 0 above a = 4.5 (erfc(4.5) / 2 < 1e-10): gelu(-inf) is NaN, as
+ * PyTorch's, and gelu(-0) is -0. */
+static inline float dpc_geluf(float x) {
+    const float a = fabsf(x) * 0.707106781f, ac = (a > 4.5f ? 4.5f : a), y = -(ac * ac);
+    const float n = dpc_km_exp_n(y), e = dpc_km_exp_r(y, n) * dpc_km_pow2(n);
+    const float t = 1.0f / (1.0f + 0.4f * ac);
+    float q = -0.100129895f;
+    q = q * t + 0.35457477f;
+    q = q * t - 0.185455769f;
+    q = q * t + 0.234138533f;
+    q = q * t + 0.0809111968f;
+    q = q * t + 0.115961142f;
+    const float h = (a > 4.5f ? 0.0f : e * t * q);
+    return x * (x < 0.0f ? h : 1.0f - h);
 }
 /* x = 2^e m, m in [sqrt(1/2), sqrt(2)): log x = e ln 2 + log1p(m - 1),
  * subnormals scaled by 2^23 first; m - 1 is exact. */

@@ -7,7 +7,7 @@ depthwise and 1x1 ones among them. With --max-reorders K, the activations
 must stay NHWC between convs: one forward (`dpc run`, batch 3, an input of
 CxHxW per image) reorders at most K activations to or from NCHW.
 
-    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1,wino,dwfuse] [--batch B] [--max-reorders K --input CxHxW]
+    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1,wino,dwfuse] [--batch B] [--max-reorders K --input CxHxW [--outputs M]]
 
 --expect wino: some conv runs oneDNN's Winograd kernel (3x3 stride-1 convs
 of 32+ channels try it first, runtime/cpu/conv_dnnl.c; only on a CPU with
@@ -42,6 +42,7 @@ def main() -> int:
     expect = args[args.index("--expect") + 1].split(",") if "--expect" in args else []
     batch = args[args.index("--batch") + 1] if "--batch" in args else "1"
     max_reorders = int(args[args.index("--max-reorders") + 1]) if "--max-reorders" in args else None
+    nout = int(args[args.index("--outputs") + 1]) if "--outputs" in args else 1
     # the default layout (NHWC), with oneDNN's own kernels (plain NCHW runs gemm:jit)
     env = dict(os.environ, DNNL_VERBOSE="1", OMP_NUM_THREADS="1")
     for k in ("DPC_CONV", "DPC_CONV_LAYOUT", "DPC_CONV_KEEP", "DPC_CONV_DW"):
@@ -63,7 +64,8 @@ def main() -> int:
             np.save(x, np.random.default_rng(0).standard_normal(shape).astype(np.float32))
             q = subprocess.run([dpc, "init", model, "-o", w], capture_output=True, text=True, timeout=600)
             if q.returncode == 0:
-                q = subprocess.run([dpc, "run", model, "--weights", w, "--input", x, "-o", y], env=env,
+                outs = sum((["-o", "%s%d.npy" % (y, i)] for i in range(nout)), [])
+                q = subprocess.run([dpc, "run", model, "--weights", w, "--input", x] + outs, env=env,
                                    capture_output=True, text=True, timeout=600)
             if q.returncode != 0:
                 print("dpc failed:", q.stdout[-2000:], q.stderr[-2000:])

@@ -396,7 +396,7 @@ def gen_conv(R):
         m = c.member(ctor, "conv")
         c.ret("%s(%s)" % (m, c.inp(dims)), doc)
     cases.append(c)
-    return cases + gen_conv1d(R) + gen_conv_post() + gen_conv_keep() + gen_conv_keep_nhwc()
+    return cases + gen_conv1d(R) + gen_conv_post() + gen_conv_keep() + gen_conv_keep_nhwc() + gen_conv_keep_convnext()
 
 
 def gen_conv_post():
@@ -562,6 +562,32 @@ def gen_conv_keep_nhwc():
                                                   "Linear -> permute back + residual")
     st = c.member("Conv2d(16, 8, 2, stride=2)", "conv")
     c.ret("permute(%s(%s), 0, 2, 3, 1)" % (st, x), "a conv's result permuted to channels-last, returned")
+    return [c]
+
+
+def gen_conv_keep_convnext():
+    """A ConvNeXt stage whose residual stream stays NHWC (conv_post.c,
+    conv_cl_view): a 2x2 stride-2 conv, then two blocks (depthwise 7x7 ->
+    permute -> LayerNorm -> Linear -> GELU -> Linear -> permute back, times
+    a layer scale, plus the block's input), read by a 1x1 conv, a global
+    pool and a permute to channels-last with a LayerNorm (the next
+    downsampling's); ops_conv_dnnl_impl_keep_convnext checks that only the
+    input is reordered."""
+    c = Case("conv", "keep_convnext", "a ConvNeXt stage kept NHWC: conv -> two blocks with layer scale and "
+                                      "residual -> conv, global pool, channels-last LayerNorm")
+    x = c.inp([16, 12, 10])
+    ds = c.member("Conv2d(16, 16, 2, stride=2)", "conv")
+    r = c.let("%s(%s)" % (ds, x))
+    for _ in range(2):
+        dw = c.member("Conv2d(16, 16, 7, padding=3, groups=16)", "conv")
+        ln, l1, l2 = c.member("LayerNorm(16, eps=1e-6)", "ln"), c.member("Linear(16, 64)", "fc"), c.member("Linear(64, 16)", "fc")
+        ls = c.member("Parameter(empty(16, 1, 1).normal_(std=1.0))", "ls")
+        t = c.let("%s(gelu(%s(%s(permute(%s(%s), 0, 2, 3, 1)))))" % (l2, l1, ln, dw, r))
+        r = c.let("%s * permute(%s, 0, 3, 1, 2) + %s" % (ls, t, r))
+    pw, gp, ln = c.member("Conv2d(16, 8, 1)", "conv"), c.member("AdaptiveAvgPool2d(1)", "pool"), c.member("LayerNorm(16)", "ln")
+    c.ret("%s(%s)" % (pw, r), "a 1x1 conv of the stage's output")
+    c.ret("%s(%s)" % (gp, r), "its global pool")
+    c.ret("%s(permute(%s, 0, 2, 3, 1))" % (ln, r), "channels-last LayerNorm of it")
     return [c]
 
 

@@ -30,3 +30,5 @@ t = cheb(0.25, 1.0, 4000); a = 1 / t; ex = verfc(a) * np.exp(a * a)
 show("erfc(a) e^(a^2), u = 1/a - 0.625: c0 + c1 u + ...", *lawson(t, [lambda x, k=k: (x - 0.625) ** k for k in range(11)], ex, 1 / ex))
 x = cheb(math.sqrt(.5) - 1, math.sqrt(2) - 1, 4000); x = x[np.abs(x) > 1e-5]
 show("log1p(f) = f - f^2/2 + f^3 (c0 + c1 f + ...)", *lawson(x, [lambda x, k=k: x ** (k + 3) for k in range(8)], np.log1p(x) - x + x * x / 2, 1 / np.abs(np.log1p(x))))
+a = cheb(0.0, 4.5, 3000); t = 1 / (1 + 0.4 * a); ex = verfc(a) * np.exp(a * a) / 2
+show("gelu: erfc(a) e^(a^2) / 2, t = 1/(1 + 0.4 a): t (c0 + c1 t + ...), absolute error of h", *lawson(a, [lambda a, k=k: (1 / (1 + 0.4 * a)) ** (k + 1) for k in range(6)], ex, np.exp(-a * a), iters=400))
