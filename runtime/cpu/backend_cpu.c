@@ -37,6 +37,7 @@
 #else
 #include <cblas.h>
 void openblas_set_num_threads(int);
+int openblas_get_num_threads(void);
 #endif
 
 /* The kernel ABI: compiler/kabi.h, printed into the generated source by emit_c.c. */
@@ -88,10 +89,32 @@ static void set_threads(int t) {
     gemm_threads_now = t;
 #ifdef DPC_USE_DNNL
     omp_set_num_threads(t);
-#else
-    openblas_set_num_threads(t);
 #endif
 }
+
+#ifndef DPC_USE_DNNL
+/* OpenBLAS's thread count is one global of the process, and two threads
+ * in its threaded path at once can corrupt each other's results (seen:
+ * artifact_api's concurrent programs, batch-5 MLP GEMMs on two threads
+ * each): a threaded call runs alone, one-thread calls side by side, each
+ * setting the count it wants under the lock. oneDNN's count is OpenMP's,
+ * per calling thread, and needs none of this. */
+static pthread_rwlock_t blas_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+static void blas_sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda,
+                       const float *b, int64_t ldb, float *c, int64_t ldc) {
+    int t = gemm_threads_now < 1 ? 1 : gemm_threads_now;
+    if (t > 1)
+        pthread_rwlock_wrlock(&blas_lock);
+    else
+        pthread_rwlock_rdlock(&blas_lock);
+    if (openblas_get_num_threads() != t)
+        openblas_set_num_threads(t);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
+                1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)ldc);
+    pthread_rwlock_unlock(&blas_lock);
+}
+#endif
 
 static void sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *a, int64_t lda, const float *b,
                   int64_t ldb, float *c, int64_t ldc) {
@@ -116,8 +139,7 @@ static void sgemm(int ta, int tb, int64_t m, int64_t n, int64_t k, const float *
     }
     dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
 #else
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k,
-                1.0f, a, (int)lda, b, (int)ldb, 0.0f, c, (int)ldc);
+    blas_sgemm(ta, tb, m, n, k, a, lda, b, ldb, c, ldc);
 #endif
 }
 
