@@ -12,7 +12,10 @@
 #include <stdatomic.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
+/* Not under ThreadSanitizer: the clones' resolver runs while the loader
+ * relocates, before TSan's runtime is up, and its instrumentation crashed
+ * every program of the TSan build at start (rows_span[resolver]). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define ROWS_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define ROWS_CLONES
