@@ -409,11 +409,16 @@ static void emit_gemm(const kgraph *kg, const kernel *k, dpc_buf *o) {
     if (n->op == OP_LINEAR) {
         int64_t K = w->sh.d[1].k, No = w->sh.d[0].k;
         dpc_buf_printf(o, "    const int64_t M = %s;\n", emit_prod(t1, sizeof t1, &x->sh, 0, x->sh.rank - 1));
-        if (k->wt) /* W^T [K, No], written at load (fuse.c linear_wt) */
+        if (k->wt) { /* W^T [K, No], written at load (fuse.c linear_wt): the runtime's packed call first */
+            int wb = kg->buf_of[k->wt->id];
+            dpc_buf_printf(o,
+                           "    const int called = ctx->linear ? ctx->linear(ctx, %d, M, %lld, %lld, b%d, b%d, b%d) : 1;\n"
+                           "    if (called < 0) return KERNEL_ID + 1;\n"
+                           "    if (called > 0)\n",
+                           wb, (long long)No, (long long)K, kg->buf_of[x->id], wb, outb);
             dpc_buf_printf(o, "    ctx->sgemm(0, 0, M, %lld, %lld, b%d, %lld, b%d, %lld, b%d, %lld);\n", (long long)No,
-                           (long long)K, kg->buf_of[x->id], (long long)K, kg->buf_of[k->wt->id], (long long)No, outb,
-                           (long long)No);
-        else
+                           (long long)K, kg->buf_of[x->id], (long long)K, wb, (long long)No, outb, (long long)No);
+        } else
             dpc_buf_printf(o, "    ctx->sgemm(0, 1, M, %lld, %lld, b%d, %lld, b%d, %lld, b%d, %lld);\n", (long long)No,
                            (long long)K, kg->buf_of[x->id], (long long)K, kg->buf_of[w->id], (long long)K, outb,
                            (long long)No);

@@ -47,6 +47,12 @@ typedef struct dpc_kctx {
     /* whether conv conv_index's result is kept NHWC in this forward (the
      * kernels that read it then run their NHWC loop); NULL: none is */
     int (*kept)(struct dpc_kctx *ctx, int conv_index);
+    /* c[m, n] = a[m, k] . wt[k, n] for the linear whose W^T is buffer
+     * wt_buf, as one library call with the weights packed once; 0 done, 1
+     * declined (the kernel calls sgemm), -1 failed (the runtime holds the
+     * error). NULL: every linear through sgemm. */
+    int (*linear)(struct dpc_kctx *ctx, int wt_buf, int64_t m, int64_t n, int64_t k, const float *a,
+                  const float *wt, float *c);
 } dpc_kctx;
 /* <<< kabi-c */
 #undef dpc_kctx

@@ -15,6 +15,7 @@
 #include "conv_dnnl.h"
 #include "cpu_env.h"
 #include "gemm_rows.h"
+#include "linear_dnnl.h"
 #include "hostcc.h"
 #include "kabi.h"
 #include "kcache.h"
@@ -53,6 +54,7 @@ typedef struct cpu_backend {
     _Atomic int gemm_threads; /* the most one GEMM of a replica may use (dpc_cpu_set_gemm_threads) */
 #ifdef DPC_USE_DNNL
     dpc_dnnl_convs *convs; /* the convolutions as oneDNN primitives, NULL: none or DPC_CONV=im2col */
+    dpc_dnnl_linears *linears; /* small-batch linears with packed weights, NULL: DPC_LINEAR_PACK=0 */
 #endif
     /* the prepare kernels' outputs (BUF_CONST), shared by the replicas */
     void *consts;
@@ -71,6 +73,7 @@ struct dpc_replica {
 #ifdef DPC_USE_DNNL
     dpc_dnnl_rconvs *convs; /* this replica's primitives, per planned batch size */
     int conv_threads;       /* the threads they were planned for */
+    dpc_dnnl_rlinears *linears; /* this replica's linear primitives */
 #endif
 };
 
@@ -367,6 +370,7 @@ static dpc_status run_prepare(cpu_backend *cb, int fail_at, dpc_err *e) {
             atomic_fetch_add(&cb->prepare_runs, 1);
 #ifdef DPC_USE_DNNL
             dpc_dnnl_consts_changed(cb->convs);
+            dpc_dnnl_linears_changed(cb->linears);
 #endif
             atomic_store_explicit(&cb->prepared, true, memory_order_release);
         }
@@ -487,6 +491,7 @@ static void cpu_replica_free(dpc_backend *be, dpc_replica *r) {
     free(r->offset);
 #ifdef DPC_USE_DNNL
     dpc_dnnl_rconvs_free(r->convs);
+    dpc_dnnl_rlinears_free(r->linears);
 #endif
     free(r);
 }
@@ -495,9 +500,10 @@ static void cpu_replica_free(dpc_backend *be, dpc_replica *r) {
  * (ctx->conv receives the dpc_cpu_kctx that starts it). */
 typedef struct cpu_call {
     dpc_cpu_kctx ctx;
+    dpc_backend *be;
     dpc_replica *r;
     dpc_err *e;
-    bool conv_failed;
+    bool lib_failed; /* a conv or linear callback failed (e holds why) */
 } cpu_call;
 
 #ifdef DPC_USE_DNNL
@@ -505,7 +511,21 @@ static int conv_call(dpc_cpu_kctx *ctx, int i, const float *x, const float *w, c
                      float *y) {
     cpu_call *c = (cpu_call *)ctx;
     int rc = dpc_dnnl_run(c->r->convs, i, x, w, bias, sum, y, c->e);
-    c->conv_failed |= rc < 0;
+    c->lib_failed |= rc < 0;
+    return rc;
+}
+
+/* A linear's GEMM with its weights packed (linear_dnnl.c), on the threads
+ * sgemm would give it; declined inside a kernel's parallel loop. */
+static int linear_call(dpc_cpu_kctx *ctx, int wt_buf, int64_t m, int64_t n, int64_t k, const float *a,
+                       const float *wt, float *y) {
+    cpu_call *c = (cpu_call *)ctx;
+    if (omp_in_parallel())
+        return 1;
+    set_threads((double)m * (double)n * (double)k < GEMM_PARALLEL_MIN ? 1 : gemm_threads_max);
+    int rc = dpc_dnnl_linear(((cpu_backend *)c->be)->linears, &c->r->linears, wt_buf, m, n, k, a, wt, y,
+                             gemm_threads_now, c->e);
+    c->lib_failed |= rc < 0;
     return rc;
 }
 
@@ -544,17 +564,19 @@ static dpc_status cpu_run(dpc_backend *be, dpc_replica *r, const dpc_run_args *a
         return ps;
     cpu_call call = {.ctx = {.buf = r->buf, .N = a->N, .scalars = a->scalars, .sgemm = sgemm, .fail_at = a->fail_at,
                              .threads = cb->gemm_threads},
-                     .r = r, .e = e};
+                     .be = be, .r = r, .e = e};
 #ifdef DPC_USE_DNNL
     if (cb->convs) {
         call.ctx.conv = conv_call;
         call.ctx.kept = kept_call;
     }
+    if (cb->linears)
+        call.ctx.linear = linear_call;
 #endif
     gemm_threads_max = cb->gemm_threads;
     int rc = cb->forward(&call.ctx);
     dpc_kernel_info k;
-    if (call.conv_failed) {
+    if (call.lib_failed) {
         dpc_unit_kernel(u, rc - 1, &k);
         dpc_err_prefix(e, "%s:%d: kernel %s: ", k.file, k.line, k.name);
         return DPC_EDEVICE;
@@ -577,6 +599,7 @@ static void cpu_destroy(dpc_backend *be) {
         dlclose(cb->so);
 #ifdef DPC_USE_DNNL
     dpc_dnnl_convs_free(cb->convs);
+    dpc_dnnl_linears_free(cb->linears);
 #endif
     pthread_mutex_destroy(&cb->lock);
     free(cb->consts);
@@ -603,8 +626,13 @@ dpc_status dpc_backend_cpu_new(const dpc_unit *u, float *const *params, dpc_back
 #ifdef DPC_USE_DNNL
     if (s == DPC_OK)
         s = dpc_dnnl_convs_new(u, params, &env, set_threads, &cb->convs, e);
+    if (s == DPC_OK)
+        s = dpc_dnnl_linears_new(dpc_unit_nbufs(u), &cb->linears, e);
 #endif
     if (s != DPC_OK) {
+#ifdef DPC_USE_DNNL
+        dpc_dnnl_convs_free(cb->convs);
+#endif
         pthread_mutex_destroy(&cb->lock);
         free(cb);
         return s;

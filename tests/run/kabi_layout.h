@@ -8,8 +8,8 @@
 
 #include <stddef.h>
 
-#define KABI_CPU_KCTX(X) X(buf, 0) X(N, 8) X(scalars, 16) X(sgemm, 24) X(conv, 32) X(fail_at, 40) X(bad_index, 48) X(bad_limit, 56) X(threads, 64) X(kept, 72)
-#define KABI_CPU_KCTX_SIZE 80
+#define KABI_CPU_KCTX(X) X(buf, 0) X(N, 8) X(scalars, 16) X(sgemm, 24) X(conv, 32) X(fail_at, 40) X(bad_index, 48) X(bad_limit, 56) X(threads, 64) X(kept, 72) X(linear, 80)
+#define KABI_CPU_KCTX_SIZE 88
 #define KABI_CU_KERR(X) X(kernel, 0) X(pad, 4) X(index, 8) X(limit, 16)
 #define KABI_CU_KERR_SIZE 24
 #define KABI_CU_KCTX(X) X(scalars, 0) X(err, 8) X(N, 16) X(g, 24)

@@ -12,7 +12,13 @@
  * first weights again gives the first outputs back. Binding again keeps
  * the backend, and its outputs are those of a fresh load of the new
  * weights (oneDNN's kept weight layouts reordered again, conv_dnnl.h).
- * Two replicas on the same backend share the one prepared copy. */
+ * Two replicas on the same backend share the one prepared copy.
+ *
+ *     test_prepare MODEL.dp B
+ *
+ * runs the forwards at batch B and the two replicas at 2B (default 3 and
+ * 4): a linear from 5 rows runs as a oneDNN matmul whose packed weights
+ * must be packed again after a bind too (linear_dnnl.h). */
 #include "../check.h"
 #include "backend_cpu.h"
 #include "model.h"
@@ -74,8 +80,13 @@ static bool set_devices(dpc_model *m, const char *list, dpc_err *e) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_prepare MODEL.dp\n");
+    if (argc != 2 && argc != 3) {
+        fprintf(stderr, "usage: test_prepare MODEL.dp [BATCH]\n");
+        return 2;
+    }
+    const int64_t nb = argc == 3 ? atoi(argv[2]) : 3, nb2 = argc == 3 ? 2 * nb : 4;
+    if (nb < 1) {
+        fprintf(stderr, "test_prepare: bad batch %s\n", argv[2]);
         return 2;
     }
     dpc_model *m = NULL;
@@ -94,13 +105,13 @@ int main(int argc, char **argv) {
     CHECK(set_devices(m, "cpu", &e), "cpu: %s", e.msg);
 
     outs a, a2, b, c;
-    CHECK(forward(m, 3, &a, &e) == DPC_OK, "forward 1: %s", e.msg);
+    CHECK(forward(m, nb, &a, &e) == DPC_OK, "forward 1: %s", e.msg);
     CHECK(dpc_cpu_prepare_runs(m->be) == 1, "after forward 1: prepare ran %ld times", dpc_cpu_prepare_runs(m->be));
     /* the prepare kernels do not run again: their first one failing changes nothing */
     m->fail_replica = 0;
     m->fail_kernel = 0;
     for (int i = 0; i < 3; i++) {
-        CHECK(forward(m, 3, &a2, &e) == DPC_OK, "forward %d with prepare kernel 0 failing: %s", i + 2, e.msg);
+        CHECK(forward(m, nb, &a2, &e) == DPC_OK, "forward %d with prepare kernel 0 failing: %s", i + 2, e.msg);
         CHECK(same(&a, &a2), "forward %d: outputs differ from forward 1", i + 2);
         outs_free(&a2);
     }
@@ -109,12 +120,12 @@ int main(int argc, char **argv) {
     const dpc_backend *be1 = m->be;
     CHECK(dpc_model_bind_init(m, 2, &e) == DPC_OK, "bind again: %s", e.msg);
     CHECK(m->be == be1, "binding again made a new backend");
-    s = forward(m, 3, &b, &e);
+    s = forward(m, nb, &b, &e);
     CHECK(s == DPC_EDEVICE && strstr(e.msg, "injected failure in kernel k0_"),
           "the first forward after binding again did not run the prepare kernels (%d: %s)", (int)s, e.msg);
     outs_free(&b);
     m->fail_replica = m->fail_kernel = -1;
-    CHECK(forward(m, 3, &b, &e) == DPC_OK, "forward with the new weights: %s", e.msg);
+    CHECK(forward(m, nb, &b, &e) == DPC_OK, "forward with the new weights: %s", e.msg);
     CHECK(!same(&a, &b), "the new weights give the old outputs: the folded weights are stale");
     CHECK(dpc_cpu_prepare_runs(m->be) == 2, "after binding again: prepare ran %ld times", dpc_cpu_prepare_runs(m->be));
     /* the same weights loaded afresh: the same outputs (none stale) */
@@ -124,22 +135,22 @@ int main(int argc, char **argv) {
     dpc_buf_free(&diags);
     outs b2 = {0};
     CHECK(m2 && dpc_model_bind_init(m2, 2, &e) == DPC_OK && set_devices(m2, "cpu", &e), "fresh load: %s", e.msg);
-    CHECK(m2 && forward(m2, 3, &b2, &e) == DPC_OK, "forward of the fresh load: %s", e.msg);
+    CHECK(m2 && forward(m2, nb, &b2, &e) == DPC_OK, "forward of the fresh load: %s", e.msg);
     CHECK(same(&b, &b2), "the weights bound again give other outputs than a fresh load of them: stale weights");
     outs_free(&b2);
     if (m2)
         dpc_model_free(m2);
     /* the first weights again: the first outputs */
     CHECK(dpc_model_bind_init(m, 1, &e) == DPC_OK, "bind the first weights: %s", e.msg);
-    CHECK(forward(m, 3, &c, &e) == DPC_OK, "forward with the first weights: %s", e.msg);
+    CHECK(forward(m, nb, &c, &e) == DPC_OK, "forward with the first weights: %s", e.msg);
     CHECK(same(&a, &c), "the first weights bound again do not give the first outputs");
     outs_free(&c);
     /* two replicas of the same backend share the prepared values */
-    CHECK(forward(m, 4, &c, &e) == DPC_OK, "batch 4: %s", e.msg);
+    CHECK(forward(m, nb2, &c, &e) == DPC_OK, "batch %lld: %s", (long long)nb2, e.msg);
     long runs = dpc_cpu_prepare_runs(m->be);
     CHECK(set_devices(m, "cpu,cpu", &e), "cpu,cpu: %s", e.msg);
     outs d;
-    CHECK(forward(m, 4, &d, &e) == DPC_OK, "batch 4 on two replicas: %s", e.msg);
+    CHECK(forward(m, nb2, &d, &e) == DPC_OK, "batch %lld on two replicas: %s", (long long)nb2, e.msg);
     CHECK(dpc_cpu_prepare_runs(m->be) == runs, "two replicas: prepare ran %ld times, was %ld",
           dpc_cpu_prepare_runs(m->be), runs);
     for (int i = 0; i < c.n && i < d.n; i++) {

@@ -1,0 +1,51 @@
+/* linear_dnnl.h - a linear's GEMM at small batch as a oneDNN matmul
+ * primitive with its weights packed once (built with DPC_BLAS=dnnl).
+ *
+ * A linear y = x . W^T + b runs in the generated C as one GEMM against
+ * W^T, a buffer the prepare kernels write at load (fuse.c linear_wt).
+ * dnnl_sgemm repacks that operand on every call; oneDNN's matmul
+ * primitive (brgemm kernels) reads it in a blocked layout reordered once.
+ * With M (rows of x) from 5 to DPC_LINEAR_MATMUL_MAX_M that measured
+ * 1.06-1.23x faster on an AVX-512 Xeon, one and two threads (ViT's,
+ * BERT's and GPT-2's projections at batch 1 and 8); from M = 512 it was
+ * no faster, and below 5 rows gemm_rows.c streams W^T faster still
+ * (docs/performance.md, "Packed linears"). backend_cpu.c hands it to the
+ * generated C as ctx->linear (kabi.h); DPC_LINEAR_PACK=0 switches it off.
+ *
+ * The packed weights belong to the backend (shared by its replicas, one
+ * layout per linear); the primitives to each replica, per (M, threads). */
+#ifndef DPC_LINEAR_DNNL_H
+#define DPC_LINEAR_DNNL_H
+
+#include "base.h"
+
+#include <stdint.h>
+
+#define DPC_LINEAR_MATMUL_MAX_M 448
+
+typedef struct dpc_dnnl_linears dpc_dnnl_linears;   /* per backend: engine, packed weights */
+typedef struct dpc_dnnl_rlinears dpc_dnnl_rlinears; /* per replica: stream, primitives */
+
+/* The linears of a unit with nbufs buffers (a weight is known by its
+ * buffer id); *out NULL when DPC_LINEAR_PACK=0 (read strictly: a typo is a
+ * DPC_EUSAGE error). */
+dpc_status dpc_dnnl_linears_new(int nbufs, dpc_dnnl_linears **out, dpc_err *e);
+void dpc_dnnl_linears_free(dpc_dnnl_linears *c);
+void dpc_dnnl_rlinears_free(dpc_dnnl_rlinears *r);
+
+/* The weights' buffers were written again (the prepare kernels ran): the
+ * packed copies are packed again at their next call. */
+void dpc_dnnl_linears_changed(dpc_dnnl_linears *c);
+
+/* c[m, n] = a[m, k] . wt[k, n] (row-major, dense) for the weight in
+ * buffer wt_buf, on `threads` threads (the caller has set OpenMP's count):
+ * ctx->linear's contract, 0 done, 1 declined (the caller runs its GEMM), -1
+ * failed with *e set. *r is created on first use. */
+int dpc_dnnl_linear(dpc_dnnl_linears *c, dpc_dnnl_rlinears **r, int wt_buf, int64_t m, int64_t n, int64_t k,
+                    const float *a, const float *wt, float *out, int threads, dpc_err *e);
+
+/* The implementation the replica's primitive for wt_buf uses ("brg:avx512_core",
+ * "declined", "none"), for tests. */
+const char *dpc_dnnl_linear_impl(const dpc_dnnl_rlinears *r, int wt_buf);
+
+#endif
