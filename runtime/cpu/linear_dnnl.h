@@ -5,12 +5,15 @@
  * W^T, a buffer the prepare kernels write at load (fuse.c linear_wt).
  * dnnl_sgemm repacks that operand on every call; oneDNN's matmul
  * primitive (brgemm kernels) reads it in a blocked layout reordered once.
- * With M (rows of x) from 5 to DPC_LINEAR_MATMUL_MAX_M that measured
- * 1.06-1.23x faster on an AVX-512 Xeon, one and two threads (ViT's,
- * BERT's and GPT-2's projections at batch 1 and 8); from M = 512 it was
- * no faster, and below 5 rows gemm_rows.c streams W^T faster still
- * (docs/performance.md, "Packed linears"). backend_cpu.c hands it to the
- * generated C as ctx->linear (kabi.h); DPC_LINEAR_PACK=0 switches it off.
+ * That repacking is what a GEMM of few rows pays for most: from 5 to
+ * DPC_LINEAR_MATMUL_MAX_M rows the matmul measured 1.5-2x faster on an
+ * AVX-512 Xeon (AlexNet's 9216x4096 classifier at 8 and 64 rows, one and
+ * two threads; AlexNet batch 8 92 -> 73 ms). From 128 rows it was mixed in
+ * the models (ViT-B/16 at 197 rows 1-10% faster, BERT at 128 4-6% slower),
+ * so those stay on sgemm; below 5 rows gemm_rows.c streams W^T faster
+ * still (docs/performance.md, "Packed linears"). backend_cpu.c hands it to
+ * the generated C as ctx->linear (kabi.h); DPC_LINEAR_PACK=0 switches it
+ * off.
  *
  * The packed weights belong to the backend (shared by its replicas, one
  * layout per linear); the primitives to each replica, per (M, threads). */
@@ -21,7 +24,7 @@
 
 #include <stdint.h>
 
-#define DPC_LINEAR_MATMUL_MAX_M 448
+#define DPC_LINEAR_MATMUL_MAX_M 64
 
 typedef struct dpc_dnnl_linears dpc_dnnl_linears;   /* per backend: engine, packed weights */
 typedef struct dpc_dnnl_rlinears dpc_dnnl_rlinears; /* per replica: stream, primitives */
