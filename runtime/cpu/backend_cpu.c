@@ -620,14 +620,19 @@ dpc_status dpc_backend_cpu_new(const dpc_unit *u, float *const *params, dpc_back
     /* read in every build: without oneDNN the switches steer nothing, but
      * a typo in one is still an error (cpu_env.h) */
     dpc_conv_env env;
+    bool pack = true;
     dpc_status s = dpc_gemm_rows_init(e);
     if (s == DPC_OK)
         s = dpc_conv_env_read(&env, e);
+    if (s == DPC_OK)
+        s = dpc_env_flag("DPC_LINEAR_PACK", true, &pack, e);
 #ifdef DPC_USE_DNNL
     if (s == DPC_OK)
         s = dpc_dnnl_convs_new(u, params, &env, set_threads, &cb->convs, e);
     if (s == DPC_OK)
-        s = dpc_dnnl_linears_new(dpc_unit_nbufs(u), &cb->linears, e);
+        s = dpc_dnnl_linears_new(dpc_unit_nbufs(u), pack, &cb->linears, e);
+#else
+    (void)pack;
 #endif
     if (s != DPC_OK) {
 #ifdef DPC_USE_DNNL

@@ -48,12 +48,10 @@ struct dpc_dnnl_rlinears {
     size_t scratchb_n;
 };
 
-dpc_status dpc_dnnl_linears_new(int nbufs, dpc_dnnl_linears **out, dpc_err *e) {
+dpc_status dpc_dnnl_linears_new(int nbufs, bool on, dpc_dnnl_linears **out, dpc_err *e) {
     *out = NULL;
-    bool on;
-    dpc_status s = dpc_env_flag("DPC_LINEAR_PACK", true, &on, e);
-    if (s != DPC_OK || !on || nbufs <= 0)
-        return s;
+    if (!on || nbufs <= 0)
+        return DPC_OK;
     dpc_dnnl_linears *c = dpc_calloc(1, sizeof *c);
     if (c)
         c->w = dpc_calloc((size_t)nbufs, sizeof *c->w);

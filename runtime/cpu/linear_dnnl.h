@@ -30,9 +30,9 @@ typedef struct dpc_dnnl_linears dpc_dnnl_linears;   /* per backend: engine, pack
 typedef struct dpc_dnnl_rlinears dpc_dnnl_rlinears; /* per replica: stream, primitives */
 
 /* The linears of a unit with nbufs buffers (a weight is known by its
- * buffer id); *out NULL when DPC_LINEAR_PACK=0 (read strictly: a typo is a
- * DPC_EUSAGE error). */
-dpc_status dpc_dnnl_linears_new(int nbufs, dpc_dnnl_linears **out, dpc_err *e);
+ * buffer id); *out NULL when not on (DPC_LINEAR_PACK=0, which
+ * backend_cpu.c reads in every build, strictly: a typo is an error). */
+dpc_status dpc_dnnl_linears_new(int nbufs, bool on, dpc_dnnl_linears **out, dpc_err *e);
 void dpc_dnnl_linears_free(dpc_dnnl_linears *c);
 void dpc_dnnl_rlinears_free(dpc_dnnl_rlinears *r);
 

@@ -120,7 +120,8 @@ with tempfile.TemporaryDirectory() as d:
                ({'DPC_CONV_LAYOUT': 'NHWC'}, "DPC_CONV_LAYOUT='NHWC' is not nhwc, blocked or plain"),
                ({'DPC_CONV_WINO': '2'}, "DPC_CONV_WINO='2'"),
                ({'DPC_CONV_KEEP': 'never'}, "DPC_CONV_KEEP='never'"),
-               ({'DPC_GEMM_ROWS': 'off!'}, "DPC_GEMM_ROWS='off!'")]
+               ({'DPC_GEMM_ROWS': 'off!'}, "DPC_GEMM_ROWS='off!'"),
+               ({'DPC_LINEAR_PACK': 'never'}, "DPC_LINEAR_PACK='never'")]
     for env, needle in bad_env:
         r = run([MULTI, '--weights', P('m.st'), '--input', P('a.npy'), '--input', P('b.npy'), '--devices', 'cpu,cpu',
                  '-o', P('e1.npy'), '-o', P('e2.npy')], env=env)
