@@ -364,8 +364,27 @@ int conv_nhwc_root(const kgraph *kg, const kernel *k) {
     return s >= 0 ? kept_root_index(kg, s) : -1;
 }
 
+/* Whether every kernel reading value v's buffer (v computed by kernel
+ * prod) is a conv kernel: no NHWC reader, so the value may stay in
+ * whatever layout its producer and its readers' primitives agree on. */
+static bool only_convs_read(const kgraph *kg, const kernel *prod, int v) {
+    int yb = kg->buf_of[v];
+    for (int i = 0; i < kg->kernels.len; i++) {
+        const kernel *c = kg->kernels.items[i];
+        if (c == prod || c->kind == KK_CONV)
+            continue;
+        int node, buf;
+        koperand_iter it = kernel_operands(kg, c, -1);
+        while (koperand_next(&it, &node, &buf))
+            if (buf == yb)
+                return false;
+    }
+    return true;
+}
+
 void conv_keep_marks(const kgraph *kg, const kernel *k, dpc_conv_desc *d, int sum) {
     d->y_keep = may_keep(kg, k, d);
+    d->y_convs = d->y_keep && only_convs_read(kg, k, k->out->id);
     d->src_conv = kept_root_index(kg, k->root->in[0]);
     d->sum_conv = sum >= 0 ? kept_root_index(kg, sum) : -1;
     int wid = k->root->in[1], wb = kg->buf_of[wid];

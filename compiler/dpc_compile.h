@@ -352,6 +352,8 @@ typedef struct dpc_conv_desc {
      * source or residual); the convs whose result is this conv's source
      * and residual when they may (-1: another kernel's, NCHW) */
     bool y_keep;
+    bool y_convs;               /* y_keep, and only convs read it (no NHWC reader): it may stay in
+                                   the primitives' own layout (runtime/cpu/conv_dnnl.c, opaque) */
     int src_conv, sum_conv;
     bool w_const;               /* the weights are a prepare kernel's result (BUF_CONST) */
 } dpc_conv_desc;

@@ -162,7 +162,7 @@ dpc_status dpc_cuda_program(const kgraph *kg, kprec prec, char **source, dpc_cu_
 /* conv_post.c: conv kernel k as one library call (dpc_conv_desc), with the
  * node id of its residual (-1 none); and k's index among the conv kernels. */
 void conv_describe(const kgraph *kg, const kernel *k, dpc_conv_desc *d, int *sum_node);
-/* conv_post.c: d's y_keep, src_conv, sum_conv and w_const (d from
+/* conv_post.c: d's y_keep, y_convs, src_conv, sum_conv and w_const (d from
  * conv_describe of k, sum its sum_node). */
 void conv_keep_marks(const kgraph *kg, const kernel *k, dpc_conv_desc *d, int sum);
 int conv_index_of(const kgraph *kg, const kernel *k);

@@ -68,6 +68,8 @@ typedef struct pconv {
     dnnl_memory_t src_user, src, bias, dst, dst_user, sum_user, scratch, dw_bias;
     pwei w, dw;    /* the weights; a fused conv's: the 1x1's, and its own (dw) */
     bool keep_y;   /* the result stays in the primitive's layout (NHWC) */
+    bool opaque_y; /* kept, and in the primitive's own layout (ymd), which its readers' primitives share */
+    dnnl_memory_desc_t ymd;
     const float *hx, *hw, *hbias; /* fused: the deferred 1x1's operands this forward */
     const float *hy;              /* and its result (this conv's source) */
     size_t src_bytes, dst_bytes, scratch_bytes, y_bytes;
@@ -92,12 +94,42 @@ struct dpc_dnnl_rconvs {
     size_t srcb_n, dstb_n, weib_n, scratchb_n;
 };
 
-dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, const dpc_conv_env *env,
+/* DPC_CONV_AUTO's layout for convs d[0..n). With AVX-512, NHWC: oneDNN's
+ * brgemm kernels, its Winograd and the fused 1x1 + depthwise pairs, all
+ * planned around NHWC, measured fastest there. Without it oneDNN 2.6 has
+ * no brgemm convolution, and its direct kernels (jit:avx2, jit_1x1,
+ * jit_dw) ran 5-40% faster in their blocked layout (nChw8c) than in NHWC
+ * (docs/performance.md, "The AVX2 layout"); the convs then keep their
+ * results in it between them (opaque_fits). But a result an NHWC reader
+ * (a pool, squeeze-excitation, an elementwise chain) reads costs two
+ * reorders in the blocked layout, out of it and back: blocked is chosen
+ * when the kernels' gain, taken as 15% of the multiply-adds, outweighs
+ * those reorders at about 50 multiply-adds' time per element (both
+ * measured on an AVX2 box: blocked on ResNet, VGG, AlexNet, MobileNet
+ * v2; NHWC on EfficientNet-B0 and MobileNet v3, whose squeeze-excitation
+ * blocks read every depthwise result, and ConvNeXt, whose depthwise
+ * results its LayerNorms read). */
+static int auto_layout(const dpc_conv_desc *d, int n) {
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    if (((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core)
+        return DPC_CONV_NHWC;
+    double gain = 0, cost = 0;
+    for (int i = 0; i < n; i++) {
+        double out = (double)d[i].Co * (double)(d[i].Ho * d[i].Wo);
+        gain += 0.15 * out * (double)(d[i].C / d[i].groups) * (double)(d[i].kh * d[i].kw);
+        if (d[i].y_keep && !d[i].y_convs)
+            cost += 50 * out;
+    }
+    return gain > cost ? DPC_CONV_BLOCKED : DPC_CONV_NHWC;
+}
+
+dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, const dpc_conv_env *env_in,
                               dpc_dnnl_threads_fn set_threads, dpc_dnnl_convs **out, dpc_err *e) {
     *out = NULL;
     int n = dpc_unit_nconvs(u);
-    if (n == 0 || !env->on)
+    if (n == 0 || !env_in->on)
         return DPC_OK;
+    dpc_conv_env env0 = *env_in, *env = &env0;
     dpc_dnnl_convs *c = dpc_calloc(1, sizeof *c);
     if (c) {
         c->d = dpc_calloc((size_t)n, sizeof *c->d);
@@ -116,14 +148,16 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, const dpc
     c->n = n;
     c->params = params;
     c->set_threads = set_threads;
+    for (int i = 0; i < n; i++)
+        dpc_unit_conv(u, i, &c->d[i]);
+    if (env->layout == DPC_CONV_AUTO)
+        dpc_conv_env_resolve(env, auto_layout(c->d, n));
     c->layout = env->layout;
     c->keep = env->keep;
     c->wino = env->wino;
     c->dw = env->dw;
     atomic_init(&c->gen, 1);
     atomic_init(&c->pgen, 1);
-    for (int i = 0; i < n; i++)
-        dpc_unit_conv(u, i, &c->d[i]);
     pthread_mutex_init(&c->mu, NULL);
     if (dnnl_engine_create(&c->eng, dnnl_cpu, 0) != dnnl_success) {
         dpc_dnnl_convs_free(c);
@@ -428,12 +462,23 @@ static dnnl_status_t plan_weights(dpc_dnnl_rconvs *r, int i, pwei *pw, const dnn
     return s;
 }
 
+/* The layout of the tensor conv q's result is held in (q NULL: another
+ * kernel's result): q's primitive's own (opaque), NHWC (kept) or NCHW. */
+static dnnl_memory_desc_t held_md(const pconv *q, const dnnl_dims_t dims) {
+    if (q && q->opaque_y)
+        return q->ymd;
+    dnnl_memory_desc_t md;
+    dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, q && q->keep_y ? dnnl_nhwc : dnnl_nchw);
+    return md;
+}
+
 /* Pass two: the primitive, the reorders between the tensors' layouts
- * (NHWC where kept, else NCHW: src_k, sum_k, p->keep_y) and the
- * primitive's, the memory objects, the kept weights. A fused conv's
- * source, weights and bias are its head's (the 1x1), its own weights and
- * bias those of the depthwise post-op. */
-static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, bool src_k, bool sum_k, dpc_err *e) {
+ * (held_md: sp's for the source, up's for the residual, p's own for the
+ * result) and the primitive's, the memory objects, the kept weights. A
+ * fused conv's source, weights and bias are its head's (the 1x1), its own
+ * weights and bias those of the depthwise post-op. */
+static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, const pconv *sp, const pconv *up,
+                          dpc_err *e) {
     dpc_dnnl_convs *c = r->c;
     const dpc_conv_desc *d = &c->d[i];
     int i0 = p->fused ? p->head : i; /* whose source, weights and bias the primitive reads */
@@ -443,10 +488,7 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, bool s
     dnnl_dims_t sd = {N, d0->C, d0->H, d0->W}, dd = {N, d->Co, d->Ho, d->Wo}, bd = {d0->Co};
     dnnl_dims_t wd4 = {d0->Co, d0->C / d0->groups, d0->kh, d0->kw};
     dnnl_dims_t wd5 = {d0->groups, d0->Co / d0->groups, d0->C / d0->groups, d0->kh, d0->kw};
-    dnnl_memory_desc_t src_u, dst_u, sum_u, wei_u, bias_md;
-    dnnl_memory_desc_init_by_tag(&src_u, 4, sd, dnnl_f32, src_k ? dnnl_nhwc : dnnl_nchw);
-    dnnl_memory_desc_init_by_tag(&dst_u, 4, dd, dnnl_f32, p->keep_y ? dnnl_nhwc : dnnl_nchw);
-    dnnl_memory_desc_init_by_tag(&sum_u, 4, dd, dnnl_f32, sum_k ? dnnl_nhwc : dnnl_nchw);
+    dnnl_memory_desc_t src_u = held_md(sp, sd), dst_u = held_md(p, dd), sum_u = held_md(up, dd), wei_u, bias_md;
     dnnl_memory_desc_init_by_tag(&wei_u, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, grouped ? dnnl_goihw : dnnl_oihw);
     dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
     dnnl_primitive_desc_t pd = p->pd;
@@ -563,6 +605,41 @@ static dnnl_status_t fused_pd(const dpc_dnnl_convs *c, const dpc_conv_desc *x, c
     return s;
 }
 
+/* Whether conv i's kept result may stay in its primitive's own layout
+ * (p->opaque_y), which is then p->ymd: only convs read it (y_convs), as
+ * their source or residual, and each reader's primitive takes that very
+ * layout there (no reorder on either side), which holds exactly the
+ * result's N*C*H*W floats (no channels padded to a block). In the NHWC
+ * layout this changes nothing; in the blocked ones (oneDNN's nChw8c
+ * kernels without AVX-512, Winograd's) a chain of convs then reorders
+ * only at its ends. Pairs run as one primitive (dw_fits) stay as they are. */
+static bool opaque_fits(const dpc_dnnl_convs *c, pconv *ps, int i, int64_t N) {
+    const dpc_conv_desc *d = &c->d[i];
+    pconv *p = &ps[i];
+    if (!p->keep_y || !d->y_convs || !p->pd || p->fused || p->deferred)
+        return false;
+    const dnnl_memory_desc_t *y = dnnl_primitive_desc_query_md(p->pd, dnnl_query_dst_md, 0);
+    if (!y || dnnl_memory_desc_get_size(y) != (size_t)(N * d->Co * d->Ho * d->Wo) * sizeof(float))
+        return false;
+    bool read = false;
+    for (int j = 0; j < c->n; j++) {
+        bool src = c->d[j].src_conv == i, sum = c->d[j].sum_conv == i;
+        if (!src && !sum)
+            continue;
+        const pconv *q = &ps[j];
+        if (!q->pd || q->fused || q->deferred)
+            return false;
+        if (src && !dnnl_memory_desc_equal(y, dnnl_primitive_desc_query_md(q->pd, dnnl_query_src_md, 0)))
+            return false;
+        if (sum && !dnnl_memory_desc_equal(y, dnnl_primitive_desc_query_md(q->pd, dnnl_query_dst_md, 0)))
+            return false;
+        read = true;
+    }
+    if (read)
+        p->ymd = *y;
+    return read;
+}
+
 /* Whether oneDNN implements pd with its reference (plain C) kernels. */
 static bool is_ref(const_dnnl_primitive_desc_t pd) {
     const char *impl = NULL;
@@ -674,11 +751,14 @@ dpc_status dpc_dnnl_plan(dpc_dnnl_convs *c, dpc_dnnl_rconvs **rp, int64_t N, int
         if (a >= 0 && !ps->p[a].deferred && !ps->p[a].fused && dw_fits(c, ps->p, a, b, N))
             plan_fused(r, a, b, N, ps->p);
     }
+    /* kept results in their primitives' own layout where it is their readers' */
+    for (int i = 0; st == DPC_OK && i < c->n; i++)
+        ps->p[i].opaque_y = opaque_fits(c, ps->p, i, N);
     for (int i = 0; st == DPC_OK && i < c->n; i++)
         if (!ps->p[i].declined && !ps->p[i].deferred) {
             const dpc_conv_desc *d = &c->d[i], *d0 = &c->d[ps->p[i].fused ? ps->p[i].head : i];
-            st = plan_io(r, i, N, &ps->p[i], d0->src_conv >= 0 && ps->p[d0->src_conv].keep_y,
-                         d->sum_conv >= 0 && ps->p[d->sum_conv].keep_y, e);
+            st = plan_io(r, i, N, &ps->p[i], d0->src_conv >= 0 ? &ps->p[d0->src_conv] : NULL,
+                         d->sum_conv >= 0 ? &ps->p[d->sum_conv] : NULL, e);
         }
     size_t sb = 0, db = 0, wb = 0, xb = 0;
     for (int i = 0; st == DPC_OK && i < c->n; i++) {

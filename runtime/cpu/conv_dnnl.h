@@ -8,13 +8,16 @@
  * backend_cpu.c hands it to the generated C as ctx->conv (kabi.h).
  *
  * The layout the primitive computes in is chosen by DPC_CONV_LAYOUT:
- * "nhwc" (the default: oneDNN's brgemm kernels, depthwise and 1x1
- * included), "blocked" (oneDNN picks) or "plain" (NCHW throughout;
- * oneDNN then runs its GEMM-based convolution, gemm:jit). Outside plain, a
- * conv's result that only convs read stays NHWC in its buffer (the
- * compiler's y_keep, unless DPC_CONV_KEEP=0), and a call reorders only
- * where a tensor's layout (NHWC kept, else NCHW) is not the primitive's:
- * docs/internals.md, "Convolutions on the CPU"; docs/performance.md. */
+ * "nhwc" (oneDNN's brgemm kernels on AVX-512, depthwise and 1x1
+ * included), "blocked" (oneDNN picks: nChw8c on AVX2), "plain" (NCHW
+ * throughout; oneDNN then runs its GEMM-based convolution, gemm:jit) or
+ * "auto", the default (nhwc with AVX-512, else blocked where it measures
+ * faster: auto_layout). Outside plain, a conv's result that only convs
+ * read stays NHWC in its buffer (the compiler's y_keep, unless
+ * DPC_CONV_KEEP=0), or in the primitives' own layout when no NHWC reader
+ * reads it and they all take that one (opaque_fits), and a call reorders
+ * only where a tensor's layout is not the primitive's: docs/internals.md,
+ * "Convolutions on the CPU"; docs/performance.md. */
 #ifndef DPC_CONV_DNNL_H
 #define DPC_CONV_DNNL_H
 

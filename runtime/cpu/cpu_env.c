@@ -4,22 +4,32 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const LAYOUT_NAMES[] = {"plain", "blocked", "nhwc"};
+static const char *const LAYOUT_NAMES[] = {"plain", "blocked", "nhwc", "auto"};
+
+/* Winograd (oneDNN's, blocked, reordered from and to NHWC) and the fused
+ * 1x1 + depthwise pairs are planned in the NHWC layout only; auto keeps
+ * them until it is resolved. */
+static void honour(dpc_conv_env *v) {
+    bool nhwc = v->layout == DPC_CONV_NHWC || v->layout == DPC_CONV_AUTO;
+    v->keep = v->keep && v->layout != DPC_CONV_PLAIN;
+    v->wino = v->wino && nhwc;
+    v->dw = v->dw && v->keep && nhwc;
+}
 
 dpc_status dpc_conv_env_read(dpc_conv_env *v, dpc_err *e) {
     const char *conv = getenv("DPC_CONV"), *lay = getenv("DPC_CONV_LAYOUT");
     v->on = !conv || !*conv || strcmp(conv, "dnnl") == 0;
     if (!v->on && strcmp(conv, "im2col") != 0)
         return dpc_errf(e, DPC_EUSAGE, "environment variable DPC_CONV='%.100s' is not dnnl or im2col", conv);
-    v->layout = DPC_CONV_NHWC; /* measured fastest: docs/performance.md */
+    v->layout = DPC_CONV_AUTO;
     if (lay && *lay) {
         v->layout = -1;
-        for (int i = 0; i < 3; i++)
+        for (int i = 0; i < 4; i++)
             if (strcmp(lay, LAYOUT_NAMES[i]) == 0)
                 v->layout = i;
         if (v->layout < 0)
-            return dpc_errf(e, DPC_EUSAGE, "environment variable DPC_CONV_LAYOUT='%.100s' is not nhwc, blocked or plain",
-                            lay);
+            return dpc_errf(e, DPC_EUSAGE,
+                            "environment variable DPC_CONV_LAYOUT='%.100s' is not auto, nhwc, blocked or plain", lay);
     }
     dpc_status s = dpc_env_flag("DPC_CONV_KEEP", true, &v->keep, e);
     if (s == DPC_OK)
@@ -28,8 +38,11 @@ dpc_status dpc_conv_env_read(dpc_conv_env *v, dpc_err *e) {
         s = dpc_env_flag("DPC_CONV_DW", true, &v->dw, e);
     if (s != DPC_OK) /* the flags after the bad one were never set */
         return s;
-    v->keep = v->keep && v->layout != DPC_CONV_PLAIN;
-    v->wino = v->wino && v->layout == DPC_CONV_NHWC;
-    v->dw = v->dw && v->keep && v->layout == DPC_CONV_NHWC;
+    honour(v);
     return DPC_OK;
+}
+
+void dpc_conv_env_resolve(dpc_conv_env *v, int layout) {
+    v->layout = layout;
+    honour(v);
 }

@@ -9,7 +9,9 @@
 
 #include "base.h"
 
-enum { DPC_CONV_PLAIN, DPC_CONV_BLOCKED, DPC_CONV_NHWC };
+/* DPC_CONV_AUTO (DPC_CONV_LAYOUT unset or "auto"): NHWC or blocked as the
+ * machine and the model measured faster (conv_dnnl.c, auto_layout). */
+enum { DPC_CONV_PLAIN, DPC_CONV_BLOCKED, DPC_CONV_NHWC, DPC_CONV_AUTO };
 
 typedef struct dpc_conv_env {
     bool on;     /* DPC_CONV=dnnl (the default); im2col: no primitives */
@@ -22,5 +24,7 @@ typedef struct dpc_conv_env {
 /* Reads the switches strictly (a value not listed is a DPC_EUSAGE error
  * naming the variable) and drops those the layout cannot honour. */
 dpc_status dpc_conv_env_read(dpc_conv_env *v, dpc_err *e);
+/* Sets DPC_CONV_AUTO's layout, dropping the switches it cannot honour. */
+void dpc_conv_env_resolve(dpc_conv_env *v, int layout);
 
 #endif

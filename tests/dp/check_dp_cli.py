@@ -117,7 +117,7 @@ with tempfile.TemporaryDirectory() as d:
                ({'DPC_GEMM_THREADS': 'four'}, "DPC_GEMM_THREADS='four' is not an integer from 1 to 4096"),
                # and so are the CPU convolution switches (read even for a model without convs)
                ({'DPC_CONV': 'onednn'}, "DPC_CONV='onednn' is not dnnl or im2col"),
-               ({'DPC_CONV_LAYOUT': 'NHWC'}, "DPC_CONV_LAYOUT='NHWC' is not nhwc, blocked or plain"),
+               ({'DPC_CONV_LAYOUT': 'NHWC'}, "DPC_CONV_LAYOUT='NHWC' is not auto, nhwc, blocked or plain"),
                ({'DPC_CONV_WINO': '2'}, "DPC_CONV_WINO='2'"),
                ({'DPC_CONV_KEEP': 'never'}, "DPC_CONV_KEEP='never'"),
                ({'DPC_GEMM_ROWS': 'off!'}, "DPC_GEMM_ROWS='off!'"),

@@ -7,7 +7,8 @@ depthwise and 1x1 ones among them. With --max-reorders K, the activations
 must stay NHWC between convs: one forward (`dpc run`, batch 3, an input of
 CxHxW per image) reorders at most K activations to or from NCHW.
 
-    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1,wino,dwfuse] [--batch B] [--max-reorders K --input CxHxW [--outputs M]]
+    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1,wino,dwfuse,blocked8] [--batch B] [--layout L]
+                       [--max-reorders K [--max-any-reorders J] --input CxHxW [--outputs M]]
 
 --expect wino: some conv runs oneDNN's Winograd kernel (3x3 stride-1 convs
 of 32+ channels try it first, runtime/cpu/conv_dnnl.c; only on a CPU with
@@ -16,6 +17,13 @@ AVX-512, where oneDNN has one).
 oneDNN's dw post-op (`+dw:` in its post-ops; from batch 8, so with --batch 8:
 runtime/cpu/conv_dnnl.c, dw_fits). --batch: the batch of the DNNL_VERBOSE
 forward (default 1).
+--expect blocked8: some conv computes in oneDNN's nChw8c layout (`aBcd8b`:
+the AVX2 kernels' own, which DPC_CONV_LAYOUT=auto picks without AVX-512 for
+models with few NHWC readers).
+--layout L: DPC_CONV_LAYOUT for both runs (default: unset, i.e. auto).
+--max-any-reorders J: the convs' results stay in their primitives' own
+layout between convs (opaque, conv_dnnl.c): at most J activation reorders
+of any kind in the forward (NHWC <-> blocked counted too).
 """
 import os
 import subprocess
@@ -42,11 +50,14 @@ def main() -> int:
     expect = args[args.index("--expect") + 1].split(",") if "--expect" in args else []
     batch = args[args.index("--batch") + 1] if "--batch" in args else "1"
     max_reorders = int(args[args.index("--max-reorders") + 1]) if "--max-reorders" in args else None
+    max_any = int(args[args.index("--max-any-reorders") + 1]) if "--max-any-reorders" in args else None
     nout = int(args[args.index("--outputs") + 1]) if "--outputs" in args else 1
     # the default layout (NHWC), with oneDNN's own kernels (plain NCHW runs gemm:jit)
     env = dict(os.environ, DNNL_VERBOSE="1", OMP_NUM_THREADS="1")
     for k in ("DPC_CONV", "DPC_CONV_LAYOUT", "DPC_CONV_KEEP", "DPC_CONV_DW"):
         env.pop(k, None)
+    if "--layout" in args:
+        env["DPC_CONV_LAYOUT"] = args[args.index("--layout") + 1]
     r = subprocess.run([dpc, "bench", model, "--batch", batch, "--iters", "1"], env=env, capture_output=True,
                        text=True, timeout=600)
     if r.returncode != 0:
@@ -77,6 +88,10 @@ def main() -> int:
                   for r, d in ((r, r[-2].split("x")) for r in rows))
         print("%d activation reorders to or from NCHW in a forward (at most %d expected)" % (per, max_reorders))
         bad_reorders = per > max_reorders
+        if max_any is not None:
+            acts = sum(len(d) == 4 and d[0] == "3" for d in (r[-2].split("x") for r in rows))
+            print("%d activation reorders of any layout in a forward (at most %d expected)" % (acts, max_any))
+            bad_reorders = bad_reorders or acts > max_any
     convs = [l.split(",") for l in lines if l.startswith("onednn_verbose,exec,cpu,convolution")]
     if not convs:
         print("no oneDNN convolution ran (expected every conv through oneDNN)")
@@ -86,7 +101,8 @@ def main() -> int:
         print("slow implementation:", c[4], c[6], c[-2])
     # wei_f32 of a depthwise conv is 5-D with group blocking; brdgmm_dw / jit_dw name it
     have = {"dw": any("dw" in c[4] for c in convs), "1x1": any("1x1" in c[4] for c in convs),
-            "wino": any("wino" in c[4] for c in convs), "dwfuse": any("+dw:" in ",".join(c) for c in convs)}
+            "wino": any("wino" in c[4] for c in convs), "dwfuse": any("+dw:" in ",".join(c) for c in convs),
+            "blocked8": any("dst_f32::blocked:aBcd8b:" in c[6] for c in convs)}
     if "wino" in expect and not avx512():
         expect.remove("wino")  # oneDNN's Winograd kernels are AVX-512 ones
         print("no AVX-512: Winograd not expected")
