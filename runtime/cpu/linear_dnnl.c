@@ -21,12 +21,21 @@ typedef struct packed {
     unsigned long gen;
 } packed;
 
+/* A linear's W^T with each row DPC_LINEAR_LD_PAD floats longer, copied
+ * once per generation (padded_wt). */
+typedef struct padded {
+    float *data;
+    unsigned long gen;
+} padded;
+
 struct dpc_dnnl_linears {
     int nbufs;
+    bool pad;                  /* sgemm against a padded copy of W^T where the matmul does not run */
     dnnl_engine_t eng;
     _Atomic unsigned long gen; /* bumped whenever the prepare kernels ran */
     pthread_mutex_t mu;        /* the packed weights: replicas run concurrently */
     packed *w;                 /* by buffer id */
+    padded *pw;                /* by buffer id */
 };
 
 /* One linear's primitive in a replica, for one (M, threads). */
@@ -34,6 +43,7 @@ typedef struct rlin {
     int64_t m;
     int threads;
     bool declined;
+    bool padded;   /* the last call ran padded_sgemm */
     char impl[48];
     dnnl_primitive_t prim;
     dnnl_memory_t src, wei, dst, scratch;
@@ -53,13 +63,19 @@ dpc_status dpc_dnnl_linears_new(int nbufs, bool on, dpc_dnnl_linears **out, dpc_
     if (!on || nbufs <= 0)
         return DPC_OK;
     dpc_dnnl_linears *c = dpc_calloc(1, sizeof *c);
-    if (c)
+    if (c) {
         c->w = dpc_calloc((size_t)nbufs, sizeof *c->w);
-    if (!c || !c->w) {
+        c->pw = dpc_calloc((size_t)nbufs, sizeof *c->pw);
+    }
+    if (!c || !c->w || !c->pw) {
+        if (c)
+            free(c->w);
         free(c);
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
     }
     c->nbufs = nbufs;
+    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+    c->pad = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core) != (unsigned)dnnl_cpu_isa_avx512_core;
     atomic_init(&c->gen, 1);
     pthread_mutex_init(&c->mu, NULL);
     if (dnnl_engine_create(&c->eng, dnnl_cpu, 0) != dnnl_success) {
@@ -73,12 +89,15 @@ dpc_status dpc_dnnl_linears_new(int nbufs, bool on, dpc_dnnl_linears **out, dpc_
 void dpc_dnnl_linears_free(dpc_dnnl_linears *c) {
     if (!c)
         return;
-    for (int i = 0; i < c->nbufs; i++)
+    for (int i = 0; i < c->nbufs; i++) {
         free(c->w[i].data);
+        free(c->pw[i].data);
+    }
     if (c->eng)
         dnnl_engine_destroy(c->eng);
     pthread_mutex_destroy(&c->mu);
     free(c->w);
+    free(c->pw);
     free(c);
 }
 
@@ -221,12 +240,49 @@ static dnnl_status_t pack(dpc_dnnl_rlinears *r, int id, int64_t n, int64_t k, co
     return s;
 }
 
+/* W^T (wt, [k, n] row-major) with rows of n + DPC_LINEAR_LD_PAD floats,
+ * copied once per generation; NULL when out of memory. */
+static const float *padded_wt(dpc_dnnl_linears *c, int id, int64_t n, int64_t k, const float *wt) {
+    unsigned long gen = atomic_load(&c->gen);
+    padded *p = &c->pw[id];
+    int64_t ld = n + DPC_LINEAR_LD_PAD;
+    pthread_mutex_lock(&c->mu);
+    if (p->gen != gen) {
+        if (!p->data)
+            p->data = dpc_aligned_alloc((size_t)k * (size_t)ld * sizeof(float));
+        for (int64_t i = 0; p->data && i < k; i++) {
+            memcpy(p->data + i * ld, wt + i * n, (size_t)n * sizeof(float));
+            memset(p->data + i * ld + n, 0, DPC_LINEAR_LD_PAD * sizeof(float));
+        }
+        p->gen = p->data ? gen : 0;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return p->data;
+}
+
+/* The linear as dnnl_sgemm against the padded W^T (the caller has set
+ * OpenMP's count): 0 done, -1 out of memory. */
+static int padded_sgemm(dpc_dnnl_linears *c, int id, int64_t m, int64_t n, int64_t k, const float *a,
+                        const float *wt, float *out, dpc_err *e) {
+    const float *w = padded_wt(c, id, n, k, wt);
+    if (!w) {
+        dpc_errf(e, DPC_ENOMEM, "out of memory: a padded copy of the weights of buffer %d", id);
+        return -1;
+    }
+    dnnl_status_t s = dnnl_sgemm('N', 'N', m, n, k, 1.0f, a, k, w, n + DPC_LINEAR_LD_PAD, 0.0f, out, n);
+    if (s != dnnl_success) {
+        dpc_errf(e, DPC_EDEVICE, "oneDNN: the linear of buffer %d failed (status %d)", id, (int)s);
+        return -1;
+    }
+    return 0;
+}
+
 /* ------------------------------------------------------- running */
 
 int dpc_dnnl_linear(dpc_dnnl_linears *c, dpc_dnnl_rlinears **rp, int wt_buf, int64_t m, int64_t n, int64_t k,
                     const float *a, const float *wt, float *out, int threads, dpc_err *e) {
-    if (!c || wt_buf < 0 || wt_buf >= c->nbufs || m <= DPC_GEMM_ROWS_MAX || m > DPC_LINEAR_MATMUL_MAX_M || n <= 0 ||
-        k <= 0)
+    if (!c || wt_buf < 0 || wt_buf >= c->nbufs || m <= DPC_GEMM_ROWS_MAX || n <= 0 || k <= 0 ||
+        (m > DPC_LINEAR_MATMUL_MAX_M && !c->pad))
         return 1;
     dpc_dnnl_rlinears *r = *rp;
     if (!r) {
@@ -248,6 +304,11 @@ int dpc_dnnl_linear(dpc_dnnl_linears *c, dpc_dnnl_rlinears **rp, int wt_buf, int
         *rp = r;
     }
     rlin *l = &r->l[wt_buf];
+    l->padded = false;
+    if (m > DPC_LINEAR_MATMUL_MAX_M) {
+        l->padded = true;
+        return padded_sgemm(c, wt_buf, m, n, k, a, wt, out, e);
+    }
     if (l->m != m || l->threads != threads || (!l->prim && !l->declined)) {
         rlin_free(l);
         l->m = m;
@@ -265,6 +326,10 @@ int dpc_dnnl_linear(dpc_dnnl_linears *c, dpc_dnnl_rlinears **rp, int wt_buf, int
             dpc_errf(e, DPC_EDEVICE, "oneDNN: planning the linear of buffer %d failed (status %d)", wt_buf, (int)s);
             return -1;
         }
+    }
+    if (l->declined && c->pad) {
+        l->padded = true;
+        return padded_sgemm(c, wt_buf, m, n, k, a, wt, out, e);
     }
     if (l->declined)
         return 1;
@@ -292,6 +357,8 @@ int dpc_dnnl_linear(dpc_dnnl_linears *c, dpc_dnnl_rlinears **rp, int wt_buf, int
 }
 
 const char *dpc_dnnl_linear_impl(const dpc_dnnl_rlinears *r, int wt_buf) {
+    if (r && wt_buf >= 0 && wt_buf < r->c->nbufs && r->l[wt_buf].padded)
+        return "sgemm-padded";
     if (!r || wt_buf < 0 || wt_buf >= r->c->nbufs || (!r->l[wt_buf].prim && !r->l[wt_buf].declined))
         return "none";
     return r->l[wt_buf].declined ? "declined" : r->l[wt_buf].impl;

@@ -25,6 +25,13 @@
 #include <stdint.h>
 
 #define DPC_LINEAR_MATMUL_MAX_M 64
+/* Without AVX-512 (oneDNN 2.6 has no brgemm matmul there, so the matmul
+ * declines), a linear of 5 rows or more runs dnnl_sgemm against a copy of
+ * W^T whose rows are this many floats longer (one cache line): with rows of
+ * exactly n floats, 768-3072 wide, sgemm ran at 33-86 GFLOP/s on an AVX2
+ * EPYC core, padded at 65-96 (docs/performance.md, "Padded weights for
+ * sgemm"). The copy doubles those weights' memory. */
+#define DPC_LINEAR_LD_PAD 16
 
 typedef struct dpc_dnnl_linears dpc_dnnl_linears;   /* per backend: engine, packed weights */
 typedef struct dpc_dnnl_rlinears dpc_dnnl_rlinears; /* per replica: stream, primitives */
@@ -47,8 +54,8 @@ void dpc_dnnl_linears_changed(dpc_dnnl_linears *c);
 int dpc_dnnl_linear(dpc_dnnl_linears *c, dpc_dnnl_rlinears **r, int wt_buf, int64_t m, int64_t n, int64_t k,
                     const float *a, const float *wt, float *out, int threads, dpc_err *e);
 
-/* The implementation the replica's primitive for wt_buf uses ("brg:avx512_core",
- * "declined", "none"), for tests. */
+/* The implementation the replica's last call for wt_buf used
+ * ("brg:avx512_core", "sgemm-padded", "declined", "none"), for tests. */
 const char *dpc_dnnl_linear_impl(const dpc_dnnl_rlinears *r, int wt_buf);
 
 #endif
