@@ -445,9 +445,20 @@ static void emit_gemm(const kgraph *kg, const kernel *k, dpc_buf *o) {
     emit_dim(Ks, sizeof Ks, mm.K);
     dpc_buf_printf(o, "    const int64_t M = %s, Nc = %s, K = %s;\n", Ms, Ns, Ks);
     if (ys->rank == 2) {
-        /* the right operand is one matrix: fold all batches into M */
-        dpc_buf_printf(o, "    ctx->sgemm(0, 0, %s * M, Nc, K, b%d, K, b%d, Nc, b%d, Nc);\n",
-                       emit_prod(t1, sizeof t1, bs, 0, bs->rank), kg->buf_of[x->id], kg->buf_of[y->id], outb);
+        /* the right operand is one matrix: fold all batches into M; a
+         * parameter [K, Nc] (HuggingFace's Conv1D) is a linear's W^T, and
+         * the runtime's packed call goes first, as for a linear */
+        const kaccess *ya = &kg->acc[y->id];
+        int yb = kg->buf_of[y->id];
+        emit_prod(t1, sizeof t1, bs, 0, bs->rank);
+        if (ya->kind == ACC_CONTIG && ya->base && ya->base->op == OP_PARAM && yb >= 0)
+            dpc_buf_printf(o,
+                           "    const int called = ctx->linear ? ctx->linear(ctx, %d, %s * M, Nc, K, b%d, b%d, b%d) : 1;\n"
+                           "    if (called < 0) return KERNEL_ID + 1;\n"
+                           "    if (called > 0)\n",
+                           yb, t1, kg->buf_of[x->id], yb, outb);
+        dpc_buf_printf(o, "    ctx->sgemm(0, 0, %s * M, Nc, K, b%d, K, b%d, Nc, b%d, Nc);\n", t1, kg->buf_of[x->id], yb,
+                       outb);
     } else {
         dpc_buf_printf(o, "    const int64_t nb = %s;\n", emit_prod(t1, sizeof t1, bs, 0, bs->rank));
         dpc_buf_puts(o, "    for (int64_t bi = 0; bi < nb; bi++) {\n        int64_t rem = bi, ox = 0, oy = 0;\n");

@@ -48,7 +48,8 @@ typedef struct dpc_kctx {
      * kernels that read it then run their NHWC loop); NULL: none is */
     int (*kept)(struct dpc_kctx *ctx, int conv_index);
     /* c[m, n] = a[m, k] . wt[k, n] for the linear whose W^T is buffer
-     * wt_buf, as one library call with the weights packed once; 0 done, 1
+     * wt_buf (or a matmul by parameter wt_buf, HuggingFace's Conv1D), as
+     * one library call with the weights packed once; 0 done, 1
      * declined (the kernel calls sgemm), -1 failed (the runtime holds the
      * error). NULL: every linear through sgemm. */
     int (*linear)(struct dpc_kctx *ctx, int wt_buf, int64_t m, int64_t n, int64_t k, const float *a,

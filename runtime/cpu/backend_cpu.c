@@ -386,6 +386,9 @@ static void cpu_weights_changed(dpc_backend *be) {
     atomic_store(&cb->prepared, false);
 #ifdef DPC_USE_DNNL
     dpc_dnnl_params_changed(cb->convs);
+    /* the copies of parameters (a Conv1D's [in, out] weight): made again
+     * even when no prepare kernel runs to say so */
+    dpc_dnnl_linears_changed(cb->linears);
 #endif
 }
 
