@@ -109,9 +109,13 @@ struct dpc_dnnl_rconvs {
  * v2; NHWC on EfficientNet-B0 and MobileNet v3, whose squeeze-excitation
  * blocks read every depthwise result, and ConvNeXt, whose depthwise
  * results its LayerNorms read). */
+bool dpc_dnnl_avx512(void) {
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), want = (unsigned)dnnl_cpu_isa_avx512_core;
+    return (isa & want) == want;
+}
+
 static int auto_layout(const dpc_conv_desc *d, int n) {
-    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    if (((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core)
+    if (dpc_dnnl_avx512())
         return DPC_CONV_NHWC;
     double gain = 0, cost = 0;
     for (int i = 0; i < n; i++) {

@@ -58,6 +58,11 @@ void dpc_dnnl_consts_changed(dpc_dnnl_convs *c);
  * call, so a bind keeps the backend, its primitives and its plans. */
 void dpc_dnnl_params_changed(dpc_dnnl_convs *c);
 
+/* Whether oneDNN dispatches AVX-512 kernels here (its effective ISA, which
+ * DNNL_MAX_CPU_ISA lowers): the layouts and GEMM paths measured fastest
+ * differ with and without (auto_layout; linear_dnnl.h). */
+bool dpc_dnnl_avx512(void);
+
 /* Whether conv i's result stays NHWC in the planned set (for tests). */
 bool dpc_dnnl_kept(const dpc_dnnl_rconvs *r, int i);
 

@@ -1,6 +1,7 @@
 /* linear_dnnl.c - small-batch linears as oneDNN matmul primitives (linear_dnnl.h). */
 #ifdef DPC_USE_DNNL
 #include "linear_dnnl.h"
+#include "conv_dnnl.h"
 
 #include "gemm_rows.h"
 #include "tensor.h"
@@ -74,8 +75,7 @@ dpc_status dpc_dnnl_linears_new(int nbufs, bool on, dpc_dnnl_linears **out, dpc_
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
     }
     c->nbufs = nbufs;
-    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    c->pad = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core) != (unsigned)dnnl_cpu_isa_avx512_core;
+    c->pad = !dpc_dnnl_avx512();
     atomic_init(&c->gen, 1);
     pthread_mutex_init(&c->mu, NULL);
     if (dnnl_engine_create(&c->eng, dnnl_cpu, 0) != dnnl_success) {

@@ -30,18 +30,8 @@ import subprocess
 import sys
 import tempfile
 
-
-def avx512() -> bool:
-    # DNNL_MAX_CPU_ISA=AVX2 (or lower) runs oneDNN as on a machine without
-    # AVX-512: how the AVX2 paths are checked on an AVX-512 one
-    isa = os.environ.get("DNNL_MAX_CPU_ISA", "").upper()
-    if isa and not isa.startswith("AVX512") and isa not in ("ALL", "AVX10_1_512", "AVX10_1_512_AMX"):
-        return False
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(l.startswith("flags") and " avx512f " in l + " " for l in f)
-    except OSError:
-        return False
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "ref"))
+from isa import avx512  # noqa: E402
 
 
 def main() -> int:

@@ -26,17 +26,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 MODEL = os.path.join(HERE, "rows", "rows.dp")
 sys.path.insert(0, os.path.join(HERE, "..", "ref"))
 import st  # noqa: E402
-
-
-def avx512() -> bool:
-    isa = os.environ.get("DNNL_MAX_CPU_ISA", "").upper()
-    if isa and not isa.startswith("AVX512") and isa not in ("ALL", "AVX10_1_512", "AVX10_1_512_AMX"):
-        return False
-    try:
-        with open("/proc/cpuinfo") as f:
-            return any(l.startswith("flags") and " avx512f " in l + " " for l in f)
-    except OSError:
-        return False
+from isa import avx512  # noqa: E402
 
 
 def main():

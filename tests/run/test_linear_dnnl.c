@@ -9,9 +9,9 @@
  * against a float64 product, at 5, 64, 65 and 130 rows, and again after
  * the weights changed (dpc_dnnl_linears_changed: the copy is made again). */
 #include "../check.h"
+#include "conv_dnnl.h"
 #include "linear_dnnl.h"
 
-#include <dnnl.h>
 #include <math.h>
 #include <omp.h>
 #include <string.h>
@@ -32,8 +32,7 @@ static double err_of(const float *a, const float *wt, const float *y, int64_t m)
 }
 
 int main(void) {
-    dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
-    bool avx512 = ((unsigned)isa & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core;
+    bool avx512 = dpc_dnnl_avx512();
     dpc_err e = {0};
     dpc_dnnl_linears *c = NULL;
     dpc_dnnl_rlinears *r = NULL;
