@@ -94,6 +94,11 @@ struct dpc_dnnl_rconvs {
     size_t srcb_n, dstb_n, weib_n, scratchb_n;
 };
 
+bool dpc_dnnl_avx512(void) {
+    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), want = (unsigned)dnnl_cpu_isa_avx512_core;
+    return (isa & want) == want;
+}
+
 /* DPC_CONV_AUTO's layout for convs d[0..n). With AVX-512, NHWC: oneDNN's
  * brgemm kernels, its Winograd and the fused 1x1 + depthwise pairs, all
  * planned around NHWC, measured fastest there. Without it oneDNN 2.6 has
@@ -109,11 +114,6 @@ struct dpc_dnnl_rconvs {
  * v2; NHWC on EfficientNet-B0 and MobileNet v3, whose squeeze-excitation
  * blocks read every depthwise result, and ConvNeXt, whose depthwise
  * results its LayerNorms read). */
-bool dpc_dnnl_avx512(void) {
-    unsigned isa = (unsigned)dnnl_get_effective_cpu_isa(), want = (unsigned)dnnl_cpu_isa_avx512_core;
-    return (isa & want) == want;
-}
-
 static int auto_layout(const dpc_conv_desc *d, int n) {
     if (dpc_dnnl_avx512())
         return DPC_CONV_NHWC;

@@ -304,11 +304,9 @@ int dpc_dnnl_linear(dpc_dnnl_linears *c, dpc_dnnl_rlinears **rp, int wt_buf, int
         *rp = r;
     }
     rlin *l = &r->l[wt_buf];
-    l->padded = false;
-    if (m > DPC_LINEAR_MATMUL_MAX_M) {
-        l->padded = true;
+    l->padded = c->pad; /* without AVX-512, where oneDNN has no brgemm matmul for plan() to take */
+    if (c->pad)
         return padded_sgemm(c, wt_buf, m, n, k, a, wt, out, e);
-    }
     if (l->m != m || l->threads != threads || (!l->prim && !l->declined)) {
         rlin_free(l);
         l->m = m;
@@ -326,10 +324,6 @@ int dpc_dnnl_linear(dpc_dnnl_linears *c, dpc_dnnl_rlinears **rp, int wt_buf, int
             dpc_errf(e, DPC_EDEVICE, "oneDNN: planning the linear of buffer %d failed (status %d)", wt_buf, (int)s);
             return -1;
         }
-    }
-    if (l->declined && c->pad) {
-        l->padded = true;
-        return padded_sgemm(c, wt_buf, m, n, k, a, wt, out, e);
     }
     if (l->declined)
         return 1;

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """The CPU backend's oneDNN convolutions take oneDNN's fast paths (the
-default layout, NHWC): run one forward of a model with DNNL_VERBOSE=1 and
+default layout, auto: NHWC with AVX-512, else mostly nChw8c): run one forward of a model with DNNL_VERBOSE=1 and
 require every convolution to be a JIT/brgemm kernel of the machine's ISA
 (not `ref`, not `gemm`, which is im2col inside oneDNN), and, when asked,
 depthwise and 1x1 ones among them. With --max-reorders K, the activations
@@ -42,7 +42,8 @@ def main() -> int:
     max_reorders = int(args[args.index("--max-reorders") + 1]) if "--max-reorders" in args else None
     max_any = int(args[args.index("--max-any-reorders") + 1]) if "--max-any-reorders" in args else None
     nout = int(args[args.index("--outputs") + 1]) if "--outputs" in args else 1
-    # the default layout (NHWC), with oneDNN's own kernels (plain NCHW runs gemm:jit)
+    # the default layout (auto: NHWC with AVX-512, else mostly nChw8c) unless --layout,
+    # with oneDNN's own kernels (plain NCHW runs gemm:jit)
     env = dict(os.environ, DNNL_VERBOSE="1", OMP_NUM_THREADS="1")
     for k in ("DPC_CONV", "DPC_CONV_LAYOUT", "DPC_CONV_KEEP", "DPC_CONV_DW"):
         env.pop(k, None)
