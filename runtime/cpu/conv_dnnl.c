@@ -2,6 +2,7 @@
 #ifdef DPC_USE_DNNL
 #include "conv_dnnl.h"
 #include "backend_cpu.h"
+#include "conv_wino.h"
 #include "tensor.h"
 
 #include <dnnl.h>
@@ -29,6 +30,7 @@ struct dpc_dnnl_convs {
     int layout;
     bool keep;                 /* results a conv alone reads stay in the primitive's layout (DPC_CONV_KEEP) */
     bool wino;                 /* 3x3 convs try oneDNN's Winograd first (DPC_CONV_WINO=0: never) */
+    bool own_wino;             /* 3x3 convs run dpc's Winograd where it fits (conv_wino.h) */
     bool dw;                   /* a 1x1 conv and the depthwise conv after it run as one (DPC_CONV_DW=0: never) */
     _Atomic unsigned long gen; /* bumped whenever the prepare kernels ran (dpc_dnnl_consts_changed) */
     _Atomic unsigned long pgen; /* bumped whenever the parameters were bound again (dpc_dnnl_params_changed) */
@@ -36,6 +38,8 @@ struct dpc_dnnl_convs {
     pthread_mutex_t mu; /* the weight cache: replicas plan concurrently */
     int *nw;
     wentry (*w)[WCACHE_MAX];
+    float **wu;           /* dpc's Winograd: conv i's transformed weights (NULL until its first call) */
+    unsigned long *wugen; /* and the generation they hold (0: none) */
 };
 
 /* A weights operand of a planned primitive: as passed (user) and in the
@@ -57,6 +61,7 @@ typedef struct pwei {
  * source, its never-written intermediate skipped. */
 typedef struct pconv {
     bool declined;
+    bool own;       /* dpc's Winograd (conv_wino.c) in place of a primitive, in nChw8c (own_md) */
     bool deferred;  /* a 1x1 computed by conv `into`'s primitive */
     bool fused;     /* this depthwise conv's primitive computes conv `head` first */
     int into, head;
@@ -70,9 +75,10 @@ typedef struct pconv {
     bool keep_y;   /* the result stays in the primitive's layout (NHWC) */
     bool opaque_y; /* kept, and in the primitive's own layout (ymd), which its readers' primitives share */
     dnnl_memory_desc_t ymd;
+    dnnl_memory_desc_t own_src, own_dst;
     const float *hx, *hw, *hbias; /* fused: the deferred 1x1's operands this forward */
     const float *hy;              /* and its result (this conv's source) */
-    size_t src_bytes, dst_bytes, scratch_bytes, y_bytes;
+    size_t src_bytes, dst_bytes, scratch_bytes, y_bytes, wino_bytes;
 } pconv;
 
 #define SETS_MAX 4
@@ -90,8 +96,8 @@ struct dpc_dnnl_rconvs {
     int nsets;
     pset *cur;
     unsigned long tick;
-    void *srcb, *dstb, *weib, *scratchb; /* per replica, grown by plan */
-    size_t srcb_n, dstb_n, weib_n, scratchb_n;
+    void *srcb, *dstb, *weib, *scratchb, *winob; /* per replica, grown by plan */
+    size_t srcb_n, dstb_n, weib_n, scratchb_n, winob_n;
 };
 
 bool dpc_dnnl_avx512(void) {
@@ -139,12 +145,16 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, const dpc
         c->d = dpc_calloc((size_t)n, sizeof *c->d);
         c->nw = dpc_calloc((size_t)n, sizeof *c->nw);
         c->w = dpc_calloc((size_t)n, sizeof *c->w);
+        c->wu = dpc_calloc((size_t)n, sizeof *c->wu);
+        c->wugen = dpc_calloc((size_t)n, sizeof *c->wugen);
     }
-    if (!c || !c->d || !c->nw || !c->w) {
+    if (!c || !c->d || !c->nw || !c->w || !c->wu || !c->wugen) {
         if (c) {
             free(c->d);
             free(c->nw);
             free(c->w);
+            free(c->wu);
+            free(c->wugen);
         }
         free(c);
         return dpc_errf(e, DPC_ENOMEM, "out of memory");
@@ -158,7 +168,10 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, const dpc
         dpc_conv_env_resolve(env, auto_layout(c->d, n));
     c->layout = env->layout;
     c->keep = env->keep;
-    c->wino = env->wino;
+    /* Winograd: oneDNN's in the NHWC layout (AVX-512 only), dpc's own in
+     * the blocked one, without AVX-512, where oneDNN's kernels are nChw8c */
+    c->wino = env->wino && c->layout == DPC_CONV_NHWC;
+    c->own_wino = env->wino && c->layout == DPC_CONV_BLOCKED && !dpc_dnnl_avx512() && dpc_wino_cpu();
     c->dw = env->dw;
     atomic_init(&c->gen, 1);
     atomic_init(&c->pgen, 1);
@@ -177,12 +190,16 @@ void dpc_dnnl_convs_free(dpc_dnnl_convs *c) {
     for (int i = 0; i < c->n; i++)
         for (int j = 0; j < c->nw[i]; j++)
             free(c->w[i][j].data);
+    for (int i = 0; i < c->n; i++)
+        free(c->wu[i]);
     if (c->eng)
         dnnl_engine_destroy(c->eng);
     pthread_mutex_destroy(&c->mu);
     free(c->d);
     free(c->nw);
     free(c->w);
+    free(c->wu);
+    free(c->wugen);
     free(c);
 }
 
@@ -393,9 +410,18 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
     if (d->groups > 1 && d->groups == d->C)
         macs *= 2; /* a depthwise conv is bound by memory: half a dense conv's rate per multiply-add (measured) */
     p->threads = macs < DPC_CPU_PARALLEL_MIN ? 1 : threads;
-    c->set_threads(p->threads);
     bool grouped = d->groups > 1;
     dnnl_dims_t sd = {N, d->C, d->H, d->W}, dd = {N, d->Co, d->Ho, d->Wo}, bd = {d->Co};
+    if (c->own_wino && dpc_wino_fits(d, N) && (d->w_param >= 0 || d->w_const)) {
+        /* dpc's Winograd, in the layout of oneDNN's AVX2 kernels around it
+         * (weights it transforms once per generation: own_weights) */
+        p->own = true;
+        dnnl_memory_desc_init_by_tag(&p->own_src, 4, sd, dnnl_f32, dnnl_aBcd8b);
+        dnnl_memory_desc_init_by_tag(&p->own_dst, 4, dd, dnnl_f32, dnnl_aBcd8b);
+        snprintf(p->impl, sizeof p->impl, "wino:dpc_avx2");
+        return;
+    }
+    c->set_threads(p->threads);
     dnnl_dims_t wd4 = {d->Co, d->C / d->groups, d->kh, d->kw};
     dnnl_dims_t wd5 = {d->groups, d->Co / d->groups, d->C / d->groups, d->kh, d->kw};
     dnnl_memory_desc_t bias_md, src_any, dst_any, wei_any;
@@ -466,6 +492,16 @@ static dnnl_status_t plan_weights(dpc_dnnl_rconvs *r, int i, pwei *pw, const dnn
     return s;
 }
 
+/* The layouts conv p computes from and into: its primitive's (between the
+ * two passes of a plan) or dpc's Winograd's; NULL when it has neither. */
+static const dnnl_memory_desc_t *src_md_of(const pconv *p) {
+    return p->own ? &p->own_src : p->pd ? dnnl_primitive_desc_query_md(p->pd, dnnl_query_src_md, 0) : NULL;
+}
+
+static const dnnl_memory_desc_t *dst_md_of(const pconv *p) {
+    return p->own ? &p->own_dst : p->pd ? dnnl_primitive_desc_query_md(p->pd, dnnl_query_dst_md, 0) : NULL;
+}
+
 /* The layout of the tensor conv q's result is held in (q NULL: another
  * kernel's result): q's primitive's own (opaque), NHWC (kept) or NCHW. */
 static dnnl_memory_desc_t held_md(const pconv *q, const dnnl_dims_t dims) {
@@ -495,14 +531,13 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, const 
     dnnl_memory_desc_t src_u = held_md(sp, sd), dst_u = held_md(p, dd), sum_u = held_md(up, dd), wei_u, bias_md;
     dnnl_memory_desc_init_by_tag(&wei_u, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, grouped ? dnnl_goihw : dnnl_oihw);
     dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
-    dnnl_primitive_desc_t pd = p->pd;
-    const dnnl_memory_desc_t *src_md = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    const dnnl_memory_desc_t *wei_md = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    const dnnl_memory_desc_t *dst_md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    const dnnl_memory_desc_t *sp_md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    dnnl_primitive_desc_t pd = p->pd; /* NULL for dpc's Winograd (p->own) */
+    const dnnl_memory_desc_t *src_md = src_md_of(p), *dst_md = dst_md_of(p);
+    const dnnl_memory_desc_t *wei_md = pd ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
+    const dnnl_memory_desc_t *sp_md = pd ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
     size_t scratch = sp_md ? dnnl_memory_desc_get_size(sp_md) : 0;
     bool has_sum = sums(d);
-    dnnl_status_t s = dnnl_primitive_create(&p->conv, pd);
+    dnnl_status_t s = pd ? dnnl_primitive_create(&p->conv, pd) : dnnl_success;
     if (s == dnnl_success)
         s = make_reorder(c->eng, &src_u, src_md, &p->rsrc, &scratch);
     if (s == dnnl_success)
@@ -510,7 +545,7 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, const 
     if (s == dnnl_success && has_sum)
         s = make_reorder(c->eng, &sum_u, dst_md, &p->rsum, &scratch);
     dpc_status st = DPC_OK;
-    if (s == dnnl_success)
+    if (s == dnnl_success && pd)
         s = plan_weights(r, i0, &p->w, &wei_u, wei_md, &scratch, &st, e);
     if (s == dnnl_success && st == DPC_OK && p->fused) { /* the depthwise post-op's weights and bias */
         dnnl_dims_t dwd = {d->groups, 1, 1, d->kh, d->kw}, dbd = {d->Co};
@@ -539,7 +574,9 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, const 
      * y's, or when a residual in another layout is y itself */
     p->dst_bytes = p->rdst || p->rsum ? dnnl_memory_desc_get_size(dst_md) : 0;
     p->y_bytes = dnnl_memory_desc_get_size(&dst_u);
-    dnnl_primitive_desc_destroy(pd);
+    p->wino_bytes = p->own ? dpc_wino_scratch_size(d, N) * sizeof(float) : 0;
+    if (pd)
+        dnnl_primitive_desc_destroy(pd);
     p->pd = NULL;
     if (st != DPC_OK)
         return st;
@@ -620,9 +657,9 @@ static dnnl_status_t fused_pd(const dpc_dnnl_convs *c, const dpc_conv_desc *x, c
 static bool opaque_fits(const dpc_dnnl_convs *c, pconv *ps, int i, int64_t N) {
     const dpc_conv_desc *d = &c->d[i];
     pconv *p = &ps[i];
-    if (!p->keep_y || !d->y_convs || !p->pd || p->fused || p->deferred)
+    const dnnl_memory_desc_t *y = dst_md_of(p);
+    if (!p->keep_y || !d->y_convs || !y || p->fused || p->deferred)
         return false;
-    const dnnl_memory_desc_t *y = dnnl_primitive_desc_query_md(p->pd, dnnl_query_dst_md, 0);
     if (!y || dnnl_memory_desc_get_size(y) != (size_t)(N * d->Co * d->Ho * d->Wo) * sizeof(float))
         return false;
     bool read = false;
@@ -631,11 +668,11 @@ static bool opaque_fits(const dpc_dnnl_convs *c, pconv *ps, int i, int64_t N) {
         if (!src && !sum)
             continue;
         const pconv *q = &ps[j];
-        if (!q->pd || q->fused || q->deferred)
+        if (!src_md_of(q) || q->fused || q->deferred)
             return false;
-        if (src && !dnnl_memory_desc_equal(y, dnnl_primitive_desc_query_md(q->pd, dnnl_query_src_md, 0)))
+        if (src && !dnnl_memory_desc_equal(y, src_md_of(q)))
             return false;
-        if (sum && !dnnl_memory_desc_equal(y, dnnl_primitive_desc_query_md(q->pd, dnnl_query_dst_md, 0)))
+        if (sum && !dnnl_memory_desc_equal(y, dst_md_of(q)))
             return false;
         read = true;
     }
@@ -764,16 +801,19 @@ dpc_status dpc_dnnl_plan(dpc_dnnl_convs *c, dpc_dnnl_rconvs **rp, int64_t N, int
             st = plan_io(r, i, N, &ps->p[i], d0->src_conv >= 0 ? &ps->p[d0->src_conv] : NULL,
                          d->sum_conv >= 0 ? &ps->p[d->sum_conv] : NULL, e);
         }
-    size_t sb = 0, db = 0, wb = 0, xb = 0;
+    size_t sb = 0, db = 0, wb = 0, xb = 0, vb = 0;
     for (int i = 0; st == DPC_OK && i < c->n; i++) {
         sb = max_sz(sb, ps->p[i].src_bytes);
         db = max_sz(db, ps->p[i].dst_bytes);
         wb = max_sz(wb, ps->p[i].w.bytes + ps->p[i].dw.bytes);
         xb = max_sz(xb, ps->p[i].scratch_bytes);
+        vb = max_sz(vb, ps->p[i].wino_bytes);
     }
     if (st == DPC_OK && !(grow(&r->srcb, &r->srcb_n, sb) && grow(&r->dstb, &r->dstb_n, db) &&
-                          grow(&r->weib, &r->weib_n, wb) && grow(&r->scratchb, &r->scratchb_n, xb)))
-        st = dpc_errf(e, DPC_ENOMEM, "out of memory: the convolutions need %zu bytes of buffers", sb + db + wb + xb);
+                          grow(&r->weib, &r->weib_n, wb) && grow(&r->scratchb, &r->scratchb_n, xb) &&
+                          grow(&r->winob, &r->winob_n, vb)))
+        st = dpc_errf(e, DPC_ENOMEM, "out of memory: the convolutions need %zu bytes of buffers",
+                      sb + db + wb + xb + vb);
     if (st != DPC_OK) {
         for (int i = 0; ps->p && i < c->n; i++)
             pconv_free(&ps->p[i]);
@@ -799,6 +839,7 @@ void dpc_dnnl_rconvs_free(dpc_dnnl_rconvs *r) {
     free(r->dstb);
     free(r->weib);
     free(r->scratchb);
+    free(r->winob);
     free(r);
 }
 
@@ -875,6 +916,27 @@ static int bind_weights(dpc_dnnl_rconvs *r, int i, pwei *pw, const float *w, dnn
     return 0;
 }
 
+/* Conv i's weights w transformed for dpc's Winograd: once per generation
+ * (the parameters', or the consts' when a prepare kernel computes them),
+ * kept by the backend for all its replicas. NULL on failure (e set). */
+static const float *own_weights(dpc_dnnl_rconvs *r, int i, const float *w, dpc_err *e) {
+    dpc_dnnl_convs *c = r->c;
+    const dpc_conv_desc *d = &c->d[i];
+    unsigned long gen = atomic_load(d->w_param >= 0 ? &c->pgen : &c->gen);
+    pthread_mutex_lock(&c->mu);
+    if (!c->wu[i])
+        c->wu[i] = dpc_aligned_alloc(dpc_wino_weights_size(d) * sizeof(float));
+    if (c->wu[i] && c->wugen[i] != gen) {
+        dpc_wino_weights(d, w, c->wu[i]);
+        c->wugen[i] = gen;
+    }
+    const float *u = c->wu[i];
+    pthread_mutex_unlock(&c->mu);
+    if (!u)
+        dpc_errf(e, DPC_ENOMEM, "out of memory: the Winograd weights of convolution %d", i);
+    return u;
+}
+
 int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, const float *bias, const float *sum,
                  float *y, dpc_err *e) {
     if (!r || !r->cur || i < 0 || i >= r->c->n)
@@ -914,8 +976,9 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
         s = run_reorder(r, p->rsrc, p->src_user, p->src, p->scratch);
     } else if (s == dnnl_success)
         s = dnnl_memory_set_data_handle_v2(p->src, (void *)x, r->stream);
-    if (s == dnnl_success && (bind_weights(r, i0, &p->w, w, p->scratch, e) < 0 ||
-                            (p->fused && bind_weights(r, i, &p->dw, dw_w, p->scratch, e) < 0)))
+    if (s == dnnl_success && !p->own &&
+        (bind_weights(r, i0, &p->w, w, p->scratch, e) < 0 ||
+         (p->fused && bind_weights(r, i, &p->dw, dw_w, p->scratch, e) < 0)))
         return -1;
     if (s == dnnl_success && bias)
         s = dnnl_memory_set_data_handle_v2(p->bias, (void *)bias, r->stream);
@@ -935,7 +998,15 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
         else if (sum != y)
             memmove(y, sum, p->y_bytes);
     }
-    if (s == dnnl_success) {
+    if (s == dnnl_success && p->own) { /* dpc's Winograd, after the reorders before it */
+        const float *u = own_weights(r, i, w, e);
+        if (!u)
+            return -1;
+        s = dnnl_stream_wait(r->stream);
+        if (s == dnnl_success)
+            dpc_wino_run(&r->c->d[i], r->cur->N, p->rsrc ? r->srcb : x, u, bias, via ? r->dstb : y, r->winob,
+                         p->threads);
+    } else if (s == dnnl_success) {
         dnnl_exec_arg_t args[7] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->w.mem}, {DNNL_ARG_DST, p->dst},
                                    {DNNL_ARG_SCRATCHPAD, p->scratch}};
         int na = 4;

@@ -6,13 +6,13 @@
 
 static const char *const LAYOUT_NAMES[] = {"plain", "blocked", "nhwc", "auto"};
 
-/* Winograd (oneDNN's, blocked, reordered from and to NHWC) and the fused
- * 1x1 + depthwise pairs are planned in the NHWC layout only; auto keeps
- * them until it is resolved. */
+/* The fused 1x1 + depthwise pairs are planned in the NHWC layout only,
+ * Winograd in NHWC (oneDNN's) and blocked (dpc's own, conv_wino.h); auto
+ * keeps them until it is resolved. */
 static void honour(dpc_conv_env *v) {
     bool nhwc = v->layout == DPC_CONV_NHWC || v->layout == DPC_CONV_AUTO;
     v->keep = v->keep && v->layout != DPC_CONV_PLAIN;
-    v->wino = v->wino && nhwc;
+    v->wino = v->wino && v->layout != DPC_CONV_PLAIN;
     v->dw = v->dw && v->keep && nhwc;
 }
 

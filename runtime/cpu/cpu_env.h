@@ -17,7 +17,7 @@ typedef struct dpc_conv_env {
     bool on;     /* DPC_CONV=dnnl (the default); im2col: no primitives */
     int layout;  /* DPC_CONV_LAYOUT, one of DPC_CONV_PLAIN.. */
     bool keep;   /* results a conv alone reads stay in the primitive's layout */
-    bool wino;   /* 3x3 convs try oneDNN's Winograd first */
+    bool wino;   /* 3x3 convs try Winograd first: oneDNN's (NHWC), dpc's (blocked) */
     bool dw;     /* a 1x1 conv and the depthwise conv after it run as one */
 } dpc_conv_env;
 

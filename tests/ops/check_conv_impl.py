@@ -7,12 +7,15 @@ depthwise and 1x1 ones among them. With --max-reorders K, the activations
 must stay NHWC between convs: one forward (`dpc run`, batch 3, an input of
 CxHxW per image) reorders at most K activations to or from NCHW.
 
-    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1,wino,dwfuse,blocked8] [--batch B] [--layout L]
+    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1,wino,dwfuse,blocked8,dpcwino] [--batch B] [--layout L]
                        [--max-reorders K [--max-any-reorders J] --input CxHxW [--outputs M]]
 
 --expect wino: some conv runs oneDNN's Winograd kernel (3x3 stride-1 convs
 of 32+ channels try it first, runtime/cpu/conv_dnnl.c; only on a CPU with
-AVX-512, where oneDNN has one).
+AVX-512, where oneDNN has one); without AVX-512, dpcwino instead.
+--expect dpcwino: some convs run dpc's own Winograd kernel (blocked layout,
+no AVX-512: runtime/cpu/conv_wino.c), seen as fewer oneDNN convolutions in
+the forward than with DPC_CONV_WINO=0.
 --expect dwfuse: some 1x1 conv runs with the depthwise conv after it as
 oneDNN's dw post-op (`+dw:` in its post-ops; from batch 8, so with --batch 8:
 runtime/cpu/conv_dnnl.c, dw_fits). --batch: the batch of the DNNL_VERBOSE
@@ -45,16 +48,25 @@ def main() -> int:
     # the default layout (auto: NHWC with AVX-512, else mostly nChw8c) unless --layout,
     # with oneDNN's own kernels (plain NCHW runs gemm:jit)
     env = dict(os.environ, DNNL_VERBOSE="1", OMP_NUM_THREADS="1")
-    for k in ("DPC_CONV", "DPC_CONV_LAYOUT", "DPC_CONV_KEEP", "DPC_CONV_DW"):
+    for k in ("DPC_CONV", "DPC_CONV_LAYOUT", "DPC_CONV_KEEP", "DPC_CONV_DW", "DPC_CONV_WINO"):
         env.pop(k, None)
     if "--layout" in args:
         env["DPC_CONV_LAYOUT"] = args[args.index("--layout") + 1]
-    r = subprocess.run([dpc, "bench", model, "--batch", batch, "--iters", "1"], env=env, capture_output=True,
-                       text=True, timeout=600)
-    if r.returncode != 0:
-        print("dpc failed:", r.stdout[-2000:], r.stderr[-2000:])
+    if "wino" in expect and not avx512():
+        expect[expect.index("wino")] = "dpcwino"  # oneDNN's Winograd kernels are AVX-512 ones
+        print("no AVX-512: dpc's Winograd expected instead of oneDNN's")
+
+    def verbose_convs(extra: dict):
+        r = subprocess.run([dpc, "bench", model, "--batch", batch, "--iters", "1"], env=dict(env, **extra),
+                           capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            print("dpc failed:", r.stdout[-2000:], r.stderr[-2000:])
+            return None
+        return r.stdout.splitlines()
+
+    lines = verbose_convs({})
+    if lines is None:
         return 1
-    lines = r.stdout.splitlines()
     bad_reorders = False
     if max_reorders is not None:
         # one forward (dpc run) at batch 3: the activations' reorders are the
@@ -84,6 +96,13 @@ def main() -> int:
             print("%d activation reorders of any layout in a forward (at most %d expected)" % (acts, max_any))
             bad_reorders = bad_reorders or acts > max_any
     convs = [l.split(",") for l in lines if l.startswith("onednn_verbose,exec,cpu,convolution")]
+    dpcwino = 0
+    if "dpcwino" in expect:
+        off = verbose_convs({"DPC_CONV_WINO": "0"})
+        if off is None:
+            return 1
+        dpcwino = sum(l.startswith("onednn_verbose,exec,cpu,convolution") for l in off) - len(convs)
+        print("%d convolution calls ran dpc's Winograd (oneDNN's with DPC_CONV_WINO=0)" % dpcwino)
     if not convs:
         print("no oneDNN convolution ran (expected every conv through oneDNN)")
         return 1
@@ -93,10 +112,7 @@ def main() -> int:
     # wei_f32 of a depthwise conv is 5-D with group blocking; brdgmm_dw / jit_dw name it
     have = {"dw": any("dw" in c[4] for c in convs), "1x1": any("1x1" in c[4] for c in convs),
             "wino": any("wino" in c[4] for c in convs), "dwfuse": any("+dw:" in ",".join(c) for c in convs),
-            "blocked8": any("dst_f32::blocked:aBcd8b:" in c[6] for c in convs)}
-    if "wino" in expect and not avx512():
-        expect.remove("wino")  # oneDNN's Winograd kernels are AVX-512 ones
-        print("no AVX-512: Winograd not expected")
+            "blocked8": any("dst_f32::blocked:aBcd8b:" in c[6] for c in convs), "dpcwino": dpcwino > 0}
     missing = [k for k in expect if not have.get(k)]
     for k in missing:
         print("no %s convolution took a %s kernel" % (k, k))

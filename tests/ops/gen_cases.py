@@ -396,7 +396,8 @@ def gen_conv(R):
         m = c.member(ctor, "conv")
         c.ret("%s(%s)" % (m, c.inp(dims)), doc)
     cases.append(c)
-    return cases + gen_conv1d(R) + gen_conv_post() + gen_conv_keep() + gen_conv_keep_nhwc() + gen_conv_keep_convnext()
+    return (cases + gen_conv1d(R) + gen_conv_post() + gen_conv_keep() + gen_conv_keep_nhwc() + gen_conv_keep_convnext()
+            + gen_conv_wino())
 
 
 def gen_conv_post():
@@ -497,6 +498,40 @@ def gen_conv_keep():
     t = c.let("hardswish(%s(%s))" % (dw2, t))
     c.ret("%s(%s)" % (pw2, t), "depthwise -> 1x1 -> depthwise x2 stride 2 -> 1x1, 20/12/24 channels, "
                                "batch norms folded")
+    return [c]
+
+
+def gen_conv_wino():
+    """3x3 stride-1 convs that dpc's own Winograd kernel takes in the
+    blocked layout without AVX-512 (runtime/cpu/conv_wino.c: channels a
+    multiple of 8, 16+ output tiles of 4x4 an image): output sizes not a
+    multiple of 4, padding 0, 1 and 2, 16 and 24 output channels (a last
+    panel of 8), with and without bias, ReLU, ReLU6 (clip), a residual
+    before the activation, chains kept between Winograd convs and the
+    direct ones, a result a pool reads, folded batch norms; and convs it
+    must leave to oneDNN (SiLU after, 12 channels, 7x7 outputs)."""
+    c = Case("conv", "wino", "3x3 stride-1 convs for dpc's Winograd: odd sizes, paddings 0/1/2, 16/24 channels, "
+                             "residual, relu/relu6, chains, pools, folded batch norms, and the ones it declines")
+    x = c.inp([8, 17, 19])
+    a = c.member("Conv2d(8, 16, 3, padding=1)", "conv")
+    b = c.member("Conv2d(16, 24, 3, padding=1, bias=false)", "conv")
+    bn = c.member("BatchNorm2d(24)", "bn")
+    d = c.member("Conv2d(24, 24, 3, padding=1)", "conv")
+    h = c.let("relu(%s(%s))" % (a, x))
+    k = c.let("relu6(%s(%s(%s)))" % (bn, b, h))
+    c.ret("relu(%s(%s) + %s)" % (d, k, k), "8 -> 16 -> 24 -> 24 channels, kept between them, bn folded, "
+                                            "relu6, residual + relu")
+    v = c.member("Conv2d(8, 16, 3)", "conv")
+    p2 = c.member("Conv2d(16, 8, 3, padding=2)", "conv")
+    u = c.let("%s(%s)" % (v, x))
+    c.ret("%s(%s)" % (p2, u), "padding 0 (15x17) then padding 2 (17x19), no activation")
+    pool = c.member("MaxPool2d(2)", "pool")
+    q = c.let("relu(%s(%s))" % (c.member("Conv2d(8, 16, 3, padding=1)", "conv"), x))
+    c.ret("%s(%s)" % (pool, q), "a Winograd result a pool reads")
+    c.ret("silu(%s(%s))" % (c.member("Conv2d(8, 16, 3, padding=1)", "conv"), x), "SiLU after: oneDNN's")
+    c.ret("%s(%s)" % (c.member("Conv2d(8, 12, 3, padding=1)", "conv"), x), "12 output channels: oneDNN's")
+    y = c.inp([16, 7, 7])
+    c.ret("relu(%s(%s))" % (c.member("Conv2d(16, 16, 3, padding=1)", "conv"), y), "7x7: 4 tiles, oneDNN's")
     return [c]
 
 

@@ -1,0 +1,145 @@
+/* test_conv_wino.c - dpc's Winograd F(4x4, 3x3) kernel (runtime/cpu/conv_wino.c)
+ * against a direct convolution in float64.
+ *
+ *     test_conv_wino
+ *
+ * Geometries its tiles do not divide (odd sizes, paddings 0, 1, 2 and
+ * asymmetric ones), 8/16/24 channels (a last GEMM panel of 8), bias or
+ * none, ReLU, clip, a residual, batches split into two chunks of tiles, one
+ * and two threads; and which convs dpc_wino_fits takes. Built in every
+ * configuration, so that the sanitizer builds (OpenBLAS, where the backend
+ * never calls it) check its memory accesses. SKIP (77) without AVX2. */
+#include "../check.h"
+#include "conv_wino.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef struct geom {
+    int64_t N, C, Co, H, W, pt, pl, pb, pr;
+    bool bias;
+    int threads;
+    int npost;
+    dpc_conv_act post[3];
+} geom;
+
+static dpc_conv_desc desc_of(const geom *g) {
+    dpc_conv_desc d = {.C = g->C, .H = g->H, .W = g->W, .Co = g->Co, .kh = 3, .kw = 3, .groups = 1,
+                       .stride = {1, 1}, .dil = {1, 1}, .pad_l = {g->pt, g->pl}, .pad_r = {g->pb, g->pr},
+                       .bias = g->bias, .w_param = 0, .npost = g->npost, .src_conv = -1, .sum_conv = -1};
+    d.Ho = g->H + g->pt + g->pb - 2;
+    d.Wo = g->W + g->pl + g->pr - 2;
+    for (int i = 0; i < g->npost; i++)
+        d.post[i] = (dpc_conv_post){.act = g->post[i], .alpha = 0.0f, .beta = 0.75f};
+    return d;
+}
+
+/* A value in [-1, 1) from a counter (no libc rand: the same on every machine). */
+static float val(uint64_t *s) {
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((double)(*s >> 40) / (double)(1ULL << 24) * 2.0 - 1.0);
+}
+
+/* Index of (n, c, h, w) in nChw8c. */
+static int64_t blk(int64_t C, int64_t H, int64_t W, int64_t n, int64_t c, int64_t h, int64_t w) {
+    return (((n * (C / 8) + c / 8) * H + h) * W + w) * 8 + c % 8;
+}
+
+/* One geometry: 0 when the kernel's result is within bounds of the float64
+ * direct convolution. */
+static void run_geom(const geom *g) {
+    dpc_conv_desc d = desc_of(g);
+    int64_t N = g->N, C = g->C, Co = g->Co, H = g->H, W = g->W, Ho = d.Ho, Wo = d.Wo;
+    size_t nx = (size_t)(N * C * H * W), ny = (size_t)(N * Co * Ho * Wo), nw = (size_t)(Co * C * 9);
+    float *x = malloc(nx * sizeof(float)), *w = malloc(nw * sizeof(float)), *b = malloc((size_t)Co * sizeof(float));
+    float *y = malloc(ny * sizeof(float)), *res = malloc(ny * sizeof(float));
+    float *u = malloc(dpc_wino_weights_size(&d) * sizeof(float));
+    float *scratch = malloc(dpc_wino_scratch_size(&d, N) * sizeof(float));
+    double *ref = malloc(ny * sizeof(double));
+    CHECK(x && w && b && y && res && u && scratch && ref);
+    if (!(x && w && b && y && res && u && scratch && ref))
+        exit(1);
+    uint64_t s = (uint64_t)(N * 131 + C * 17 + Co * 7 + H * 3 + W);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = val(&s);
+    for (size_t i = 0; i < nw; i++)
+        w[i] = val(&s) / 3.0f;
+    for (int64_t i = 0; i < Co; i++)
+        b[i] = val(&s);
+    for (size_t i = 0; i < ny; i++)
+        res[i] = val(&s);
+    memcpy(y, res, ny * sizeof(float)); /* the residual, where a post-op adds it */
+    dpc_wino_weights(&d, w, u);
+    dpc_wino_run(&d, N, x, u, g->bias ? b : NULL, y, scratch, g->threads);
+    /* the reference, NCHW indices, x and y in nChw8c */
+    double worst = 0, scale = 0, num = 0, den = 0;
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t o = 0; o < Co; o++)
+            for (int64_t ho = 0; ho < Ho; ho++)
+                for (int64_t wo = 0; wo < Wo; wo++) {
+                    double a = g->bias ? b[o] : 0;
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t i = 0; i < 3; i++)
+                            for (int64_t j = 0; j < 3; j++) {
+                                int64_t h = ho + i - g->pt, ww = wo + j - g->pl;
+                                if (h >= 0 && h < H && ww >= 0 && ww < W)
+                                    a += (double)w[((o * C + c) * 3 + i) * 3 + j] * x[blk(C, H, W, n, c, h, ww)];
+                            }
+                    int64_t k = blk(Co, Ho, Wo, n, o, ho, wo);
+                    for (int p = 0; p < g->npost; p++)
+                        a = g->post[p] == DPC_ACT_SUM ? a + res[k]
+                            : g->post[p] == DPC_ACT_RELU ? (a > 0 ? a : 0)
+                                                         : (a < 0 ? 0 : a > 0.75 ? 0.75 : a);
+                    double e = fabs(a - y[k]);
+                    worst = e > worst ? e : worst;
+                    scale = fabs(a) > scale ? fabs(a) : scale;
+                    num += e * e;
+                    den += a * a;
+                }
+    double rel = den > 0 ? sqrt(num / den) : sqrt(num);
+    /* F(4x4, 3x3) in float32: about 1e-6 relative (tests/ref/wino_ref.py) */
+    CHECK(rel < 1e-5 && worst < 1e-4 * (1 + scale), "N %lld C %lld Co %lld %lldx%lld pad %lld/%lld/%lld/%lld: "
+          "relative L2 error %.3g, worst %.3g (largest output %.3g)", (long long)N, (long long)C, (long long)Co,
+          (long long)H, (long long)W, (long long)g->pt, (long long)g->pl, (long long)g->pb, (long long)g->pr, rel,
+          worst, scale);
+    free(x), free(w), free(b), free(y), free(res), free(u), free(scratch), free(ref);
+}
+
+int main(void) {
+    if (!dpc_wino_cpu()) {
+        printf("no AVX2 + FMA here: dpc's Winograd kernel does not run\n");
+        return SKIP;
+    }
+    static const geom gs[] = {
+        {2, 8, 16, 17, 19, 1, 1, 1, 1, true, 1, 1, {DPC_ACT_RELU}},
+        {1, 16, 24, 15, 13, 0, 0, 0, 0, false, 2, 2, {DPC_ACT_SUM, DPC_ACT_RELU}},
+        {3, 24, 8, 9, 20, 2, 1, 0, 2, true, 2, 1, {DPC_ACT_CLIP}},
+        {1, 64, 40, 14, 14, 1, 1, 1, 1, true, 1, 0, {0}},
+        /* 4 x 32 x 32 tiles of 8 + 8 channels: two chunks (chunk_tiles) */
+        {4, 8, 8, 128, 128, 1, 1, 1, 1, true, 2, 1, {DPC_ACT_SUM}},
+    };
+    for (size_t i = 0; i < sizeof gs / sizeof *gs; i++)
+        run_geom(&gs[i]);
+
+    /* what it takes */
+    geom base = {1, 16, 16, 13, 13, 1, 1, 1, 1, true, 1, 1, {DPC_ACT_RELU}};
+    dpc_conv_desc d = desc_of(&base);
+    CHECK(dpc_wino_fits(&d, 1), "13x13 (16 tiles), 16 channels, ReLU");
+    d.Co = 12;
+    CHECK(!dpc_wino_fits(&d, 1), "12 output channels");
+    d = desc_of(&base);
+    d.post[0].act = DPC_ACT_SWISH;
+    CHECK(!dpc_wino_fits(&d, 1), "SiLU");
+    d = desc_of(&base);
+    d.stride[0] = d.stride[1] = 2;
+    d.Ho = d.Wo = 7;
+    CHECK(!dpc_wino_fits(&d, 1), "stride 2");
+    base.H = base.W = 7;
+    d = desc_of(&base);
+    CHECK(!dpc_wino_fits(&d, 64), "7x7: 4 tiles an image, at any batch");
+    d = desc_of(&base);
+    d.kh = d.kw = 5;
+    CHECK(!dpc_wino_fits(&d, 1), "5x5");
+    return finish("test_conv_wino");
+}
