@@ -1,15 +1,16 @@
-/* conv_wino.c - dpc's own Winograd F(4x4, 3x3) convolution for AVX2
- * (conv_wino.h). The reference it is checked against, step by step in
- * NumPy: tests/ref/wino_ref.py.
+/* conv_wino.c - dpc's own Winograd convolutions, F(4x4, 3x3) and
+ * F(2x2, 3x3), for AVX2 (conv_wino.h). The reference they are checked
+ * against, step by step in NumPy: tests/ref/wino_ref.py.
  *
- * One call runs the output tiles in chunks (chunk_tiles) of three phases,
- * each split across the threads:
- *   1. input:  every 6x6 input block (tile t, 8 channels cb) -> B^T d B,
- *              36 vectors stored as V[xi][t][c] (xi = 6 * row + column);
- *   2. GEMMs:  M[xi] = V[xi] . U[xi] for the 36 xi, a [tiles x C] by
+ * With m x m output tiles read from a x a input blocks (a = m + 2: 6 for
+ * F(4,3), 4 for F(2,3)), one call runs the tiles in chunks (chunk_tiles)
+ * of three phases, each split across the threads:
+ *   1. input:  every a x a input block (tile t, 8 channels cb) -> B^T d B,
+ *              a^2 vectors stored as V[xi][t][c] (xi = a * row + column);
+ *   2. GEMMs:  M[xi] = V[xi] . U[xi] for the a^2 xi, a [tiles x C] by
  *              [C x Co] product, in 6-tile x 16-channel register blocks;
- *   3. output: every tile's 36 vectors M[xi][t][co..co+8] -> A^T m A, the
- *              4x4 outputs, + bias, the post-ops, stored into y.
+ *   3. output: every tile's a^2 vectors M[xi][t][co..co+8] -> A^T m A,
+ *              the m x m outputs, + bias, the post-ops, stored into y.
  * U (the weights, G g G^T) is laid out for phase 2: per xi, panels of 16
  * output channels (8 for the last when Co is not a multiple of 16), each
  * [C][16], so the GEMM reads it front to back. */
@@ -40,6 +41,16 @@ bool dpc_wino_cpu(void) {
 #endif
 }
 
+/* The output tile conv d runs with: 4 (F(4x4, 3x3)) when an image has
+ * DPC_WINO_MIN_TILES of them, else 2 (F(2x2, 3x3), 2.25x fewer
+ * multiply-adds than direct where F(4,3) has 4x, but transformed weights
+ * 1.8x the direct ones, not 4x: ResNet's 7x7 layers), else 0. */
+static int tile_of(const dpc_conv_desc *d) {
+    if (((d->Ho + 3) / 4) * ((d->Wo + 3) / 4) >= DPC_WINO_MIN_TILES)
+        return 4;
+    return ((d->Ho + 1) / 2) * ((d->Wo + 1) / 2) >= DPC_WINO_MIN_TILES ? 2 : 0;
+}
+
 bool dpc_wino_fits(const dpc_conv_desc *d, int64_t N) {
     if (d->kh != 3 || d->kw != 3 || d->stride[0] != 1 || d->stride[1] != 1 || d->dil[0] != 1 || d->dil[1] != 1 ||
         d->groups != 1 || d->C % 8 || d->Co % 8 || d->Ho != d->H + d->pad_l[0] + d->pad_r[0] - 2 ||
@@ -49,14 +60,28 @@ bool dpc_wino_fits(const dpc_conv_desc *d, int64_t N) {
         if (d->post[i].act != DPC_ACT_SUM && d->post[i].act != DPC_ACT_RELU && d->post[i].act != DPC_ACT_CLIP)
             return false;
     (void)N;
-    return ((d->Ho + 3) / 4) * ((d->Wo + 3) / 4) >= DPC_WINO_MIN_TILES;
+    return tile_of(d) > 0;
 }
 
-size_t dpc_wino_weights_size(const dpc_conv_desc *d) { return (size_t)(36 * d->C * d->Co); }
+/* The positions of a tile's transform: a^2. */
+static int64_t positions(const dpc_conv_desc *d) {
+    int64_t a = tile_of(d) + 2;
+    return a * a;
+}
 
-/* G, the weights' transform (6x3), in double: U = G g G^T is computed
- * once per weights, at full precision, and rounded once. */
-static const double G[6][3] = {
+size_t dpc_wino_weights_size(const dpc_conv_desc *d) { return (size_t)(positions(d) * d->C * d->Co); }
+
+/* G, the weights' transform (a x 3), in double: U = G g G^T is computed
+ * once per weights, at full precision, and rounded once. F(2,3)'s, points
+ * 0, +-1, infinity: */
+static const double G4[4][3] = {
+    {1, 0, 0},
+    {0.5, 0.5, 0.5},
+    {0.5, -0.5, 0.5},
+    {0, 0, 1},
+};
+/* F(4,3)'s, points 0, +-1, +-2, infinity: */
+static const double G6[6][3] = {
     {1.0 / 4, 0, 0},
     {-1.0 / 6, -1.0 / 6, -1.0 / 6},
     {-1.0 / 6, 1.0 / 6, -1.0 / 6},
@@ -67,46 +92,49 @@ static const double G[6][3] = {
 
 void dpc_wino_weights(const dpc_conv_desc *d, const float *w, float *u) {
     int64_t C = d->C, Co = d->Co;
+    int a = tile_of(d) + 2;
+    const double(*G)[3] = a == 6 ? G6 : G4;
     for (int64_t co = 0; co < Co; co++)
         for (int64_t ci = 0; ci < C; ci++) {
             const float *g = w + (co * C + ci) * 9;
             double gt[6][3]; /* G g */
-            for (int i = 0; i < 6; i++)
+            for (int i = 0; i < a; i++)
                 for (int l = 0; l < 3; l++)
                     gt[i][l] = G[i][0] * g[l] + G[i][1] * g[3 + l] + G[i][2] * g[6 + l];
             int64_t co0 = co / 16 * 16, nw = Co - co0 < 16 ? Co - co0 : 16;
-            for (int i = 0; i < 6; i++)
-                for (int j = 0; j < 6; j++) {
+            for (int i = 0; i < a; i++)
+                for (int j = 0; j < a; j++) {
                     double s = gt[i][0] * G[j][0] + gt[i][1] * G[j][1] + gt[i][2] * G[j][2];
-                    u[(i * 6 + j) * C * Co + co0 * C + ci * nw + (co - co0)] = (float)s;
+                    u[(i * a + j) * C * Co + co0 * C + ci * nw + (co - co0)] = (float)s;
                 }
         }
 }
 
-/* Tiles a chunk: the chunk's V and M (36 x tiles x (C + Co) floats) in
+/* Tiles a chunk: the chunk's V and M (a^2 x tiles x (C + Co) floats) in
  * about 1 MB, a core's L2 on the AVX2 EPYC measured (8 MB chunks ran 5-20%
  * slower at batch 8), or in the transformed weights' size when that is
  * larger (so that reading them again per chunk costs at most as much as
  * the chunk's own traffic); a multiple of 6, the GEMM's register block. */
 static int64_t chunk_tiles(const dpc_conv_desc *d, int64_t N) {
-    int64_t T = N * ((d->Ho + 3) / 4) * ((d->Wo + 3) / 4), T6 = (T + 5) / 6 * 6;
-    double budget = (double)(1 << 18), wsz = 36.0 * (double)d->C * (double)d->Co;
+    int64_t m = tile_of(d), T = N * ((d->Ho + m - 1) / m) * ((d->Wo + m - 1) / m), T6 = (T + 5) / 6 * 6;
+    double p = (double)positions(d), budget = (double)(1 << 18), wsz = p * (double)d->C * (double)d->Co;
     if (wsz > budget)
         budget = wsz;
-    int64_t tc = (int64_t)(budget / (36.0 * (double)(d->C + d->Co))) / 6 * 6;
+    int64_t tc = (int64_t)(budget / (p * (double)(d->C + d->Co))) / 6 * 6;
     if (tc < 6)
         tc = 6;
     return tc < T6 ? tc : T6;
 }
 
 size_t dpc_wino_scratch_size(const dpc_conv_desc *d, int64_t N) {
-    return (size_t)(36 * chunk_tiles(d, N) * (d->C + d->Co));
+    return (size_t)(positions(d) * chunk_tiles(d, N) * (d->C + d->Co));
 }
 
 /* A call's geometry, and its chunk: tiles [t0, t0 + tc), whose rows in V
  * and M are rounded up to tc6. */
 typedef struct geo {
     const dpc_conv_desc *d;
+    int m, a;       /* output tile m x m, input block a x a (a = m + 2) */
     int64_t C, Co, H, W, Ho, Wo, pt, pl;
     int64_t th, tw; /* tiles down and across an image */
     int64_t t0, tc, tc6;
@@ -137,56 +165,85 @@ AVX2 static inline void at6(const __m256 m[6], __m256 r[4]) {
     r[3] = _mm256_add_ps(_mm256_fmadd_ps(_mm256_set1_ps(8.0f), d34, d12), m[5]);
 }
 
-/* Phase 1 for tile t (of the chunk), channels 8cb..8cb+8. */
-AVX2 static void in_tile(const geo *g, const float *x, int64_t t, int64_t cb, float *V) {
+/* F(2,3)'s B^T z (four vectors) and A^T m (four to two). */
+AVX2 static inline void bt4(const __m256 z[4], __m256 r[4]) {
+    r[0] = _mm256_sub_ps(z[0], z[2]);
+    r[1] = _mm256_add_ps(z[1], z[2]);
+    r[2] = _mm256_sub_ps(z[2], z[1]);
+    r[3] = _mm256_sub_ps(z[1], z[3]);
+}
+
+AVX2 static inline void at4(const __m256 m[4], __m256 r[2]) {
+    r[0] = _mm256_add_ps(_mm256_add_ps(m[0], m[1]), m[2]);
+    r[1] = _mm256_sub_ps(_mm256_sub_ps(m[1], m[2]), m[3]);
+}
+
+typedef void (*tform)(const __m256 *, __m256 *);
+
+/* Phase 1 for tile t (of the chunk), channels 8cb..8cb+8, with blocks of
+ * A x A and bt their transform: inlined into in_tile6 and in_tile4 with
+ * constants, so that the compiler keeps the block in registers. */
+AVX2 static inline __attribute__((always_inline)) void in_tile_(const geo *g, const float *x, int64_t t, int64_t cb,
+                                                               float *V, const int A, tform bt) {
     int64_t tg = g->t0 + t, per = g->th * g->tw, n = tg / per, ty = tg % per / g->tw, tx = tg % per % g->tw;
-    int64_t h0 = ty * 4 - g->pt, w0 = tx * 4 - g->pl;
+    int64_t h0 = ty * (A - 2) - g->pt, w0 = tx * (A - 2) - g->pl;
     const float *xb = x + (n * (g->C / 8) + cb) * g->H * g->W * 8;
     __m256 dt[6][6], col[6], r[6];
-    bool inside = h0 >= 0 && w0 >= 0 && h0 + 6 <= g->H && w0 + 6 <= g->W;
-    for (int i = 0; i < 6; i++)
-        for (int j = 0; j < 6; j++) {
+    bool inside = h0 >= 0 && w0 >= 0 && h0 + A <= g->H && w0 + A <= g->W;
+    for (int i = 0; i < A; i++)
+        for (int j = 0; j < A; j++) {
             int64_t h = h0 + i, w = w0 + j;
             dt[i][j] = inside || (h >= 0 && h < g->H && w >= 0 && w < g->W) ? _mm256_loadu_ps(xb + (h * g->W + w) * 8)
                                                                             : _mm256_setzero_ps();
         }
-    for (int j = 0; j < 6; j++) { /* the columns: B^T d */
-        for (int i = 0; i < 6; i++)
+    for (int j = 0; j < A; j++) { /* the columns: B^T d */
+        for (int i = 0; i < A; i++)
             col[i] = dt[i][j];
-        bt6(col, r);
-        for (int i = 0; i < 6; i++)
+        bt(col, r);
+        for (int i = 0; i < A; i++)
             dt[i][j] = r[i];
     }
     float *v = V + t * g->C + cb * 8;
     int64_t xs = g->tc6 * g->C;
-    for (int i = 0; i < 6; i++) { /* the rows: (B^T d) B */
-        bt6(dt[i], r);
-        for (int j = 0; j < 6; j++)
-            _mm256_storeu_ps(v + (i * 6 + j) * xs, r[j]);
+    for (int i = 0; i < A; i++) { /* the rows: (B^T d) B */
+        bt(dt[i], r);
+        for (int j = 0; j < A; j++)
+            _mm256_storeu_ps(v + (i * A + j) * xs, r[j]);
     }
 }
 
-/* Phase 3 for tile t (of the chunk), output channels 8ob..8ob+8. */
-AVX2 static void out_tile(const geo *g, const float *M, int64_t t, int64_t ob, const float *bias, float *y) {
+AVX2 static void in_tile6(const geo *g, const float *x, int64_t t, int64_t cb, float *V) {
+    in_tile_(g, x, t, cb, V, 6, bt6);
+}
+
+AVX2 static void in_tile4(const geo *g, const float *x, int64_t t, int64_t cb, float *V) {
+    in_tile_(g, x, t, cb, V, 4, bt4);
+}
+
+/* Phase 3 for tile t (of the chunk), output channels 8ob..8ob+8, with
+ * blocks of A x A and at their transform (to A - 2). */
+AVX2 static inline __attribute__((always_inline)) void out_tile_(const geo *g, const float *M, int64_t t, int64_t ob,
+                                                                const float *bias, float *y, const int A, tform at) {
+    const int T = A - 2;
     int64_t tg = g->t0 + t, per = g->th * g->tw, n = tg / per, ty = tg % per / g->tw, tx = tg % per % g->tw;
     const float *m = M + t * g->Co + ob * 8;
     int64_t xs = g->tc6 * g->Co;
     __m256 q[4][6], row[6], r[4];
-    for (int j = 0; j < 6; j++) { /* the columns: A^T m */
-        for (int i = 0; i < 6; i++)
-            row[i] = _mm256_loadu_ps(m + (i * 6 + j) * xs);
-        at6(row, r);
-        for (int i = 0; i < 4; i++)
+    for (int j = 0; j < A; j++) { /* the columns: A^T m */
+        for (int i = 0; i < A; i++)
+            row[i] = _mm256_loadu_ps(m + (i * A + j) * xs);
+        at(row, r);
+        for (int i = 0; i < T; i++)
             q[i][j] = r[i];
     }
     __m256 b = bias ? _mm256_loadu_ps(bias + ob * 8) : _mm256_setzero_ps();
     float *yb = y + (n * (g->Co / 8) + ob) * g->Ho * g->Wo * 8;
     const dpc_conv_desc *d = g->d;
-    for (int i = 0; i < 4; i++) { /* the rows: (A^T m) A */
-        at6(q[i], r);
-        int64_t ho = ty * 4 + i;
-        for (int j = 0; j < 4 && ho < g->Ho; j++) {
-            int64_t wo = tx * 4 + j;
+    for (int i = 0; i < T; i++) { /* the rows: (A^T m) A */
+        at(q[i], r);
+        int64_t ho = ty * T + i;
+        for (int j = 0; j < T && ho < g->Ho; j++) {
+            int64_t wo = tx * T + j;
             if (wo >= g->Wo)
                 break;
             float *p = yb + (ho * g->Wo + wo) * 8;
@@ -203,6 +260,14 @@ AVX2 static void out_tile(const geo *g, const float *M, int64_t t, int64_t ob, c
             _mm256_storeu_ps(p, v);
         }
     }
+}
+
+AVX2 static void out_tile6(const geo *g, const float *M, int64_t t, int64_t ob, const float *bias, float *y) {
+    out_tile_(g, M, t, ob, bias, y, 6, at6);
+}
+
+AVX2 static void out_tile4(const geo *g, const float *M, int64_t t, int64_t ob, const float *bias, float *y) {
+    out_tile_(g, M, t, ob, bias, y, 4, at4);
 }
 
 /* c[6][16] = a[6][K] . b[K][16] (a's rows lda apart, c's ldc): twelve
@@ -259,9 +324,12 @@ AVX2 static void gemm_panel(const geo *g, const float *V, const float *U, float 
 void dpc_wino_run(const dpc_conv_desc *d, int64_t N, const float *x, const float *u, const float *bias, float *y,
                   float *scratch, int threads) {
 #ifdef WINO_X86
-    geo g = {.d = d, .C = d->C, .Co = d->Co, .H = d->H, .W = d->W, .Ho = d->Ho, .Wo = d->Wo,
-             .pt = d->pad_l[0], .pl = d->pad_l[1], .th = (d->Ho + 3) / 4, .tw = (d->Wo + 3) / 4};
-    int64_t T = N * g.th * g.tw, chunk = chunk_tiles(d, N);
+    int m = tile_of(d);
+    if (!m)
+        return; /* (dpc_wino_fits said no: never called) */
+    geo g = {.d = d, .m = m, .a = m + 2, .C = d->C, .Co = d->Co, .H = d->H, .W = d->W, .Ho = d->Ho, .Wo = d->Wo,
+             .pt = d->pad_l[0], .pl = d->pad_l[1], .th = (d->Ho + m - 1) / m, .tw = (d->Wo + m - 1) / m};
+    int64_t T = N * g.th * g.tw, chunk = chunk_tiles(d, N), P = positions(d);
     int64_t cb = g.C / 8, ob = g.Co / 8, panels = (g.Co + 15) / 16;
     if (threads < 1)
         threads = 1;
@@ -269,24 +337,24 @@ void dpc_wino_run(const dpc_conv_desc *d, int64_t N, const float *x, const float
     for (g.t0 = 0; g.t0 < T; g.t0 += chunk) {
         g.tc = T - g.t0 < chunk ? T - g.t0 : chunk;
         g.tc6 = (g.tc + 5) / 6 * 6;
-        float *V = scratch, *M = scratch + 36 * g.tc6 * g.C;
+        float *V = scratch, *M = scratch + P * g.tc6 * g.C;
         /* the rows past the chunk's last tile, up to the GEMM's block of 6,
          * are computed and never read: zeros, not stale floats that may be
          * slow subnormals */
         if (g.tc6 > g.tc)
-            for (int64_t xi = 0; xi < 36; xi++)
+            for (int64_t xi = 0; xi < P; xi++)
                 memset(V + (xi * g.tc6 + g.tc) * g.C, 0, (size_t)((g.tc6 - g.tc) * g.C) * sizeof(float));
         OMP("omp parallel num_threads(threads)")
         {
             OMP("omp for schedule(static)")
             for (int64_t w = 0; w < g.tc * cb; w++)
-                in_tile(&g, x, w / cb, w % cb, V);
+                (m == 4 ? in_tile6 : in_tile4)(&g, x, w / cb, w % cb, V);
             OMP("omp for schedule(static)")
-            for (int64_t w = 0; w < 36 * panels; w++)
+            for (int64_t w = 0; w < P * panels; w++)
                 gemm_panel(&g, V, u, M, w / panels, w % panels * 16);
             OMP("omp for schedule(static)")
             for (int64_t w = 0; w < g.tc * ob; w++)
-                out_tile(&g, M, w / ob, w % ob, bias, y);
+                (m == 4 ? out_tile6 : out_tile4)(&g, M, w / ob, w % ob, bias, y);
         }
     }
 #else

@@ -508,8 +508,9 @@ def gen_conv_wino():
     multiple of 4, padding 0, 1 and 2, 16 and 24 output channels (a last
     panel of 8), with and without bias, ReLU, ReLU6 (clip), a residual
     before the activation, chains kept between Winograd convs and the
-    direct ones, a result a pool reads, folded batch norms; and convs it
-    must leave to oneDNN (SiLU after, 12 channels, 7x7 outputs)."""
+    direct ones, a result a pool reads, folded batch norms, 7x7 outputs
+    (F(2x2, 3x3)); and convs it must leave to oneDNN (SiLU after, 12
+    channels, 5x5 outputs)."""
     c = Case("conv", "wino", "3x3 stride-1 convs for dpc's Winograd: odd sizes, paddings 0/1/2, 16/24 channels, "
                              "residual, relu/relu6, chains, pools, folded batch norms, and the ones it declines")
     x = c.inp([8, 17, 19])
@@ -531,7 +532,10 @@ def gen_conv_wino():
     c.ret("silu(%s(%s))" % (c.member("Conv2d(8, 16, 3, padding=1)", "conv"), x), "SiLU after: oneDNN's")
     c.ret("%s(%s)" % (c.member("Conv2d(8, 12, 3, padding=1)", "conv"), x), "12 output channels: oneDNN's")
     y = c.inp([16, 7, 7])
-    c.ret("relu(%s(%s))" % (c.member("Conv2d(16, 16, 3, padding=1)", "conv"), y), "7x7: 4 tiles, oneDNN's")
+    c.ret("relu(%s(%s))" % (c.member("Conv2d(16, 16, 3, padding=1)", "conv"), y),
+          "7x7: 4 tiles of 4x4, 16 of 2x2: F(2x2, 3x3)")
+    z = c.inp([16, 5, 5])
+    c.ret("relu(%s(%s))" % (c.member("Conv2d(16, 16, 3, padding=1)", "conv"), z), "5x5: 9 tiles of 2x2, oneDNN's")
     return [c]
 
 

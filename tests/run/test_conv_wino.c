@@ -1,5 +1,5 @@
-/* test_conv_wino.c - dpc's Winograd F(4x4, 3x3) kernel (runtime/cpu/conv_wino.c)
- * against a direct convolution in float64.
+/* test_conv_wino.c - dpc's Winograd kernels, F(4x4, 3x3) and F(2x2, 3x3)
+ * (runtime/cpu/conv_wino.c), against a direct convolution in float64.
  *
  *     test_conv_wino
  *
@@ -118,6 +118,10 @@ int main(void) {
         {1, 64, 40, 14, 14, 1, 1, 1, 1, true, 1, 0, {0}},
         /* 2 x 24 x 24 tiles of 8 + 8 channels: three chunks of 450, 450, 252 (chunk_tiles) */
         {2, 8, 8, 96, 96, 1, 1, 1, 1, true, 2, 1, {DPC_ACT_SUM}},
+        /* F(2x2, 3x3): 7x7 and 8x8 outputs, too few 4x4 tiles */
+        {1, 16, 24, 7, 7, 1, 1, 1, 1, true, 1, 2, {DPC_ACT_SUM, DPC_ACT_RELU}},
+        {3, 24, 16, 8, 9, 1, 0, 1, 1, false, 2, 1, {DPC_ACT_CLIP}},
+        {5, 64, 64, 7, 7, 1, 1, 1, 1, true, 2, 1, {DPC_ACT_RELU}},
     };
     for (size_t i = 0; i < sizeof gs / sizeof *gs; i++)
         run_geom(&gs[i]);
@@ -137,7 +141,10 @@ int main(void) {
     CHECK(!dpc_wino_fits(&d, 1), "stride 2");
     base.H = base.W = 7;
     d = desc_of(&base);
-    CHECK(!dpc_wino_fits(&d, 64), "7x7: 4 tiles an image, at any batch");
+    CHECK(dpc_wino_fits(&d, 1), "7x7: F(2x2, 3x3), 16 tiles an image");
+    base.H = base.W = 5;
+    d = desc_of(&base);
+    CHECK(!dpc_wino_fits(&d, 64), "5x5: 9 tiles of 2x2 an image, at any batch");
     d = desc_of(&base);
     d.kh = d.kw = 5;
     CHECK(!dpc_wino_fits(&d, 1), "5x5");
