@@ -31,9 +31,9 @@ static float *filled(size_t n) {
     return p;
 }
 
-/* oneDNN's direct conv at N, C -> C, H x H, pad 1, nChw8c, bias + ReLU: ms. */
-static double dnnl_ms(dnnl_engine_t eng, dnnl_stream_t st, int N, int C, int H, int threads) {
-    (void)threads;
+/* oneDNN's direct conv at N, C -> C, H x H, pad 1, nChw8c, bias + ReLU: ms
+ * (its threads: OMP_NUM_THREADS). */
+static double dnnl_ms(dnnl_engine_t eng, dnnl_stream_t st, int N, int C, int H) {
     dnnl_dims_t sd = {N, C, H, H}, wd = {C, C, 3, 3}, bd = {C}, one = {1, 1}, zero = {0, 0}, pad = {1, 1};
     dnnl_memory_desc_t src, dst, wei, bias;
     dnnl_memory_desc_init_by_tag(&src, 4, sd, dnnl_f32, dnnl_aBcd8b);
@@ -112,7 +112,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof layers / sizeof *layers; i++) {
         int N = layers[i][0], C = layers[i][1], H = layers[i][2];
         double flop = 2.0 * N * C * C * 9.0 * H * H;
-        double a = dnnl_ms(eng, st, N, C, H, threads), b = wino_ms(N, C, H, threads);
+        double a = dnnl_ms(eng, st, N, C, H), b = wino_ms(N, C, H, threads);
         printf("%-5d %-5d %3dx%-3d %10.3f %10.3f %7.2fx %12.1f %12.1f\n", N, C, H, H, a, b, a / b, flop / a / 1e6,
                flop / b / 1e6);
     }

@@ -412,7 +412,7 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
     p->threads = macs < DPC_CPU_PARALLEL_MIN ? 1 : threads;
     bool grouped = d->groups > 1;
     dnnl_dims_t sd = {N, d->C, d->H, d->W}, dd = {N, d->Co, d->Ho, d->Wo}, bd = {d->Co};
-    if (c->own_wino && dpc_wino_fits(d, N) && (d->w_param >= 0 || d->w_const)) {
+    if (c->own_wino && dpc_wino_fits(d) && (d->w_param >= 0 || d->w_const)) {
         /* dpc's Winograd, in the layout of oneDNN's AVX2 kernels around it
          * (weights it transforms once per generation: own_weights) */
         p->own = true;
@@ -660,7 +660,7 @@ static bool opaque_fits(const dpc_dnnl_convs *c, pconv *ps, int i, int64_t N) {
     const dnnl_memory_desc_t *y = dst_md_of(p);
     if (!p->keep_y || !d->y_convs || !y || p->fused || p->deferred)
         return false;
-    if (!y || dnnl_memory_desc_get_size(y) != (size_t)(N * d->Co * d->Ho * d->Wo) * sizeof(float))
+    if (dnnl_memory_desc_get_size(y) != (size_t)(N * d->Co * d->Ho * d->Wo) * sizeof(float))
         return false;
     bool read = false;
     for (int j = 0; j < c->n; j++) {

@@ -51,7 +51,7 @@ static int tile_of(const dpc_conv_desc *d) {
     return ((d->Ho + 1) / 2) * ((d->Wo + 1) / 2) >= DPC_WINO_MIN_TILES ? 2 : 0;
 }
 
-bool dpc_wino_fits(const dpc_conv_desc *d, int64_t N) {
+bool dpc_wino_fits(const dpc_conv_desc *d) {
     if (d->kh != 3 || d->kw != 3 || d->stride[0] != 1 || d->stride[1] != 1 || d->dil[0] != 1 || d->dil[1] != 1 ||
         d->groups != 1 || d->C % 8 || d->Co % 8 || d->Ho != d->H + d->pad_l[0] + d->pad_r[0] - 2 ||
         d->Wo != d->W + d->pad_l[1] + d->pad_r[1] - 2 || d->Ho < 1 || d->Wo < 1)
@@ -59,7 +59,6 @@ bool dpc_wino_fits(const dpc_conv_desc *d, int64_t N) {
     for (int i = 0; i < d->npost; i++)
         if (d->post[i].act != DPC_ACT_SUM && d->post[i].act != DPC_ACT_RELU && d->post[i].act != DPC_ACT_CLIP)
             return false;
-    (void)N;
     return tile_of(d) > 0;
 }
 
@@ -183,12 +182,21 @@ AVX2 static inline void at4(const __m256 m[4], __m256 r[2]) {
 
 typedef void (*tform)(const __m256 *, __m256 *);
 
+/* Tile t of the chunk: its image n, and its row and column of tiles. */
+static inline void tile_pos(const geo *g, int64_t t, int64_t *n, int64_t *ty, int64_t *tx) {
+    int64_t tg = g->t0 + t, per = g->th * g->tw;
+    *n = tg / per;
+    *ty = tg % per / g->tw;
+    *tx = tg % per % g->tw;
+}
+
 /* Phase 1 for tile t (of the chunk), channels 8cb..8cb+8, with blocks of
  * A x A and bt their transform: inlined into in_tile6 and in_tile4 with
  * constants, so that the compiler keeps the block in registers. */
 AVX2 static inline __attribute__((always_inline)) void in_tile_(const geo *g, const float *x, int64_t t, int64_t cb,
                                                                float *V, const int A, tform bt) {
-    int64_t tg = g->t0 + t, per = g->th * g->tw, n = tg / per, ty = tg % per / g->tw, tx = tg % per % g->tw;
+    int64_t n, ty, tx;
+    tile_pos(g, t, &n, &ty, &tx);
     int64_t h0 = ty * (A - 2) - g->pt, w0 = tx * (A - 2) - g->pl;
     const float *xb = x + (n * (g->C / 8) + cb) * g->H * g->W * 8;
     __m256 dt[6][6], col[6], r[6];
@@ -228,7 +236,8 @@ AVX2 static void in_tile4(const geo *g, const float *x, int64_t t, int64_t cb, f
 AVX2 static inline __attribute__((always_inline)) void out_tile_(const geo *g, const float *M, int64_t t, int64_t ob,
                                                                 const float *bias, float *y, const int A, tform at) {
     const int T = A - 2;
-    int64_t tg = g->t0 + t, per = g->th * g->tw, n = tg / per, ty = tg % per / g->tw, tx = tg % per % g->tw;
+    int64_t n, ty, tx;
+    tile_pos(g, t, &n, &ty, &tx);
     const float *m = M + t * g->Co + ob * 8;
     int64_t xs = g->tc6 * g->Co;
     __m256 q[4][6], row[6], r[4];

@@ -37,7 +37,7 @@
 /* Whether this CPU runs the kernels (AVX2 and FMA, probed at run time). */
 bool dpc_wino_cpu(void);
 
-/* Whether conv d at batch N runs here: 3x3, stride 1, no dilation, not
+/* Whether conv d runs here: 3x3, stride 1, no dilation, not
  * grouped, channels in and out a multiple of 8, post-ops only the
  * residual, ReLU and clip, and enough output tiles an image that the
  * transformed weights are read for enough work: F(4x4, 3x3) when
@@ -49,7 +49,7 @@ bool dpc_wino_cpu(void);
  * gives the one-replica result within 1e-6; Winograd and the direct
  * kernels differ by about that). */
 #define DPC_WINO_MIN_TILES 16
-bool dpc_wino_fits(const dpc_conv_desc *d, int64_t N);
+bool dpc_wino_fits(const dpc_conv_desc *d);
 
 /* The transformed weights' size in floats (36 or 16 x C x Co), and the
  * transform of the OIHW weights w into u (which must hold that many). */
