@@ -364,6 +364,42 @@ int conv_nhwc_root(const kgraph *kg, const kernel *k) {
     return s >= 0 ? kept_root_index(kg, s) : -1;
 }
 
+/* Whether NHWC reader k (conv_nhwc_source) also has a loop over oneDNN's
+ * nChw8c (emit_c.c): a pool, or an elementwise kernel without
+ * channels-last views, over channels a multiple of 8 (no block padded).
+ * The permute copy has none: from nChw8c it would be a transpose. */
+bool conv_blk_reader(const kgraph *kg, const kernel *k) {
+    bool absorbs;
+    int s = conv_nhwc_source(kg, k, &absorbs);
+    if (s < 0 || k->kind == KK_COPY)
+        return false;
+    const ir_node *x = knode(kg, s);
+    if (x->sh.rank != 4 || x->sh.d[1].sym || x->sh.d[1].k % 8)
+        return false;
+    if (k->kind != KK_ELEMWISE)
+        return true;
+    koperand_iter it = kernel_operands(kg, k, 0);
+    int id, buf;
+    while (koperand_next(&it, &id, &buf))
+        if (conv_cl_view(kg, knode(kg, id), &k->out->sh))
+            return false;
+    return true;
+}
+
+/* Whether every NHWC reader of conv kernel root's kept result (directly or
+ * through transparent readers: layout_root) has an nChw8c loop too, so
+ * that the result may be kept in nChw8c (runtime/cpu/conv_dnnl.c). */
+static bool readers_blk(const kgraph *kg, const kernel *root) {
+    for (int i = 0; i < kg->kernels.len; i++) {
+        const kernel *c = kg->kernels.items[i];
+        bool absorbs;
+        int s = c == root || c->kind == KK_CONV ? -1 : conv_nhwc_source(kg, c, &absorbs);
+        if (s >= 0 && layout_root(kg, s, 0) == root && !conv_blk_reader(kg, c))
+            return false;
+    }
+    return true;
+}
+
 /* Whether every kernel reading value v's buffer (v computed by kernel
  * prod) is a conv kernel: no NHWC reader, so the value may stay in
  * whatever layout its producer and its readers' primitives agree on. */
@@ -385,6 +421,7 @@ static bool only_convs_read(const kgraph *kg, const kernel *prod, int v) {
 void conv_keep_marks(const kgraph *kg, const kernel *k, dpc_conv_desc *d, int sum) {
     d->y_keep = may_keep(kg, k, d);
     d->y_convs = d->y_keep && only_convs_read(kg, k, k->out->id);
+    d->y_blk = d->y_keep && !d->y_convs && d->Co % 8 == 0 && readers_blk(kg, k);
     d->src_conv = kept_root_index(kg, k->root->in[0]);
     d->sum_conv = sum >= 0 ? kept_root_index(kg, sum) : -1;
     int wid = k->root->in[1], wb = kg->buf_of[wid];

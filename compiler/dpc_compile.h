@@ -354,6 +354,8 @@ typedef struct dpc_conv_desc {
     bool y_keep;
     bool y_convs;               /* y_keep, and only convs read it (no NHWC reader): it may stay in
                                    the primitives' own layout (runtime/cpu/conv_dnnl.c, opaque) */
+    bool y_blk;                 /* y_keep, some NHWC reader reads it, and each has an nChw8c loop
+                                   too (conv_blk_reader): it may be kept in nChw8c */
     int src_conv, sum_conv;
     bool w_const;               /* the weights are a prepare kernel's result (BUF_CONST) */
 } dpc_conv_desc;

@@ -27,6 +27,8 @@
 
 #define dpc_kctx dpc_cpu_kctx
 /* >>> kabi-c */
+#define DPC_KEPT_NHWC 1
+#define DPC_KEPT_NCHW8C 2
 /* The runtime's view of one forward (compiler/kabi.h). */
 typedef struct dpc_kctx {
     void **buf;           /* every buffer of the kernel graph, by id */
@@ -44,8 +46,11 @@ typedef struct dpc_kctx {
     int fail_at;          /* fault injection: kernel index that fails, -1 none */
     int64_t bad_index, bad_limit; /* what a failing embedding saw */
     int threads;          /* the replica's share of the cores: its large non-GEMM loops are split over them */
-    /* whether conv conv_index's result is kept NHWC in this forward (the
-     * kernels that read it then run their NHWC loop); NULL: none is */
+    /* the layout conv conv_index's result is kept in this forward, which
+     * the kernels that read it then loop over: 0 NCHW (none kept),
+     * DPC_KEPT_NHWC, DPC_KEPT_NCHW8C (oneDNN's nChw8c: channels in blocks
+     * of 8, element (n, c, h, w) at ((n * C + c - c % 8) * H * W + (h * W
+     * + w) * 8 + c % 8)); NULL: none is */
     int (*kept)(struct dpc_kctx *ctx, int conv_index);
     /* c[m, n] = a[m, k] . wt[k, n] for the linear whose W^T is buffer
      * wt_buf (or a matmul by parameter wt_buf, HuggingFace's Conv1D), as

@@ -162,16 +162,18 @@ dpc_status dpc_cuda_program(const kgraph *kg, kprec prec, char **source, dpc_cu_
 /* conv_post.c: conv kernel k as one library call (dpc_conv_desc), with the
  * node id of its residual (-1 none); and k's index among the conv kernels. */
 void conv_describe(const kgraph *kg, const kernel *k, dpc_conv_desc *d, int *sum_node);
-/* conv_post.c: d's y_keep, y_convs, src_conv, sum_conv and w_const (d from
+/* conv_post.c: d's y_keep, y_convs, y_blk, src_conv, sum_conv and w_const (d from
  * conv_describe of k, sum its sum_node). */
 void conv_keep_marks(const kgraph *kg, const kernel *k, dpc_conv_desc *d, int sum);
 int conv_index_of(const kgraph *kg, const kernel *k);
 /* conv_post.c: the value a pool or elementwise kernel reads in the layout
  * of its result when it has an NHWC loop (-1: none), *absorbs when its
  * result is [N, C, 1, 1]; and the conv whose kept result decides which
- * loop runs (ctx->kept of kabi.h; -1: the NCHW loop only). */
+ * loop runs (ctx->kept of kabi.h; -1: the NCHW loop only); whether such
+ * a kernel also has an nChw8c loop. */
 int conv_nhwc_source(const kgraph *kg, const kernel *k, bool *absorbs);
 bool conv_cl_view(const kgraph *kg, const ir_node *x, const shape *os);
+bool conv_blk_reader(const kgraph *kg, const kernel *k);
 int conv_nhwc_root(const kgraph *kg, const kernel *k);
 
 /* compile.c: a dialect's source of a kernel graph, as dpc_unit_source

@@ -3,6 +3,7 @@
 #include "conv_dnnl.h"
 #include "backend_cpu.h"
 #include "conv_wino.h"
+#include "kabi.h"
 #include "tensor.h"
 
 #include <dnnl.h>
@@ -74,6 +75,7 @@ typedef struct pconv {
     pwei w, dw;    /* the weights; a fused conv's: the 1x1's, and its own (dw) */
     bool keep_y;   /* the result stays in the primitive's layout (NHWC) */
     bool opaque_y; /* kept, and in the primitive's own layout (ymd), which its readers' primitives share */
+    bool blk_y;    /* kept in nChw8c, the primitive's and its conv readers', which its NHWC readers loop over */
     dnnl_memory_desc_t ymd;
     dnnl_memory_desc_t own_src, own_dst;
     const float *hx, *hw, *hbias; /* fused: the deferred 1x1's operands this forward */
@@ -121,13 +123,15 @@ bool dpc_dnnl_avx512(void) {
  * blocks read every depthwise result, and ConvNeXt, whose depthwise
  * results its LayerNorms read). */
 static int auto_layout(const dpc_conv_desc *d, int n) {
+    /* (NHWC readers with an nChw8c loop, y_blk, read the blocked layout
+     * where it is: no reorder, blk_fits) */
     if (dpc_dnnl_avx512())
         return DPC_CONV_NHWC;
     double gain = 0, cost = 0;
     for (int i = 0; i < n; i++) {
         double out = (double)d[i].Co * (double)(d[i].Ho * d[i].Wo);
         gain += 0.15 * out * (double)(d[i].C / d[i].groups) * (double)(d[i].kh * d[i].kw);
-        if (d[i].y_keep && !d[i].y_convs)
+        if (d[i].y_keep && !d[i].y_convs && !d[i].y_blk)
             cost += 50 * out;
     }
     return gain > cost ? DPC_CONV_BLOCKED : DPC_CONV_NHWC;
@@ -426,6 +430,11 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
     dnnl_dims_t wd5 = {d->groups, d->Co / d->groups, d->C / d->groups, d->kh, d->kw};
     dnnl_memory_desc_t bias_md, src_any, dst_any, wei_any;
     dnnl_format_tag_t act = c->layout == DPC_CONV_PLAIN ? dnnl_nchw : c->layout == DPC_CONV_NHWC ? dnnl_nhwc : dnnl_format_tag_any;
+    /* one pixel in and out (a squeeze-excitation's fc convs): NHWC, the
+     * bytes of NCHW there, not a blocked layout that pads its few channels
+     * (and then needs a reorder on either side) */
+    if (act == dnnl_format_tag_any && d->H * d->W == 1 && d->Ho * d->Wo == 1 && (d->C % 8 || d->Co % 8))
+        act = dnnl_nhwc;
     dnnl_memory_desc_init_by_tag(&src_any, 4, sd, dnnl_f32, act);
     dnnl_memory_desc_init_by_tag(&dst_any, 4, dd, dnnl_f32, act);
     dnnl_memory_desc_init_by_tag(&wei_any, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, dnnl_format_tag_any);
@@ -508,8 +517,28 @@ static dnnl_memory_desc_t held_md(const pconv *q, const dnnl_dims_t dims) {
     if (q && q->opaque_y)
         return q->ymd;
     dnnl_memory_desc_t md;
-    dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, q && q->keep_y ? dnnl_nhwc : dnnl_nchw);
+    dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32,
+                                 q && q->blk_y ? dnnl_aBcd8b : q && q->keep_y ? dnnl_nhwc : dnnl_nchw);
     return md;
+}
+
+/* Whether md is nChw8c over dims (no channels padded: sizes equal). */
+static bool is_blk8(const dnnl_memory_desc_t *md, const dnnl_dims_t dims) {
+    dnnl_memory_desc_t b;
+    return md && dims[1] % 8 == 0 && dnnl_memory_desc_init_by_tag(&b, 4, dims, dnnl_f32, dnnl_aBcd8b) == dnnl_success &&
+           dnnl_memory_desc_equal(md, &b);
+}
+
+/* A tensor of one pixel an image ([N, C, 1, 1]: a squeeze-excitation's
+ * pooled values) has the same bytes in NCHW, NHWC and nChw8c: described
+ * as the primitive's nChw8c or NHWC, it needs no reorder (two a
+ * squeeze-excitation block without it). */
+static void same_if_1x1(dnnl_memory_desc_t *user, const dnnl_memory_desc_t *prim, const dnnl_dims_t dims) {
+    dnnl_memory_desc_t nhwc;
+    if (dims[2] == 1 && dims[3] == 1 && prim &&
+        (is_blk8(prim, dims) || (dnnl_memory_desc_init_by_tag(&nhwc, 4, dims, dnnl_f32, dnnl_nhwc) == dnnl_success &&
+                                 dnnl_memory_desc_equal(prim, &nhwc))))
+        *user = *prim;
 }
 
 /* Pass two: the primitive, the reorders between the tensors' layouts
@@ -533,6 +562,9 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, const 
     dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
     dnnl_primitive_desc_t pd = p->pd; /* NULL for dpc's Winograd (p->own) */
     const dnnl_memory_desc_t *src_md = src_md_of(p), *dst_md = dst_md_of(p);
+    same_if_1x1(&src_u, src_md, sd);
+    same_if_1x1(&dst_u, dst_md, dd);
+    same_if_1x1(&sum_u, dst_md, dd);
     const dnnl_memory_desc_t *wei_md = pd ? dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0) : NULL;
     const dnnl_memory_desc_t *sp_md = pd ? dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0) : NULL;
     size_t scratch = sp_md ? dnnl_memory_desc_get_size(sp_md) : 0;
@@ -646,6 +678,10 @@ static dnnl_status_t fused_pd(const dpc_dnnl_convs *c, const dpc_conv_desc *x, c
     return s;
 }
 
+/* The primitive that reads conv q's source: a deferred 1x1's is the
+ * fused pair's (dw_fits), whose source is the 1x1's. */
+static const pconv *reader_of(const pconv *ps, const pconv *q) { return q->deferred ? &ps[q->into] : q; }
+
 /* Whether conv i's kept result may stay in its primitive's own layout
  * (p->opaque_y), which is then p->ymd: only convs read it (y_convs), as
  * their source or residual, and each reader's primitive takes that very
@@ -653,12 +689,13 @@ static dnnl_status_t fused_pd(const dpc_dnnl_convs *c, const dpc_conv_desc *x, c
  * result's N*C*H*W floats (no channels padded to a block). In the NHWC
  * layout this changes nothing; in the blocked ones (oneDNN's nChw8c
  * kernels without AVX-512, Winograd's) a chain of convs then reorders
- * only at its ends. Pairs run as one primitive (dw_fits) stay as they are. */
+ * only at its ends. A pair run as one primitive (dw_fits) reads the 1x1's
+ * source and writes the depthwise conv's result (reader_of). */
 static bool opaque_fits(const dpc_dnnl_convs *c, pconv *ps, int i, int64_t N) {
     const dpc_conv_desc *d = &c->d[i];
     pconv *p = &ps[i];
     const dnnl_memory_desc_t *y = dst_md_of(p);
-    if (!p->keep_y || !d->y_convs || !y || p->fused || p->deferred)
+    if (!p->keep_y || !d->y_convs || !y || p->deferred)
         return false;
     if (dnnl_memory_desc_get_size(y) != (size_t)(N * d->Co * d->Ho * d->Wo) * sizeof(float))
         return false;
@@ -668,9 +705,9 @@ static bool opaque_fits(const dpc_dnnl_convs *c, pconv *ps, int i, int64_t N) {
         if (!src && !sum)
             continue;
         const pconv *q = &ps[j];
-        if (!src_md_of(q) || q->fused || q->deferred)
+        if (!src_md_of(reader_of(ps, q)) || (sum && (q->fused || q->deferred)))
             return false;
-        if (src && !dnnl_memory_desc_equal(y, src_md_of(q)))
+        if (src && !dnnl_memory_desc_equal(y, src_md_of(reader_of(ps, q))))
             return false;
         if (sum && !dnnl_memory_desc_equal(y, dst_md_of(q)))
             return false;
@@ -679,6 +716,31 @@ static bool opaque_fits(const dpc_dnnl_convs *c, pconv *ps, int i, int64_t N) {
     if (read)
         p->ymd = *y;
     return read;
+}
+
+/* Whether conv i's kept result, which NHWC readers read, may be kept in
+ * nChw8c (p->blk_y): each of those readers has a loop over it (y_blk,
+ * conv_post.c), and the primitive computes it there, as the primitives of
+ * the convs that read it (directly or through those readers, as their
+ * source or residual) take it. So without AVX-512, where oneDNN's kernels
+ * and dpc's Winograd are nChw8c, a max pool between convs or a
+ * squeeze-excitation block costs no reorder out and back. */
+static bool blk_fits(const dpc_dnnl_convs *c, const pconv *ps, int i, int64_t N) {
+    const dpc_conv_desc *d = &c->d[i];
+    const pconv *p = &ps[i];
+    dnnl_dims_t yd = {N, d->Co, d->Ho, d->Wo};
+    if (!p->keep_y || !d->y_blk || p->deferred || !is_blk8(dst_md_of(p), yd))
+        return false;
+    for (int j = 0; j < c->n; j++) {
+        const dpc_conv_desc *r = &c->d[j];
+        const pconv *q = &ps[j];
+        dnnl_dims_t sd = {N, r->C, r->H, r->W}, dd = {N, r->Co, r->Ho, r->Wo};
+        if (r->src_conv == i && !is_blk8(src_md_of(reader_of(ps, q)), sd))
+            return false;
+        if (r->sum_conv == i && !is_blk8(dst_md_of(q), dd))
+            return false;
+    }
+    return true;
 }
 
 /* Whether oneDNN implements pd with its reference (plain C) kernels. */
@@ -796,6 +858,8 @@ dpc_status dpc_dnnl_plan(dpc_dnnl_convs *c, dpc_dnnl_rconvs **rp, int64_t N, int
     for (int i = 0; st == DPC_OK && i < c->n; i++)
         ps->p[i].opaque_y = opaque_fits(c, ps->p, i, N);
     for (int i = 0; st == DPC_OK && i < c->n; i++)
+        ps->p[i].blk_y = blk_fits(c, ps->p, i, N);
+    for (int i = 0; st == DPC_OK && i < c->n; i++)
         if (!ps->p[i].declined && !ps->p[i].deferred) {
             const dpc_conv_desc *d = &c->d[i], *d0 = &c->d[ps->p[i].fused ? ps->p[i].head : i];
             st = plan_io(r, i, N, &ps->p[i], d0->src_conv >= 0 ? &ps->p[d0->src_conv] : NULL,
@@ -847,8 +911,11 @@ const char *dpc_dnnl_impl(const dpc_dnnl_rconvs *r, int i) {
     return r && r->cur && i >= 0 && i < r->c->n ? r->cur->p[i].impl : "none";
 }
 
-bool dpc_dnnl_kept(const dpc_dnnl_rconvs *r, int i) {
-    return r && r->cur && i >= 0 && i < r->c->n && r->cur->p[i].keep_y;
+int dpc_dnnl_kept(const dpc_dnnl_rconvs *r, int i) {
+    if (!r || !r->cur || i < 0 || i >= r->c->n)
+        return 0;
+    const pconv *p = &r->cur->p[i];
+    return p->blk_y ? DPC_KEPT_NCHW8C : p->keep_y ? DPC_KEPT_NHWC : 0;
 }
 
 /* ------------------------------------------------------- running */

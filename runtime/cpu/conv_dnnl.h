@@ -63,8 +63,9 @@ void dpc_dnnl_params_changed(dpc_dnnl_convs *c);
  * differ with and without (auto_layout; linear_dnnl.h). */
 bool dpc_dnnl_avx512(void);
 
-/* Whether conv i's result stays NHWC in the planned set (for tests). */
-bool dpc_dnnl_kept(const dpc_dnnl_rconvs *r, int i);
+/* The layout conv i's result is kept in by the planned set, ctx->kept's
+ * answer (compiler/kabi.h): 0 none, DPC_KEPT_NHWC, DPC_KEPT_NCHW8C. */
+int dpc_dnnl_kept(const dpc_dnnl_rconvs *r, int i);
 
 /* The implementation oneDNN chose for conv i of the planned set
  * ("jit:avx512_core", "gemm:jit", ...; "declined"), for tests and docs. */

@@ -6,14 +6,13 @@
 
 static const char *const LAYOUT_NAMES[] = {"plain", "blocked", "nhwc", "auto"};
 
-/* The fused 1x1 + depthwise pairs are planned in the NHWC layout only,
- * Winograd in NHWC (oneDNN's) and blocked (dpc's own, conv_wino.h); auto
+/* The fused 1x1 + depthwise pairs and Winograd (oneDNN's in NHWC, dpc's
+ * own in blocked, conv_wino.h) need a layout other than plain NCHW; auto
  * keeps them until it is resolved. */
 static void honour(dpc_conv_env *v) {
-    bool nhwc = v->layout == DPC_CONV_NHWC || v->layout == DPC_CONV_AUTO;
     v->keep = v->keep && v->layout != DPC_CONV_PLAIN;
     v->wino = v->wino && v->layout != DPC_CONV_PLAIN;
-    v->dw = v->dw && v->keep && nhwc;
+    v->dw = v->dw && v->keep;
 }
 
 dpc_status dpc_conv_env_read(dpc_conv_env *v, dpc_err *e) {
