@@ -113,18 +113,17 @@ bool dpc_dnnl_avx512(void) {
  * no brgemm convolution, and its direct kernels (jit:avx2, jit_1x1,
  * jit_dw) ran 5-40% faster in their blocked layout (nChw8c) than in NHWC
  * (docs/performance.md, "The AVX2 layout"); the convs then keep their
- * results in it between them (opaque_fits). But a result an NHWC reader
- * (a pool, squeeze-excitation, an elementwise chain) reads costs two
- * reorders in the blocked layout, out of it and back: blocked is chosen
- * when the kernels' gain, taken as 15% of the multiply-adds, outweighs
- * those reorders at about 50 multiply-adds' time per element (both
- * measured on an AVX2 box: blocked on ResNet, VGG, AlexNet, MobileNet
- * v2; NHWC on EfficientNet-B0 and MobileNet v3, whose squeeze-excitation
- * blocks read every depthwise result, and ConvNeXt, whose depthwise
- * results its LayerNorms read). */
+ * results in it between them (opaque_fits), and the pools and
+ * squeeze-excitation kernels that read them loop over it too (y_blk,
+ * blk_fits). But a result a reader without such a loop reads (ConvNeXt's
+ * permute copies) costs two reorders in the blocked layout, out of it and
+ * back: blocked is chosen when the kernels' gain, taken as 15% of the
+ * multiply-adds, outweighs those reorders at about 50 multiply-adds' time
+ * per element (both measured on an AVX2 box: blocked on ResNet, VGG,
+ * AlexNet, MobileNet v2, and since the nChw8c loops on EfficientNet-B0 and
+ * MobileNet v3 too; NHWC on ConvNeXt, whose depthwise results its
+ * LayerNorms read through a permute). */
 static int auto_layout(const dpc_conv_desc *d, int n) {
-    /* (NHWC readers with an nChw8c loop, y_blk, read the blocked layout
-     * where it is: no reorder, blk_fits) */
     if (dpc_dnnl_avx512())
         return DPC_CONV_NHWC;
     double gain = 0, cost = 0;
