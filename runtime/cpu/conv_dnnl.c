@@ -2,6 +2,7 @@
 #ifdef DPC_USE_DNNL
 #include "conv_dnnl.h"
 #include "backend_cpu.h"
+#include "conv_stem.h"
 #include "conv_wino.h"
 #include "kabi.h"
 #include "tensor.h"
@@ -32,6 +33,7 @@ struct dpc_dnnl_convs {
     bool keep;                 /* results a conv alone reads stay in the primitive's layout (DPC_CONV_KEEP) */
     bool wino;                 /* 3x3 convs try oneDNN's Winograd first (DPC_CONV_WINO=0: never) */
     bool own_wino;             /* 3x3 convs run dpc's Winograd where it fits (conv_wino.h) */
+    bool own_stem;             /* convs of few input channels oneDNN runs as a GEMM run dpc's direct kernel (conv_stem.h) */
     bool dw;                   /* a 1x1 conv and the depthwise conv after it run as one (DPC_CONV_DW=0: never) */
     _Atomic unsigned long gen; /* bumped whenever the prepare kernels ran (dpc_dnnl_consts_changed) */
     _Atomic unsigned long pgen; /* bumped whenever the parameters were bound again (dpc_dnnl_params_changed) */
@@ -39,7 +41,7 @@ struct dpc_dnnl_convs {
     pthread_mutex_t mu; /* the weight cache: replicas plan concurrently */
     int *nw;
     wentry (*w)[WCACHE_MAX];
-    float **wu;           /* dpc's Winograd: conv i's transformed weights (NULL until its first call) */
+    float **wu;           /* dpc's own kernels: conv i's transformed weights (NULL until its first call) */
     unsigned long *wugen; /* and the generation they hold (0: none) */
 };
 
@@ -60,9 +62,12 @@ typedef struct pwei {
  * (it leaves its operands in the depthwise conv's pconv and computes
  * nothing), and the depthwise conv's call computes both, from the 1x1's
  * source, its never-written intermediate skipped. */
+/* dpc's own kernel computing a conv in place of a primitive (pconv.own) */
+enum { OWN_NONE, OWN_WINO /* conv_wino.c, nChw8c in and out */, OWN_STEM /* conv_stem.c, NCHW in, nChw8c out */ };
+
 typedef struct pconv {
     bool declined;
-    bool own;       /* dpc's Winograd (conv_wino.c) in place of a primitive, in nChw8c (own_md) */
+    int own;        /* OWN_*: dpc's kernel, its layouts own_src and own_dst */
     bool deferred;  /* a 1x1 computed by conv `into`'s primitive */
     bool fused;     /* this depthwise conv's primitive computes conv `head` first */
     int into, head;
@@ -175,6 +180,7 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, const dpc
      * the blocked one, without AVX-512, where oneDNN's kernels are nChw8c */
     c->wino = env->wino && c->layout == DPC_CONV_NHWC;
     c->own_wino = env->wino && c->layout == DPC_CONV_BLOCKED && !dpc_dnnl_avx512() && dpc_wino_cpu();
+    c->own_stem = env->stem && c->layout == DPC_CONV_BLOCKED && !dpc_dnnl_avx512() && dpc_wino_cpu();
     c->dw = env->dw;
     atomic_init(&c->gen, 1);
     atomic_init(&c->pgen, 1);
@@ -418,7 +424,7 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
     if (c->own_wino && dpc_wino_fits(d) && (d->w_param >= 0 || d->w_const)) {
         /* dpc's Winograd, in the layout of oneDNN's AVX2 kernels around it
          * (weights it transforms once per generation: own_weights) */
-        p->own = true;
+        p->own = OWN_WINO;
         dnnl_memory_desc_init_by_tag(&p->own_src, 4, sd, dnnl_f32, dnnl_aBcd8b);
         dnnl_memory_desc_init_by_tag(&p->own_dst, 4, dd, dnnl_f32, dnnl_aBcd8b);
         snprintf(p->impl, sizeof p->impl, "wino:dpc_avx2");
@@ -471,6 +477,17 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
     }
     const char *impl = NULL;
     dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &impl);
+    if (c->own_stem && impl && strstr(impl, "gemm") && dpc_stem_fits(d) && (d->w_param >= 0 || d->w_const)) {
+        /* oneDNN has no direct kernel for it (AlexNet's 11x11 stride-4
+         * stem): dpc's, from NCHW into the blocked layout */
+        dnnl_primitive_desc_destroy(p->pd);
+        p->pd = NULL;
+        p->own = OWN_STEM;
+        dnnl_memory_desc_init_by_tag(&p->own_src, 4, sd, dnnl_f32, dnnl_nchw);
+        dnnl_memory_desc_init_by_tag(&p->own_dst, 4, dd, dnnl_f32, dnnl_aBcd8b);
+        snprintf(p->impl, sizeof p->impl, "direct:dpc_stem_avx2");
+        return;
+    }
     snprintf(p->impl, sizeof p->impl, "%s", impl ? impl : "?");
 }
 
@@ -559,7 +576,7 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, const 
     dnnl_memory_desc_t src_u = held_md(sp, sd), dst_u = held_md(p, dd), sum_u = held_md(up, dd), wei_u, bias_md;
     dnnl_memory_desc_init_by_tag(&wei_u, grouped ? 5 : 4, grouped ? wd5 : wd4, dnnl_f32, grouped ? dnnl_goihw : dnnl_oihw);
     dnnl_memory_desc_init_by_tag(&bias_md, 1, bd, dnnl_f32, dnnl_a);
-    dnnl_primitive_desc_t pd = p->pd; /* NULL for dpc's Winograd (p->own) */
+    dnnl_primitive_desc_t pd = p->pd; /* NULL for dpc's own kernels (p->own) */
     const dnnl_memory_desc_t *src_md = src_md_of(p), *dst_md = dst_md_of(p);
     same_if_1x1(&src_u, src_md, sd);
     same_if_1x1(&dst_u, dst_md, dd);
@@ -605,7 +622,10 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, const 
      * y's, or when a residual in another layout is y itself */
     p->dst_bytes = p->rdst || p->rsum ? dnnl_memory_desc_get_size(dst_md) : 0;
     p->y_bytes = dnnl_memory_desc_get_size(&dst_u);
-    p->wino_bytes = p->own ? dpc_wino_scratch_size(d, N) * sizeof(float) : 0;
+    p->wino_bytes = (p->own == OWN_WINO   ? dpc_wino_scratch_size(d, N)
+                     : p->own == OWN_STEM ? dpc_stem_scratch_size(d)
+                                          : 0) *
+                    sizeof(float);
     if (pd)
         dnnl_primitive_desc_destroy(pd);
     p->pd = NULL;
@@ -982,24 +1002,27 @@ static int bind_weights(dpc_dnnl_rconvs *r, int i, pwei *pw, const float *w, dnn
     return 0;
 }
 
-/* Conv i's weights w transformed for dpc's Winograd: once per generation
- * (the parameters', or the consts' when a prepare kernel computes them),
- * kept by the backend for all its replicas. NULL on failure (e set). */
-static const float *own_weights(dpc_dnnl_rconvs *r, int i, const float *w, dpc_err *e) {
+/* Conv i's weights w transformed for dpc's kernel `own` (Winograd, or
+ * the stem's panels): once per generation (the parameters', or the
+ * consts' when a prepare kernel computes them), kept by the backend for
+ * all its replicas. A conv runs one of the two at every batch size (each
+ * is chosen from its geometry). NULL on failure (e set). */
+static const float *own_weights(dpc_dnnl_rconvs *r, int i, int own, const float *w, dpc_err *e) {
     dpc_dnnl_convs *c = r->c;
     const dpc_conv_desc *d = &c->d[i];
     unsigned long gen = atomic_load(d->w_param >= 0 ? &c->pgen : &c->gen);
     pthread_mutex_lock(&c->mu);
     if (!c->wu[i])
-        c->wu[i] = dpc_aligned_alloc(dpc_wino_weights_size(d) * sizeof(float));
+        c->wu[i] = dpc_aligned_alloc((own == OWN_WINO ? dpc_wino_weights_size(d) : dpc_stem_weights_size(d)) *
+                                     sizeof(float));
     if (c->wu[i] && c->wugen[i] != gen) {
-        dpc_wino_weights(d, w, c->wu[i]);
+        (own == OWN_WINO ? dpc_wino_weights : dpc_stem_weights)(d, w, c->wu[i]);
         c->wugen[i] = gen;
     }
     const float *u = c->wu[i];
     pthread_mutex_unlock(&c->mu);
     if (!u)
-        dpc_errf(e, DPC_ENOMEM, "out of memory: the Winograd weights of convolution %d", i);
+        dpc_errf(e, DPC_ENOMEM, "out of memory: the transformed weights of convolution %d", i);
     return u;
 }
 
@@ -1064,14 +1087,14 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
         else if (sum != y)
             memmove(y, sum, p->y_bytes);
     }
-    if (s == dnnl_success && p->own) { /* dpc's Winograd, after the reorders before it */
-        const float *u = own_weights(r, i, w, e);
+    if (s == dnnl_success && p->own) { /* dpc's kernel, after the reorders before it */
+        const float *u = own_weights(r, i, p->own, w, e);
         if (!u)
             return -1;
         s = dnnl_stream_wait(r->stream);
         if (s == dnnl_success)
-            dpc_wino_run(&r->c->d[i], r->cur->N, p->rsrc ? r->srcb : x, u, bias, via ? r->dstb : y, r->winob,
-                         p->threads);
+            (p->own == OWN_WINO ? dpc_wino_run : dpc_stem_run)(&r->c->d[i], r->cur->N, p->rsrc ? r->srcb : x, u, bias,
+                                                               via ? r->dstb : y, r->winob, p->threads);
     } else if (s == dnnl_success) {
         dnnl_exec_arg_t args[7] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->w.mem}, {DNNL_ARG_DST, p->dst},
                                    {DNNL_ARG_SCRATCHPAD, p->scratch}};

@@ -24,12 +24,9 @@
 #define OMP(x)
 #endif
 
-#if defined(__x86_64__) && defined(__GNUC__)
+#include "conv_avx2.h"
+#ifdef DPC_CONV_X86
 #define WINO_X86 1
-#include <immintrin.h>
-/* The kernels below are compiled for AVX2 + FMA whatever the build's
- * flags, and called only when dpc_wino_cpu() found them. */
-#define AVX2 __attribute__((target("avx2,fma")))
 #endif
 
 bool dpc_wino_cpu(void) {
@@ -56,10 +53,7 @@ bool dpc_wino_fits(const dpc_conv_desc *d) {
         d->groups != 1 || d->C % 8 || d->Co % 8 || d->Ho != d->H + d->pad_l[0] + d->pad_r[0] - 2 ||
         d->Wo != d->W + d->pad_l[1] + d->pad_r[1] - 2 || d->Ho < 1 || d->Wo < 1)
         return false;
-    for (int i = 0; i < d->npost; i++)
-        if (d->post[i].act != DPC_ACT_SUM && d->post[i].act != DPC_ACT_RELU && d->post[i].act != DPC_ACT_CLIP)
-            return false;
-    return tile_of(d) > 0;
+    return dpc_post8_fits(d) && tile_of(d) > 0;
 }
 
 /* The positions of a tile's transform: a^2. */
@@ -259,17 +253,7 @@ AVX2 static inline __attribute__((always_inline)) void out_tile_(const geo *g, c
             if (wo >= g->Wo)
                 break;
             float *p = yb + (ho * g->Wo + wo) * 8;
-            __m256 v = _mm256_add_ps(r[j], b);
-            for (int k = 0; k < d->npost; k++) {
-                const dpc_conv_post *po = &d->post[k];
-                if (po->act == DPC_ACT_SUM)
-                    v = _mm256_add_ps(v, _mm256_loadu_ps(p));
-                else if (po->act == DPC_ACT_RELU)
-                    v = _mm256_max_ps(v, _mm256_setzero_ps());
-                else /* DPC_ACT_CLIP (dpc_wino_fits) */
-                    v = _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(po->alpha)), _mm256_set1_ps(po->beta));
-            }
-            _mm256_storeu_ps(p, v);
+            _mm256_storeu_ps(p, dpc_post8(d, _mm256_add_ps(r[j], b), p));
         }
     }
 }

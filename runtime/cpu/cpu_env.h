@@ -18,6 +18,7 @@ typedef struct dpc_conv_env {
     int layout;  /* DPC_CONV_LAYOUT, one of DPC_CONV_PLAIN.. */
     bool keep;   /* results a conv alone reads stay in the primitive's layout */
     bool wino;   /* 3x3 convs try Winograd first: oneDNN's (NHWC), dpc's (blocked) */
+    bool stem;   /* convs of few input channels oneDNN runs as a GEMM run dpc's direct kernel (blocked) */
     bool dw;     /* a 1x1 conv and the depthwise conv after it run as one */
 } dpc_conv_env;
 
