@@ -120,6 +120,7 @@ with tempfile.TemporaryDirectory() as d:
                ({'DPC_CONV_LAYOUT': 'NHWC'}, "DPC_CONV_LAYOUT='NHWC' is not auto, nhwc, blocked or plain"),
                ({'DPC_CONV_WINO': '2'}, "DPC_CONV_WINO='2'"),
                ({'DPC_CONV_KEEP': 'never'}, "DPC_CONV_KEEP='never'"),
+               ({'DPC_CONV_STEM': 'maybe'}, "DPC_CONV_STEM='maybe'"),
                ({'DPC_GEMM_ROWS': 'off!'}, "DPC_GEMM_ROWS='off!'"),
                ({'DPC_LINEAR_PACK': 'never'}, "DPC_LINEAR_PACK='never'")]
     for env, needle in bad_env:
