@@ -477,9 +477,15 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
     }
     const char *impl = NULL;
     dnnl_primitive_desc_query(p->pd, dnnl_query_impl_info_str, 0, &impl);
-    if (c->own_stem && impl && strstr(impl, "gemm") && dpc_stem_fits(d) && (d->w_param >= 0 || d->w_const)) {
-        /* oneDNN has no direct kernel for it (AlexNet's 11x11 stride-4
-         * stem): dpc's, from NCHW into the blocked layout */
+    bool small_s2 = d->kh * d->kw <= 9 && d->stride[0] >= 2 && d->stride[1] >= 2;
+    if (c->own_stem && impl && (strstr(impl, "gemm") || small_s2) && dpc_stem_fits(d) &&
+        (d->w_param >= 0 || d->w_const)) {
+        /* dpc's, from NCHW into the blocked layout, where oneDNN has no
+         * direct kernel (AlexNet's 11x11 stride-4 stem: gemm:jit, 43-47
+         * GFLOP/s a core) or a slow one (the 3x3 stride-2 stems of
+         * EfficientNet and MobileNet: 30-40, dpc's 50-65). ResNet's 7x7
+         * stride 2 and VGG's 3x3 stride 1 keep oneDNN's (86 and 62 GFLOP/s,
+         * dpc's 79-84 and 56-61; bench/stem_layer.c). */
         dnnl_primitive_desc_destroy(p->pd);
         p->pd = NULL;
         p->own = OWN_STEM;

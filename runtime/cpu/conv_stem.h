@@ -27,7 +27,7 @@
 
 /* Whether conv d runs here: not grouped, at most DPC_STEM_MAX_C input
  * channels, output channels a multiple of 16, no dilation, 6 or more
- * output columns, post-ops among the residual, ReLU and clip. */
+ * output columns, post-ops among the residual, ReLU, clip, hardswish, SiLU and sigmoid. */
 #define DPC_STEM_MAX_C 4
 bool dpc_stem_fits(const dpc_conv_desc *d);
 

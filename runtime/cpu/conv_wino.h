@@ -39,7 +39,7 @@ bool dpc_wino_cpu(void);
 
 /* Whether conv d runs here: 3x3, stride 1, no dilation, not
  * grouped, channels in and out a multiple of 8, post-ops only the
- * residual, ReLU and clip, and enough output tiles an image that the
+ * residual, ReLU, clip, hardswish, SiLU and sigmoid, and enough output tiles an image that the
  * transformed weights are read for enough work: F(4x4, 3x3) when
  * ceil(Ho/4) * ceil(Wo/4) >= DPC_WINO_MIN_TILES, else F(2x2, 3x3) when
  * ceil(Ho/2) * ceil(Wo/2) is (F(4,3) on ResNet's 7x7 layers at batch 1,

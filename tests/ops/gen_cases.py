@@ -397,7 +397,7 @@ def gen_conv(R):
         c.ret("%s(%s)" % (m, c.inp(dims)), doc)
     cases.append(c)
     return (cases + gen_conv1d(R) + gen_conv_post() + gen_conv_keep() + gen_conv_keep_nhwc() + gen_conv_keep_convnext()
-            + gen_conv_wino())
+            + gen_conv_wino() + gen_conv_stem())
 
 
 def gen_conv_post():
@@ -536,6 +536,33 @@ def gen_conv_wino():
           "7x7: 4 tiles of 4x4, 16 of 2x2: F(2x2, 3x3)")
     z = c.inp([16, 5, 5])
     c.ret("relu(%s(%s))" % (c.member("Conv2d(16, 16, 3, padding=1)", "conv"), z), "5x5: 9 tiles of 2x2, oneDNN's")
+    return [c]
+
+
+def gen_conv_stem():
+    """Convs of few input channels that dpc's direct kernel takes in the
+    blocked layout without AVX-512 (runtime/cpu/conv_stem.c: 1-4 channels
+    in, a multiple of 16 out, where oneDNN offers gemm:jit, AlexNet's
+    11x11 stride 4, or the 3x3 stride-2 stems): their post-ops (ReLU,
+    ReLU6, SiLU, hardswish, folded batch norms), widths of 6k + r columns,
+    one input channel, a result the next conv reads in the blocked layout;
+    and one it leaves to oneDNN (24 output channels)."""
+    c = Case("conv", "stem", "stems for dpc's direct kernel: 11x11 stride 4, 3x3 stride 2, relu/relu6/silu/"
+                             "hardswish, folded batch norms, 1 channel, a conv after, and one it declines")
+    x = c.inp([3, 47, 45])
+    a = c.member("Conv2d(3, 32, 11, stride=4, padding=2)", "conv")
+    c.ret("relu(%s(%s))" % (a, x), "AlexNet's stem in small: 11x11 stride 4 (11x10 out), relu")
+    b = c.member("Conv2d(3, 16, 3, stride=2, padding=1, bias=false)", "conv")
+    bn = c.member("BatchNorm2d(16)", "bn")
+    n = c.member("Conv2d(16, 16, 3, padding=1)", "conv")
+    h = c.let("silu(%s(%s(%s)))" % (bn, b, x))
+    c.ret("relu(%s(%s))" % (n, h), "EfficientNet's: 3x3 stride 2, batch norm folded, SiLU, then a conv reading it")
+    c.ret("hardswish(%s(%s))" % (c.member("Conv2d(3, 16, 3, stride=2, padding=1)", "conv"), x),
+          "MobileNet v3's: hardswish")
+    y = c.inp([1, 20, 13])
+    c.ret("relu6(%s(%s))" % (c.member("Conv2d(1, 16, 3, stride=2)", "conv"), y), "one channel, no padding, relu6")
+    c.ret("relu(%s(%s))" % (c.member("Conv2d(3, 24, 3, stride=2, padding=1)", "conv"), x),
+          "24 output channels: oneDNN's")
     return [c]
 
 

@@ -8,7 +8,7 @@
  * output channels, widths of exactly 6 columns and of 6k + 1 (the last
  * block overlapping the one before, with a residual that must be added
  * once), asymmetric paddings and inputs wider than the conv reads, bias or
- * none, ReLU, clip, one and two threads; and which convs dpc_stem_fits
+ * none, ReLU, clip, hardswish, SiLU, sigmoid, one and two threads; and which convs dpc_stem_fits
  * takes. Built in every configuration (the sanitizer ones check its
  * memory accesses). SKIP (77) without AVX2. */
 #include "../check.h"
@@ -87,9 +87,12 @@ static void run_geom(const geom *g) {
                             }
                     int64_t q = (((n * (Co / 8) + o / 8) * Ho + ho) * Wo + wo) * 8 + o % 8;
                     for (int p = 0; p < g->npost; p++)
-                        a = g->post[p] == DPC_ACT_SUM ? a + res[q]
-                            : g->post[p] == DPC_ACT_RELU ? (a > 0 ? a : 0)
-                                                         : (a < 0 ? 0 : a > 0.75 ? 0.75 : a);
+                        a = g->post[p] == DPC_ACT_SUM         ? a + res[q]
+                            : g->post[p] == DPC_ACT_RELU      ? (a > 0 ? a : 0)
+                            : g->post[p] == DPC_ACT_HARDSWISH ? a * (a + 3 < 0 ? 0 : a + 3 > 6 ? 6 : a + 3) / 6
+                            : g->post[p] == DPC_ACT_SWISH     ? a / (1 + exp(-a))
+                            : g->post[p] == DPC_ACT_LOGISTIC  ? 1 / (1 + exp(-a))
+                                                              : (a < 0 ? 0 : a > 0.75 ? 0.75 : a);
                     /* float32 sums of up to C*k*k terms: a few ulps of the terms' magnitude */
                     double e = fabs(a - y[q]) / (mag + fabs(res[q]) + 1e-30);
                     worst = e > worst ? e : worst;
@@ -120,6 +123,10 @@ int main(void) {
         {1, 2, 16, 16, 16, 3, 2, 0, 0, 0, 0, true, 2, 1, {DPC_ACT_SUM}},
         /* 13 columns (6 + 6 + 1), bottom and right padding only */
         {2, 3, 16, 9, 13, 3, 1, 0, 0, 2, 2, true, 2, 0, {0}},
+        /* MobileNet v3's stem in small: 3x3 stride 2, hardswish; EfficientNet's: SiLU */
+        {2, 3, 16, 30, 30, 3, 2, 1, 1, 1, 1, true, 1, 1, {DPC_ACT_HARDSWISH}},
+        {1, 3, 32, 31, 31, 3, 2, 1, 1, 1, 1, true, 2, 1, {DPC_ACT_SWISH}},
+        {1, 3, 16, 12, 12, 3, 1, 1, 1, 1, 1, false, 1, 2, {DPC_ACT_SUM, DPC_ACT_LOGISTIC}},
     };
     for (size_t i = 0; i < sizeof gs / sizeof *gs; i++)
         run_geom(&gs[i]);
@@ -134,8 +141,10 @@ int main(void) {
     d.C = 5;
     CHECK(!dpc_stem_fits(&d), "5 input channels");
     d = desc_of(&base);
-    d.post[0].act = DPC_ACT_SWISH;
-    CHECK(!dpc_stem_fits(&d), "SiLU");
+    d.post[0].act = DPC_ACT_GELU_ERF;
+    CHECK(!dpc_stem_fits(&d), "GELU");
+    d.post[0].act = DPC_ACT_HARDSWISH;
+    CHECK(dpc_stem_fits(&d), "hardswish");
     d = desc_of(&base);
     d.dil[0] = 2;
     CHECK(!dpc_stem_fits(&d), "dilation");

@@ -87,9 +87,12 @@ static void run_geom(const geom *g) {
                             }
                     int64_t k = blk(Co, Ho, Wo, n, o, ho, wo);
                     for (int p = 0; p < g->npost; p++)
-                        a = g->post[p] == DPC_ACT_SUM ? a + res[k]
-                            : g->post[p] == DPC_ACT_RELU ? (a > 0 ? a : 0)
-                                                         : (a < 0 ? 0 : a > 0.75 ? 0.75 : a);
+                        a = g->post[p] == DPC_ACT_SUM         ? a + res[k]
+                            : g->post[p] == DPC_ACT_RELU      ? (a > 0 ? a : 0)
+                            : g->post[p] == DPC_ACT_HARDSWISH ? a * (a + 3 < 0 ? 0 : a + 3 > 6 ? 6 : a + 3) / 6
+                            : g->post[p] == DPC_ACT_SWISH     ? a / (1 + exp(-a))
+                            : g->post[p] == DPC_ACT_LOGISTIC  ? 1 / (1 + exp(-a))
+                                                              : (a < 0 ? 0 : a > 0.75 ? 0.75 : a);
                     double e = fabs(a - y[k]);
                     worst = e > worst ? e : worst;
                     scale = fabs(a) > scale ? fabs(a) : scale;
@@ -115,6 +118,8 @@ int main(void) {
         {1, 16, 24, 15, 13, 0, 0, 0, 0, false, 2, 2, {DPC_ACT_SUM, DPC_ACT_RELU}},
         {3, 24, 8, 9, 20, 2, 1, 0, 2, true, 2, 1, {DPC_ACT_CLIP}},
         {1, 64, 40, 14, 14, 1, 1, 1, 1, true, 1, 0, {0}},
+        {2, 16, 16, 12, 12, 1, 1, 1, 1, true, 2, 1, {DPC_ACT_HARDSWISH}},
+        {1, 8, 16, 20, 20, 1, 1, 1, 1, true, 1, 2, {DPC_ACT_SUM, DPC_ACT_SWISH}},
         /* 2 x 24 x 24 tiles of 8 + 8 channels: three chunks of 450, 450, 252 (chunk_tiles) */
         {2, 8, 8, 96, 96, 1, 1, 1, 1, true, 2, 1, {DPC_ACT_SUM}},
         /* F(2x2, 3x3): 7x7 and 8x8 outputs, too few 4x4 tiles */
@@ -132,8 +137,8 @@ int main(void) {
     d.Co = 12;
     CHECK(!dpc_wino_fits(&d), "12 output channels");
     d = desc_of(&base);
-    d.post[0].act = DPC_ACT_SWISH;
-    CHECK(!dpc_wino_fits(&d), "SiLU");
+    d.post[0].act = DPC_ACT_GELU_ERF;
+    CHECK(!dpc_wino_fits(&d), "GELU");
     d = desc_of(&base);
     d.stride[0] = d.stride[1] = 2;
     d.Ho = d.Wo = 7;
