@@ -11,25 +11,12 @@
  *      -o /tmp/stem_layer bench/stem_layer.c runtime/cpu/conv_stem.c
  *   /tmp/stem_layer [THREADS]
  *
- * (docs/performance.md, "The stem and the NHWC readers"; needs AVX2 + FMA.) */
+ * (docs/performance.md, "nChw8c for the NHWC readers, and a stem kernel"; needs AVX2 + FMA.) */
 #include "conv_stem.h"
 
+#include "kernel_bench.h"
+
 #include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static float *filled(size_t n) {
-    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-    for (size_t i = 0; p && i < n; i++)
-        p[i] = 0.01f * (float)(i % 7) - 0.03f;
-    return p;
-}
 
 /* One stem geometry (224x224 RGB in, bias + ReLU) at batch N. */
 static void run(const char *name, int Co, int k, int st, int pad, int N, int threads) {

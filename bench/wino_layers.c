@@ -14,22 +14,9 @@
 #include "conv_wino.h"
 
 #include <dnnl.h>
+#include "kernel_bench.h"
+
 #include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
-
-static float *filled(size_t n) {
-    float *p = aligned_alloc(64, (n * sizeof(float) + 63) / 64 * 64);
-    for (size_t i = 0; p && i < n; i++)
-        p[i] = 0.01f * (float)(i % 7) - 0.03f;
-    return p;
-}
 
 /* oneDNN's direct conv at N, C -> C, H x H, pad 1, nChw8c, bias + ReLU: ms
  * (its threads: OMP_NUM_THREADS). */

@@ -595,18 +595,27 @@ static void emit_pool(const kgraph *kg, const kernel *k, dpc_buf *o) {
  * c0 the image and c1 the channel, which is all a per-(n, c) operand reads
  * (emit_offset); the source is read at i. A channels-last view
  * (conv_cl_view) is read through its strides at the pixel's c2, c3: the
- * same address as i, contiguous along the inner loop. */
-static void emit_chain_nhwc(const kgraph *kg, const kernel *k, dpc_buf *o) {
+ * same address as i, contiguous along the inner loop. With blk, over an
+ * nChw8c output (C a multiple of 8, no channels-last view:
+ * conv_blk_reader), i the blocked flat index, the source read at i too. */
+static void emit_chain_nhwc(const kgraph *kg, const kernel *k, dpc_buf *o, bool blk) {
     const shape *os = &k->out->sh;
     long long C = os->d[1].k, HW = os->d[2].k * os->d[3].k;
     char t[96], total[96];
     emit_prod(total, sizeof total, os, 0, os->rank);
-    emit_par_for(o, "    ", 2, total);
-    dpc_buf_printf(o,
-                   "    for (int64_t c0 = 0; c0 < %s; c0++)\n"
-                   "    for (int64_t hw = 0; hw < %lldLL; hw++) {\n"
-                   "        int64_t i = (c0 * %lldLL + hw) * %lldLL;\n",
-                   emit_dim(t, sizeof t, os->d[0]), HW, HW, C);
+    emit_par_for(o, "    ", blk ? 3 : 2, total);
+    dpc_buf_printf(o, "    for (int64_t c0 = 0; c0 < %s; c0++)\n", emit_dim(t, sizeof t, os->d[0]));
+    if (blk)
+        dpc_buf_printf(o,
+                       "    for (int64_t cb = 0; cb < %lldLL; cb += 8)\n"
+                       "    for (int64_t hw = 0; hw < %lldLL; hw++) {\n"
+                       "        int64_t i = (c0 * %lldLL + cb) * %lldLL + hw * 8;\n",
+                       C, HW, C, HW);
+    else
+        dpc_buf_printf(o,
+                       "    for (int64_t hw = 0; hw < %lldLL; hw++) {\n"
+                       "        int64_t i = (c0 * %lldLL + hw) * %lldLL;\n",
+                       HW, HW, C);
     koperand_iter it = kernel_operands(kg, k, 0);
     int id, buf;
     bool cl = false;
@@ -615,28 +624,10 @@ static void emit_chain_nhwc(const kgraph *kg, const kernel *k, dpc_buf *o) {
     if (cl)
         dpc_buf_printf(o, "        const int64_t c2 = hw / %lldLL, c3 = hw %% %lldLL;\n", (long long)os->d[3].k,
                        (long long)os->d[3].k);
-    dpc_buf_printf(o, "        for (int64_t c1 = 0; c1 < %lldLL; c1++, i++) {\n", C);
-    for (int i = 0; i < k->ops.len; i++)
-        emit_elementwise_op(kg, k, o, k->ops.items[i], os, "            ", "", DIALECT_C);
-    dpc_buf_printf(o, "            b%d[i] = v%d;\n        }\n    }\n", kg->buf_of[k->out->id], k->out->id);
-}
-
-/* The chain over an nChw8c [N, C, H, W] output (C a multiple of 8,
- * conv_blk_reader): i is the blocked flat index, c0 the image and c1 the
- * channel; the source is read at i, as its layout is the output's. */
-static void emit_chain_blk(const kgraph *kg, const kernel *k, dpc_buf *o) {
-    const shape *os = &k->out->sh;
-    long long C = os->d[1].k, HW = os->d[2].k * os->d[3].k;
-    char t[96], total[96];
-    emit_prod(total, sizeof total, os, 0, os->rank);
-    emit_par_for(o, "    ", 3, total);
-    dpc_buf_printf(o,
-                   "    for (int64_t c0 = 0; c0 < %s; c0++)\n"
-                   "    for (int64_t cb = 0; cb < %lldLL; cb += 8)\n"
-                   "    for (int64_t hw = 0; hw < %lldLL; hw++) {\n"
-                   "        int64_t i = (c0 * %lldLL + cb) * %lldLL + hw * 8;\n"
-                   "        for (int64_t c1 = cb; c1 < cb + 8; c1++, i++) {\n",
-                   emit_dim(t, sizeof t, os->d[0]), C, HW, C, HW);
+    if (blk)
+        dpc_buf_puts(o, "        for (int64_t c1 = cb; c1 < cb + 8; c1++, i++) {\n");
+    else
+        dpc_buf_printf(o, "        for (int64_t c1 = 0; c1 < %lldLL; c1++, i++) {\n", C);
     for (int i = 0; i < k->ops.len; i++)
         emit_elementwise_op(kg, k, o, k->ops.items[i], os, "            ", "", DIALECT_C);
     dpc_buf_printf(o, "            b%d[i] = v%d;\n        }\n    }\n", kg->buf_of[k->out->id], k->out->id);
@@ -1390,14 +1381,14 @@ static void emit_kernel_body(const kgraph *kg, const kernel *k, dpc_buf *o) {
         else if (k->kind == KK_POOL)
             emit_pool_nhwc(kg, k, o, false);
         else
-            emit_chain_nhwc(kg, k, o);
+            emit_chain_nhwc(kg, k, o, false);
         dpc_buf_puts(o, "    return 0;\n    }\n");
         if (conv_blk_reader(kg, k)) {
             dpc_buf_puts(o, "    if (lay == DPC_KEPT_NCHW8C) {\n");
             if (k->kind == KK_POOL)
                 emit_pool_nhwc(kg, k, o, true);
             else
-                emit_chain_blk(kg, k, o);
+                emit_chain_nhwc(kg, k, o, true);
             dpc_buf_puts(o, "    return 0;\n    }\n");
         }
     }
