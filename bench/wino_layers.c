@@ -11,6 +11,7 @@
  *   OMP_NUM_THREADS=1 /tmp/wino_layers [THREADS]
  *
  * (docs/performance.md, "dpc's Winograd for AVX2"; needs AVX2 + FMA.) */
+#include "conv_avx2.h"
 #include "conv_wino.h"
 
 #include <dnnl.h>
@@ -84,7 +85,7 @@ static double wino_ms(int N, int C, int H, int threads) {
 
 int main(int argc, char **argv) {
     int threads = argc > 1 ? atoi(argv[1]) : 1;
-    if (!dpc_wino_cpu()) {
+    if (!dpc_avx2_cpu()) {
         printf("no AVX2 + FMA here\n");
         return 1;
     }

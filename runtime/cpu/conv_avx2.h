@@ -1,8 +1,8 @@
 /* conv_avx2.h - what dpc's own AVX2 convolution kernels share
- * (conv_wino.c, conv_stem.c): the target attribute they are compiled
- * with whatever the build's flags (they run only where dpc_wino_cpu()
- * found AVX2 and FMA), and a conv's post-ops on one vector of 8 output
- * channels. DPC_CONV_X86 is defined where the kernels are compiled
+ * (conv_wino.c, conv_stem.c): the probe for the CPU they need, the target
+ * attribute they are compiled with whatever the build's flags (they run
+ * only where dpc_avx2_cpu() found AVX2 and FMA), and a conv's post-ops on
+ * one vector of 8 output channels. DPC_CONV_X86 is defined where the kernels are compiled
  * (x86-64, GCC or Clang); elsewhere they are stubs that never run. */
 #ifndef DPC_CONV_AVX2_H
 #define DPC_CONV_AVX2_H
@@ -25,6 +25,19 @@ static inline bool dpc_post8_fits(const dpc_conv_desc *d) {
 #if defined(__x86_64__) && defined(__GNUC__)
 #define DPC_CONV_X86 1
 #include <immintrin.h>
+#endif
+
+/* Whether this CPU runs the kernels (AVX2 and FMA, probed at run time). */
+static inline bool dpc_avx2_cpu(void) {
+#ifdef DPC_CONV_X86
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#else
+    return false;
+#endif
+}
+
+#ifdef DPC_CONV_X86
 
 #define AVX2 __attribute__((target("avx2,fma")))
 

@@ -2,6 +2,7 @@
 #ifdef DPC_USE_DNNL
 #include "conv_dnnl.h"
 #include "backend_cpu.h"
+#include "conv_avx2.h"
 #include "conv_stem.h"
 #include "conv_wino.h"
 #include "kabi.h"
@@ -56,15 +57,15 @@ typedef struct pwei {
     size_t bytes, off;    /* ro's result: its size, its offset in the replica's buffer */
 } pwei;
 
+/* dpc's own kernel computing a conv in place of a primitive (pconv.own) */
+enum { OWN_NONE, OWN_WINO /* conv_wino.c, nChw8c in and out */, OWN_STEM /* conv_stem.c, NCHW in, nChw8c out */ };
+
 /* One conv of a planned set. A 1x1 conv whose result only the depthwise
  * conv right after it reads may run inside that conv's primitive, as
  * oneDNN's depthwise post-op (dw_fits): the 1x1's call is then deferred
  * (it leaves its operands in the depthwise conv's pconv and computes
  * nothing), and the depthwise conv's call computes both, from the 1x1's
  * source, its never-written intermediate skipped. */
-/* dpc's own kernel computing a conv in place of a primitive (pconv.own) */
-enum { OWN_NONE, OWN_WINO /* conv_wino.c, nChw8c in and out */, OWN_STEM /* conv_stem.c, NCHW in, nChw8c out */ };
-
 typedef struct pconv {
     bool declined;
     int own;        /* OWN_*: dpc's kernel, its layouts own_src and own_dst */
@@ -85,7 +86,7 @@ typedef struct pconv {
     dnnl_memory_desc_t own_src, own_dst;
     const float *hx, *hw, *hbias; /* fused: the deferred 1x1's operands this forward */
     const float *hy;              /* and its result (this conv's source) */
-    size_t src_bytes, dst_bytes, scratch_bytes, y_bytes, wino_bytes;
+    size_t src_bytes, dst_bytes, scratch_bytes, y_bytes, own_bytes;
 } pconv;
 
 #define SETS_MAX 4
@@ -103,8 +104,8 @@ struct dpc_dnnl_rconvs {
     int nsets;
     pset *cur;
     unsigned long tick;
-    void *srcb, *dstb, *weib, *scratchb, *winob; /* per replica, grown by plan */
-    size_t srcb_n, dstb_n, weib_n, scratchb_n, winob_n;
+    void *srcb, *dstb, *weib, *scratchb, *ownb; /* per replica, grown by plan */
+    size_t srcb_n, dstb_n, weib_n, scratchb_n, ownb_n;
 };
 
 bool dpc_dnnl_avx512(void) {
@@ -179,8 +180,9 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, const dpc
     /* Winograd: oneDNN's in the NHWC layout (AVX-512 only), dpc's own in
      * the blocked one, without AVX-512, where oneDNN's kernels are nChw8c */
     c->wino = env->wino && c->layout == DPC_CONV_NHWC;
-    c->own_wino = env->wino && c->layout == DPC_CONV_BLOCKED && !dpc_dnnl_avx512() && dpc_wino_cpu();
-    c->own_stem = env->stem && c->layout == DPC_CONV_BLOCKED && !dpc_dnnl_avx512() && dpc_wino_cpu();
+    bool own = c->layout == DPC_CONV_BLOCKED && !dpc_dnnl_avx512() && dpc_avx2_cpu(); /* dpc's AVX2 kernels */
+    c->own_wino = env->wino && own;
+    c->own_stem = env->stem && own;
     c->dw = env->dw;
     atomic_init(&c->gen, 1);
     atomic_init(&c->pgen, 1);
@@ -409,6 +411,16 @@ static bool wino_fits(const dpc_conv_desc *d) {
            d->groups == 1 && d->C >= 32 && d->Co >= 32;
 }
 
+/* Conv p runs dpc's kernel `own` in place of a primitive, reading its
+ * source in layout src (its result: nChw8c, oneDNN's AVX2 layout). */
+static void plan_own(pconv *p, int own, const dnnl_dims_t sd, const dnnl_dims_t dd, dnnl_format_tag_t src,
+                     const char *impl) {
+    p->own = own;
+    dnnl_memory_desc_init_by_tag(&p->own_src, 4, sd, dnnl_f32, src);
+    dnnl_memory_desc_init_by_tag(&p->own_dst, 4, dd, dnnl_f32, dnnl_aBcd8b);
+    snprintf(p->impl, sizeof p->impl, "%s", impl);
+}
+
 /* Pass one of a plan: conv i's primitive descriptor at batch N (p->pd),
  * or declined when oneDNN has no implementation. */
 static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *p) {
@@ -424,10 +436,7 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
     if (c->own_wino && dpc_wino_fits(d) && (d->w_param >= 0 || d->w_const)) {
         /* dpc's Winograd, in the layout of oneDNN's AVX2 kernels around it
          * (weights it transforms once per generation: own_weights) */
-        p->own = OWN_WINO;
-        dnnl_memory_desc_init_by_tag(&p->own_src, 4, sd, dnnl_f32, dnnl_aBcd8b);
-        dnnl_memory_desc_init_by_tag(&p->own_dst, 4, dd, dnnl_f32, dnnl_aBcd8b);
-        snprintf(p->impl, sizeof p->impl, "wino:dpc_avx2");
+        plan_own(p, OWN_WINO, sd, dd, dnnl_aBcd8b, "wino:dpc_avx2");
         return;
     }
     c->set_threads(p->threads);
@@ -488,10 +497,7 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
          * dpc's 79-84 and 56-61; bench/stem_layer.c). */
         dnnl_primitive_desc_destroy(p->pd);
         p->pd = NULL;
-        p->own = OWN_STEM;
-        dnnl_memory_desc_init_by_tag(&p->own_src, 4, sd, dnnl_f32, dnnl_nchw);
-        dnnl_memory_desc_init_by_tag(&p->own_dst, 4, dd, dnnl_f32, dnnl_aBcd8b);
-        snprintf(p->impl, sizeof p->impl, "direct:dpc_stem_avx2");
+        plan_own(p, OWN_STEM, sd, dd, dnnl_nchw, "direct:dpc_stem_avx2");
         return;
     }
     snprintf(p->impl, sizeof p->impl, "%s", impl ? impl : "?");
@@ -628,7 +634,7 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, const 
      * y's, or when a residual in another layout is y itself */
     p->dst_bytes = p->rdst || p->rsum ? dnnl_memory_desc_get_size(dst_md) : 0;
     p->y_bytes = dnnl_memory_desc_get_size(&dst_u);
-    p->wino_bytes = (p->own == OWN_WINO   ? dpc_wino_scratch_size(d, N)
+    p->own_bytes = (p->own == OWN_WINO   ? dpc_wino_scratch_size(d, N)
                      : p->own == OWN_STEM ? dpc_stem_scratch_size(d)
                                           : 0) *
                     sizeof(float);
@@ -896,11 +902,11 @@ dpc_status dpc_dnnl_plan(dpc_dnnl_convs *c, dpc_dnnl_rconvs **rp, int64_t N, int
         db = max_sz(db, ps->p[i].dst_bytes);
         wb = max_sz(wb, ps->p[i].w.bytes + ps->p[i].dw.bytes);
         xb = max_sz(xb, ps->p[i].scratch_bytes);
-        vb = max_sz(vb, ps->p[i].wino_bytes);
+        vb = max_sz(vb, ps->p[i].own_bytes);
     }
     if (st == DPC_OK && !(grow(&r->srcb, &r->srcb_n, sb) && grow(&r->dstb, &r->dstb_n, db) &&
                           grow(&r->weib, &r->weib_n, wb) && grow(&r->scratchb, &r->scratchb_n, xb) &&
-                          grow(&r->winob, &r->winob_n, vb)))
+                          grow(&r->ownb, &r->ownb_n, vb)))
         st = dpc_errf(e, DPC_ENOMEM, "out of memory: the convolutions need %zu bytes of buffers",
                       sb + db + wb + xb + vb);
     if (st != DPC_OK) {
@@ -928,7 +934,7 @@ void dpc_dnnl_rconvs_free(dpc_dnnl_rconvs *r) {
     free(r->dstb);
     free(r->weib);
     free(r->scratchb);
-    free(r->winob);
+    free(r->ownb);
     free(r);
 }
 
@@ -1100,7 +1106,7 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
         s = dnnl_stream_wait(r->stream);
         if (s == dnnl_success)
             (p->own == OWN_WINO ? dpc_wino_run : dpc_stem_run)(&r->c->d[i], r->cur->N, p->rsrc ? r->srcb : x, u, bias,
-                                                               via ? r->dstb : y, r->winob, p->threads);
+                                                               via ? r->dstb : y, r->ownb, p->threads);
     } else if (s == dnnl_success) {
         dnnl_exec_arg_t args[7] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->w.mem}, {DNNL_ARG_DST, p->dst},
                                    {DNNL_ARG_SCRATCHPAD, p->scratch}};

@@ -25,18 +25,6 @@
 #endif
 
 #include "conv_avx2.h"
-#ifdef DPC_CONV_X86
-#define WINO_X86 1
-#endif
-
-bool dpc_wino_cpu(void) {
-#ifdef WINO_X86
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#else
-    return false;
-#endif
-}
 
 /* The output tile conv d runs with: 4 (F(4x4, 3x3)) when an image has
  * DPC_WINO_MIN_TILES of them, else 2 (F(2x2, 3x3), 2.25x fewer
@@ -136,7 +124,7 @@ typedef struct geo {
     int64_t t0, tc, tc6;
 } geo;
 
-#ifdef WINO_X86
+#ifdef DPC_CONV_X86
 /* B^T z for a column or row z of six vectors (Lavin's F(4,3), points 0,
  * +-1, +-2): the rows of B^T in pairs sharing their terms. */
 AVX2 static inline void bt6(const __m256 z[6], __m256 r[6]) {
@@ -319,7 +307,7 @@ AVX2 static void gemm_panel(const geo *g, const float *V, const float *U, float 
 
 void dpc_wino_run(const dpc_conv_desc *d, int64_t N, const float *x, const float *u, const float *bias, float *y,
                   float *scratch, int threads) {
-#ifdef WINO_X86
+#ifdef DPC_CONV_X86
     int m = tile_of(d);
     if (!m)
         return; /* (dpc_wino_fits said no: never called) */

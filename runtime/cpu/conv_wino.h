@@ -34,9 +34,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Whether this CPU runs the kernels (AVX2 and FMA, probed at run time). */
-bool dpc_wino_cpu(void);
-
 /* Whether conv d runs here: 3x3, stride 1, no dilation, not
  * grouped, channels in and out a multiple of 8, post-ops only the
  * residual, ReLU, clip, hardswish, SiLU and sigmoid, and enough output tiles an image that the

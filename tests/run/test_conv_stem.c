@@ -12,8 +12,8 @@
  * takes. Built in every configuration (the sanitizer ones check its
  * memory accesses). SKIP (77) without AVX2. */
 #include "../check.h"
+#include "conv_avx2.h"
 #include "conv_stem.h"
-#include "conv_wino.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -106,7 +106,7 @@ static void run_geom(const geom *g) {
 }
 
 int main(void) {
-    if (!dpc_wino_cpu()) {
+    if (!dpc_avx2_cpu()) {
         printf("no AVX2 + FMA here: dpc's stem kernel does not run\n");
         return SKIP;
     }

@@ -10,6 +10,7 @@
  * configuration, so that the sanitizer builds (OpenBLAS, where the backend
  * never calls it) check its memory accesses. SKIP (77) without AVX2. */
 #include "../check.h"
+#include "conv_avx2.h"
 #include "conv_wino.h"
 
 #include <math.h>
@@ -109,7 +110,7 @@ static void run_geom(const geom *g) {
 }
 
 int main(void) {
-    if (!dpc_wino_cpu()) {
+    if (!dpc_avx2_cpu()) {
         printf("no AVX2 + FMA here: dpc's Winograd kernel does not run\n");
         return SKIP;
     }
