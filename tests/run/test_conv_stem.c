@@ -12,6 +12,7 @@
  * takes. Built in every configuration (the sanitizer ones check its
  * memory accesses). SKIP (77) without AVX2. */
 #include "../check.h"
+#include "conv_ref.h"
 #include "conv_avx2.h"
 #include "conv_stem.h"
 
@@ -30,18 +31,11 @@ typedef struct geom {
 static dpc_conv_desc desc_of(const geom *g) {
     dpc_conv_desc d = {.C = g->C, .H = g->H, .W = g->W, .Co = g->Co, .kh = g->k, .kw = g->k, .groups = 1,
                        .stride = {g->s, g->s}, .dil = {1, 1}, .pad_l = {g->pt, g->pl}, .pad_r = {g->pb, g->pr},
-                       .bias = g->bias, .w_param = 0, .npost = g->npost, .src_conv = -1, .sum_conv = -1};
+                       .bias = g->bias, .w_param = 0, .src_conv = -1, .sum_conv = -1};
     d.Ho = (g->H + g->pt + g->pb - g->k) / g->s + 1;
     d.Wo = (g->W + g->pl + g->pr - g->k) / g->s + 1;
-    for (int i = 0; i < g->npost; i++)
-        d.post[i] = (dpc_conv_post){.act = g->post[i], .alpha = 0.0f, .beta = 0.75f};
+    ref_set_posts(&d, g->post, g->npost);
     return d;
-}
-
-/* A value in [-1, 1) from a counter (no libc rand: the same on every machine). */
-static float val(uint64_t *s) {
-    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (float)((double)(*s >> 40) / (double)(1ULL << 24) * 2.0 - 1.0);
 }
 
 /* One geometry: the kernel's result (nChw8c) must be within float32
@@ -86,13 +80,7 @@ static void run_geom(const geom *g) {
                                 }
                             }
                     int64_t q = (((n * (Co / 8) + o / 8) * Ho + ho) * Wo + wo) * 8 + o % 8;
-                    for (int p = 0; p < g->npost; p++)
-                        a = g->post[p] == DPC_ACT_SUM         ? a + res[q]
-                            : g->post[p] == DPC_ACT_RELU      ? (a > 0 ? a : 0)
-                            : g->post[p] == DPC_ACT_HARDSWISH ? a * (a + 3 < 0 ? 0 : a + 3 > 6 ? 6 : a + 3) / 6
-                            : g->post[p] == DPC_ACT_SWISH     ? a / (1 + exp(-a))
-                            : g->post[p] == DPC_ACT_LOGISTIC  ? 1 / (1 + exp(-a))
-                                                              : (a < 0 ? 0 : a > 0.75 ? 0.75 : a);
+                    a = ref_post(g->post, g->npost, a, res[q]);
                     /* float32 sums of up to C*k*k terms: a few ulps of the terms' magnitude */
                     double e = fabs(a - y[q]) / (mag + fabs(res[q]) + 1e-30);
                     worst = e > worst ? e : worst;

@@ -1,0 +1,41 @@
+/* conv_ref.h - what the tests of dpc's own conv kernels share
+ * (test_conv_wino.c, test_conv_stem.c): deterministic values, and the
+ * post-ops in float64 as the reference applies them. Clip is always to
+ * [0, 0.75]. */
+#ifndef DPC_TEST_CONV_REF_H
+#define DPC_TEST_CONV_REF_H
+
+#include "dpc_compile.h"
+
+#include <math.h>
+#include <stdint.h>
+
+#define REF_CLIP_HI 0.75
+
+/* A value in [-1, 1) from a counter (no libc rand: the same on every machine). */
+static float val(uint64_t *s) {
+    *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (float)((double)(*s >> 40) / (double)(1ULL << 24) * 2.0 - 1.0);
+}
+
+/* d's post-ops: acts[0..n), clip to [0, REF_CLIP_HI]. */
+static void ref_set_posts(dpc_conv_desc *d, const dpc_conv_act *acts, int n) {
+    d->npost = n;
+    for (int i = 0; i < n; i++)
+        d->post[i] = (dpc_conv_post){.act = acts[i], .alpha = 0.0f, .beta = (float)REF_CLIP_HI};
+}
+
+/* a (the conv's value plus bias) through the post-ops acts[0..n), res the
+ * residual a DPC_ACT_SUM adds. */
+static double ref_post(const dpc_conv_act *acts, int n, double a, double res) {
+    for (int p = 0; p < n; p++)
+        a = acts[p] == DPC_ACT_SUM         ? a + res
+            : acts[p] == DPC_ACT_RELU      ? (a > 0 ? a : 0)
+            : acts[p] == DPC_ACT_HARDSWISH ? a * (a + 3 < 0 ? 0 : a + 3 > 6 ? 6 : a + 3) / 6
+            : acts[p] == DPC_ACT_SWISH     ? a / (1 + exp(-a))
+            : acts[p] == DPC_ACT_LOGISTIC  ? 1 / (1 + exp(-a))
+                                           : (a < 0 ? 0 : a > REF_CLIP_HI ? REF_CLIP_HI : a);
+    return a;
+}
+
+#endif
