@@ -3,6 +3,7 @@
 #include "conv_dnnl.h"
 #include "backend_cpu.h"
 #include "conv_avx2.h"
+#include "conv_fc.h"
 #include "conv_stem.h"
 #include "conv_wino.h"
 #include "kabi.h"
@@ -35,6 +36,7 @@ struct dpc_dnnl_convs {
     bool wino;                 /* 3x3 convs try oneDNN's Winograd first (DPC_CONV_WINO=0: never) */
     bool own_wino;             /* 3x3 convs run dpc's Winograd where it fits (conv_wino.h) */
     bool own_stem;             /* convs of few input channels oneDNN runs as a GEMM run dpc's direct kernel (conv_stem.h) */
+    bool own_fc;               /* convs of one pixel run dpc's kernel (conv_fc.h) */
     bool dw;                   /* a 1x1 conv and the depthwise conv after it run as one (DPC_CONV_DW=0: never) */
     _Atomic unsigned long gen; /* bumped whenever the prepare kernels ran (dpc_dnnl_consts_changed) */
     _Atomic unsigned long pgen; /* bumped whenever the parameters were bound again (dpc_dnnl_params_changed) */
@@ -58,7 +60,12 @@ typedef struct pwei {
 } pwei;
 
 /* dpc's own kernel computing a conv in place of a primitive (pconv.own) */
-enum { OWN_NONE, OWN_WINO /* conv_wino.c, nChw8c in and out */, OWN_STEM /* conv_stem.c, NCHW in, nChw8c out */ };
+enum {
+    OWN_NONE,
+    OWN_WINO, /* conv_wino.c, nChw8c in and out */
+    OWN_STEM, /* conv_stem.c, NCHW in, nChw8c out */
+    OWN_FC    /* conv_fc.c, one pixel: [N][C] in, [N][Co] out (nChw8c's bytes where the channels allow) */
+};
 
 /* One conv of a planned set. A 1x1 conv whose result only the depthwise
  * conv right after it reads may run inside that conv's primitive, as
@@ -183,6 +190,7 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, const dpc
     bool own = c->layout == DPC_CONV_BLOCKED && !dpc_dnnl_avx512() && dpc_avx2_cpu(); /* dpc's AVX2 kernels */
     c->own_wino = env->wino && own;
     c->own_stem = env->stem && own;
+    c->own_fc = env->fc && own;
     c->dw = env->dw;
     atomic_init(&c->gen, 1);
     atomic_init(&c->pgen, 1);
@@ -412,14 +420,19 @@ static bool wino_fits(const dpc_conv_desc *d) {
 }
 
 /* Conv p runs dpc's kernel `own` in place of a primitive, reading its
- * source in layout src (its result: nChw8c, oneDNN's AVX2 layout). */
+ * source in layout src and writing its result in dst. */
 static void plan_own(pconv *p, int own, const dnnl_dims_t sd, const dnnl_dims_t dd, dnnl_format_tag_t src,
-                     const char *impl) {
+                     dnnl_format_tag_t dst, const char *impl) {
     p->own = own;
     dnnl_memory_desc_init_by_tag(&p->own_src, 4, sd, dnnl_f32, src);
-    dnnl_memory_desc_init_by_tag(&p->own_dst, 4, dd, dnnl_f32, dnnl_aBcd8b);
+    dnnl_memory_desc_init_by_tag(&p->own_dst, 4, dd, dnnl_f32, dst);
     snprintf(p->impl, sizeof p->impl, "%s", impl);
 }
+
+/* A tensor of one pixel: nChw8c where its channels fill the blocks (the
+ * layout of the convs around, no reorder), else NHWC; the bytes of [N][C]
+ * in both. */
+static dnnl_format_tag_t pixel_tag(int64_t C) { return C % 8 ? dnnl_nhwc : dnnl_aBcd8b; }
 
 /* Pass one of a plan: conv i's primitive descriptor at batch N (p->pd),
  * or declined when oneDNN has no implementation. */
@@ -436,7 +449,14 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
     if (c->own_wino && dpc_wino_fits(d) && (d->w_param >= 0 || d->w_const)) {
         /* dpc's Winograd, in the layout of oneDNN's AVX2 kernels around it
          * (weights it transforms once per generation: own_weights) */
-        plan_own(p, OWN_WINO, sd, dd, dnnl_aBcd8b, "wino:dpc_avx2");
+        plan_own(p, OWN_WINO, sd, dd, dnnl_aBcd8b, dnnl_aBcd8b, "wino:dpc_avx2");
+        return;
+    }
+    if (c->own_fc && dpc_fc_fits(d) && (d->w_param >= 0 || d->w_const)) {
+        /* one pixel (a squeeze-excitation's fc convs): a matrix-vector
+         * product, where oneDNN's 1x1 kernel spends ~10 us a call in setup
+         * (conv_fc.h) */
+        plan_own(p, OWN_FC, sd, dd, pixel_tag(d->C), pixel_tag(d->Co), "gemv:dpc_avx2");
         return;
     }
     c->set_threads(p->threads);
@@ -497,7 +517,7 @@ static void plan_prim(dpc_dnnl_rconvs *r, int i, int64_t N, int threads, pconv *
          * dpc's 79-84 and 56-61; bench/stem_layer.c). */
         dnnl_primitive_desc_destroy(p->pd);
         p->pd = NULL;
-        plan_own(p, OWN_STEM, sd, dd, dnnl_nchw, "direct:dpc_stem_avx2");
+        plan_own(p, OWN_STEM, sd, dd, dnnl_nchw, dnnl_aBcd8b, "direct:dpc_stem_avx2");
         return;
     }
     snprintf(p->impl, sizeof p->impl, "%s", impl ? impl : "?");
@@ -1014,21 +1034,32 @@ static int bind_weights(dpc_dnnl_rconvs *r, int i, pwei *pw, const float *w, dnn
     return 0;
 }
 
-/* Conv i's weights w transformed for dpc's kernel `own` (Winograd, or
- * the stem's panels): once per generation (the parameters', or the
- * consts' when a prepare kernel computes them), kept by the backend for
- * all its replicas. A conv runs one of the two at every batch size (each
- * is chosen from its geometry). NULL on failure (e set). */
+/* dpc's kernels' weight transforms, by OWN_*: the size in floats, the
+ * transform of the OIHW weights. */
+static const struct {
+    size_t (*size)(const dpc_conv_desc *d);
+    void (*transform)(const dpc_conv_desc *d, const float *w, float *u);
+} OWN_WEIGHTS[] = {
+    [OWN_WINO] = {dpc_wino_weights_size, dpc_wino_weights},
+    [OWN_STEM] = {dpc_stem_weights_size, dpc_stem_weights},
+    [OWN_FC] = {dpc_fc_weights_size, dpc_fc_weights},
+};
+
+/* Conv i's weights w transformed for dpc's kernel `own` (Winograd's, the
+ * stem's panels, the one-pixel kernel's transposed panels): once per
+ * generation (the parameters', or the consts' when a prepare kernel
+ * computes them), kept by the backend for all its replicas. A conv runs
+ * at most one of them, at whatever batch size (each is chosen from its
+ * geometry). NULL on failure (e set). */
 static const float *own_weights(dpc_dnnl_rconvs *r, int i, int own, const float *w, dpc_err *e) {
     dpc_dnnl_convs *c = r->c;
     const dpc_conv_desc *d = &c->d[i];
     unsigned long gen = atomic_load(d->w_param >= 0 ? &c->pgen : &c->gen);
     pthread_mutex_lock(&c->mu);
     if (!c->wu[i])
-        c->wu[i] = dpc_aligned_alloc((own == OWN_WINO ? dpc_wino_weights_size(d) : dpc_stem_weights_size(d)) *
-                                     sizeof(float));
+        c->wu[i] = dpc_aligned_alloc(OWN_WEIGHTS[own].size(d) * sizeof(float));
     if (c->wu[i] && c->wugen[i] != gen) {
-        (own == OWN_WINO ? dpc_wino_weights : dpc_stem_weights)(d, w, c->wu[i]);
+        OWN_WEIGHTS[own].transform(d, w, c->wu[i]);
         c->wugen[i] = gen;
     }
     const float *u = c->wu[i];
@@ -1104,9 +1135,13 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
         if (!u)
             return -1;
         s = dnnl_stream_wait(r->stream);
-        if (s == dnnl_success)
-            (p->own == OWN_WINO ? dpc_wino_run : dpc_stem_run)(&r->c->d[i], r->cur->N, p->rsrc ? r->srcb : x, u, bias,
-                                                               via ? r->dstb : y, r->ownb, p->threads);
+        const float *src = p->rsrc ? r->srcb : x;
+        float *dst = via ? r->dstb : y;
+        if (s == dnnl_success && p->own == OWN_FC)
+            dpc_fc_run(&r->c->d[i], r->cur->N, src, u, bias, dst, p->threads);
+        else if (s == dnnl_success)
+            (p->own == OWN_WINO ? dpc_wino_run : dpc_stem_run)(&r->c->d[i], r->cur->N, src, u, bias, dst, r->ownb,
+                                                               p->threads);
     } else if (s == dnnl_success) {
         dnnl_exec_arg_t args[7] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->w.mem}, {DNNL_ARG_DST, p->dst},
                                    {DNNL_ARG_SCRATCHPAD, p->scratch}};

@@ -13,6 +13,7 @@ static void honour(dpc_conv_env *v) {
     v->keep = v->keep && v->layout != DPC_CONV_PLAIN;
     v->wino = v->wino && v->layout != DPC_CONV_PLAIN;
     v->stem = v->stem && v->layout != DPC_CONV_PLAIN;
+    v->fc = v->fc && v->layout != DPC_CONV_PLAIN;
     v->dw = v->dw && v->keep;
 }
 
@@ -38,6 +39,8 @@ dpc_status dpc_conv_env_read(dpc_conv_env *v, dpc_err *e) {
         s = dpc_env_flag("DPC_CONV_DW", true, &v->dw, e);
     if (s == DPC_OK)
         s = dpc_env_flag("DPC_CONV_STEM", true, &v->stem, e);
+    if (s == DPC_OK)
+        s = dpc_env_flag("DPC_CONV_FC", true, &v->fc, e);
     if (s != DPC_OK) /* the flags after the bad one were never set */
         return s;
     honour(v);

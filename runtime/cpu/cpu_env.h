@@ -1,5 +1,6 @@
 /* cpu_env.h - the CPU backend's convolution switches (DPC_CONV,
- * DPC_CONV_LAYOUT, DPC_CONV_KEEP, DPC_CONV_WINO, DPC_CONV_DW; docs/cli.md).
+ * DPC_CONV_LAYOUT, DPC_CONV_KEEP, DPC_CONV_WINO, DPC_CONV_DW, DPC_CONV_STEM,
+ * DPC_CONV_FC; docs/cli.md).
  *
  * They are read in every build, the OpenBLAS one included, where no oneDNN
  * primitive exists for them to steer: a typo is then still an error, so a
@@ -19,6 +20,7 @@ typedef struct dpc_conv_env {
     bool keep;   /* results a conv alone reads stay in the primitive's layout */
     bool wino;   /* 3x3 convs try Winograd first: oneDNN's (NHWC), dpc's (blocked) */
     bool stem;   /* convs of few input channels oneDNN runs as a GEMM run dpc's direct kernel (blocked) */
+    bool fc;     /* convs of one pixel run dpc's kernel (blocked) */
     bool dw;     /* a 1x1 conv and the depthwise conv after it run as one */
 } dpc_conv_env;
 

@@ -7,7 +7,7 @@ depthwise and 1x1 ones among them. With --max-reorders K, the activations
 must stay NHWC between convs: one forward (`dpc run`, batch 3, an input of
 CxHxW per image) reorders at most K activations to or from NCHW.
 
-    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1,wino,dwfuse,blocked8,dpcwino,dpcstem] [--batch B] [--layout L]
+    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1,wino,dwfuse,blocked8,dpcwino,dpcstem,dpcfc] [--batch B] [--layout L]
                        [--max-reorders K [--max-any-reorders J] --input CxHxW [--outputs M]]
 
 --expect wino: some conv runs oneDNN's Winograd kernel (3x3 stride-1 convs
@@ -19,6 +19,10 @@ the forward than with DPC_CONV_WINO=0.
 --expect dpcstem: some conv of few input channels runs dpc's direct kernel
 (runtime/cpu/conv_stem.c: blocked layout, no AVX-512, where oneDNN offers
 only gemm:jit), seen as fewer oneDNN convolutions than with DPC_CONV_STEM=0.
+--expect dpcfc: some conv of one pixel (a squeeze-excitation's fc convs)
+runs dpc's kernel (runtime/cpu/conv_fc.c: blocked layout, no AVX-512), and
+no oneDNN convolution of one pixel is left (`ih1oh1` with `iw1ow1`); seen
+too as fewer oneDNN convolutions than with DPC_CONV_FC=0.
 --expect dwfuse: some 1x1 conv runs with the depthwise conv after it as
 oneDNN's dw post-op (`+dw:` in its post-ops; from batch 8, so with --batch 8:
 runtime/cpu/conv_dnnl.c, dw_fits). --batch: the batch of the DNNL_VERBOSE
@@ -51,7 +55,7 @@ def main() -> int:
     # the default layout (auto: NHWC with AVX-512, else mostly nChw8c) unless --layout,
     # with oneDNN's own kernels (plain NCHW runs gemm:jit)
     env = dict(os.environ, DNNL_VERBOSE="1", OMP_NUM_THREADS="1")
-    for k in ("DPC_CONV", "DPC_CONV_LAYOUT", "DPC_CONV_KEEP", "DPC_CONV_DW", "DPC_CONV_WINO", "DPC_CONV_STEM"):
+    for k in ("DPC_CONV", "DPC_CONV_LAYOUT", "DPC_CONV_KEEP", "DPC_CONV_DW", "DPC_CONV_WINO", "DPC_CONV_STEM", "DPC_CONV_FC"):
         env.pop(k, None)
     if "--layout" in args:
         env["DPC_CONV_LAYOUT"] = args[args.index("--layout") + 1]
@@ -100,7 +104,8 @@ def main() -> int:
             bad_reorders = bad_reorders or acts > max_any
     convs = [l.split(",") for l in lines if l.startswith("onednn_verbose,exec,cpu,convolution")]
     own = {}
-    for kind, var, what in (("dpcwino", "DPC_CONV_WINO", "Winograd"), ("dpcstem", "DPC_CONV_STEM", "stem kernel")):
+    for kind, var, what in (("dpcwino", "DPC_CONV_WINO", "Winograd"), ("dpcstem", "DPC_CONV_STEM", "stem kernel"),
+                            ("dpcfc", "DPC_CONV_FC", "one-pixel kernel")):
         if kind in expect:
             off = verbose_convs({var: "0"})
             if off is None:
@@ -117,7 +122,8 @@ def main() -> int:
     have = {"dw": any("dw" in c[4] for c in convs), "1x1": any("1x1" in c[4] for c in convs),
             "wino": any("wino" in c[4] for c in convs), "dwfuse": any("+dw:" in ",".join(c) for c in convs),
             "blocked8": any("dst_f32::blocked:aBcd8b:" in c[6] for c in convs), "dpcwino": own.get("dpcwino", 0) > 0,
-            "dpcstem": own.get("dpcstem", 0) > 0}
+            "dpcstem": own.get("dpcstem", 0) > 0,
+            "dpcfc": own.get("dpcfc", 0) > 0 and not any("ih1oh1" in c[-2] and "iw1ow1" in c[-2] for c in convs)}
     missing = [k for k in expect if not have.get(k)]
     for k in missing:
         print("no %s convolution took a %s kernel" % (k, k))

@@ -397,7 +397,7 @@ def gen_conv(R):
         c.ret("%s(%s)" % (m, c.inp(dims)), doc)
     cases.append(c)
     return (cases + gen_conv1d(R) + gen_conv_post() + gen_conv_keep() + gen_conv_keep_nhwc() + gen_conv_keep_convnext()
-            + gen_conv_wino() + gen_conv_stem())
+            + gen_conv_wino() + gen_conv_stem() + gen_conv_fc())
 
 
 def gen_conv_post():
@@ -563,6 +563,30 @@ def gen_conv_stem():
     c.ret("relu6(%s(%s))" % (c.member("Conv2d(1, 16, 3, stride=2)", "conv"), y), "one channel, no padding, relu6")
     c.ret("relu(%s(%s))" % (c.member("Conv2d(3, 24, 3, stride=2, padding=1)", "conv"), x),
           "24 output channels: oneDNN's")
+    return [c]
+
+
+def gen_conv_fc():
+    """Convs of one pixel that dpc's kernel takes in the blocked layout
+    without AVX-512 (runtime/cpu/conv_fc.c: a matrix-vector product per
+    image, panels of 32 output channels): panel tails of 8k and of 8k + r
+    channels (40, 36, 70, 1), input channels not a multiple of 8, no bias,
+    its post-ops (ReLU, SiLU, hardswish, sigmoid, a residual), an input
+    that is one pixel already, and a grouped one it leaves to oneDNN."""
+    c = Case("conv", "fc", "convs of one pixel for dpc's kernel: squeeze-excitation fc convs, panel tails, "
+                           "post-ops, a residual, a grouped one it declines")
+    x = c.inp([24, 6, 5])
+    gp = c.member("AdaptiveAvgPool2d(1)", "pool")
+    p = c.let("%s(relu(%s(%s)))" % (gp, c.member("Conv2d(24, 40, 3, padding=1)", "conv"), x))
+    f1, f2 = c.member("Conv2d(40, 36, 1)", "conv"), c.member("Conv2d(36, 40, 1, bias=false)", "conv")
+    c.ret("sigmoid(%s(silu(%s(%s))))" % (f2, f1, p), "pooled 40 -> 36 (a tail of 4) -> 40, SiLU, sigmoid")
+    r = c.member("Conv2d(40, 40, 1)", "conv")
+    c.ret("relu(%s(%s) + %s)" % (r, p, p), "40 -> 40 with the pooled values as a residual, relu")
+    y = c.inp([3, 1, 1])
+    c.ret("hardswish(%s(%s))" % (c.member("Conv2d(3, 70, 1)", "conv"), y),
+          "an input of one pixel, 3 -> 70 (two panels and a tail of 6), hardswish")
+    c.ret("%s(%s)" % (c.member("Conv2d(40, 1, 1)", "conv"), p), "one output channel")
+    c.ret("%s(%s)" % (c.member("Conv2d(40, 8, 1, groups=4)", "conv"), p), "grouped: oneDNN's")
     return [c]
 
 

@@ -1,7 +1,7 @@
 /* conv_ref.h - what the tests of dpc's own conv kernels share
- * (test_conv_wino.c, test_conv_stem.c): deterministic values, and the
- * post-ops in float64 as the reference applies them. Clip is always to
- * [0, 0.75]. */
+ * (test_conv_wino.c, test_conv_stem.c, test_conv_fc.c): deterministic
+ * values, and the post-ops in float64 as the reference applies them. Clip
+ * is always to [0, 0.75]. */
 #ifndef DPC_TEST_CONV_REF_H
 #define DPC_TEST_CONV_REF_H
 
