@@ -1,9 +1,10 @@
 /* conv_avx2.h - what dpc's own AVX2 convolution kernels share
- * (conv_wino.c, conv_stem.c): the probe for the CPU they need, the target
- * attribute they are compiled with whatever the build's flags (they run
- * only where dpc_avx2_cpu() found AVX2 and FMA), and a conv's post-ops on
- * one vector of 8 output channels. DPC_CONV_X86 is defined where the kernels are compiled
- * (x86-64, GCC or Clang); elsewhere they are stubs that never run. */
+ * (conv_wino.c, conv_stem.c, conv_fc.c): the probe for the CPU they need,
+ * the target attribute they are compiled with whatever the build's flags
+ * (they run only where dpc_avx2_cpu() found AVX2 and FMA), their OpenMP
+ * pragma, and a conv's post-ops on one vector of 8 output channels.
+ * DPC_CONV_X86 is defined where the kernels are compiled (x86-64, GCC or
+ * Clang); elsewhere they are stubs that never run. */
 #ifndef DPC_CONV_AVX2_H
 #define DPC_CONV_AVX2_H
 
@@ -21,6 +22,14 @@ static inline bool dpc_post8_fits(const dpc_conv_desc *d) {
             return false;
     return true;
 }
+
+/* An OpenMP pragma where the build has OpenMP (the kernels split their
+ * work over the threads they are given), else nothing. */
+#ifdef _OPENMP
+#define DPC_OMP(x) _Pragma(x)
+#else
+#define DPC_OMP(x)
+#endif
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #define DPC_CONV_X86 1

@@ -13,12 +13,6 @@
 
 #include <string.h>
 
-#ifdef _OPENMP
-#define OMP(x) _Pragma(x)
-#else
-#define OMP(x)
-#endif
-
 #define FC_P 32 /* output channels a panel: four vectors */
 
 bool dpc_fc_fits(const dpc_conv_desc *d) {
@@ -94,7 +88,7 @@ void dpc_fc_run(const dpc_conv_desc *d, int64_t N, const float *x, const float *
     if (threads < 1)
         threads = 1;
     (void)threads; /* (unused without OpenMP) */
-    OMP("omp parallel for schedule(static) num_threads(threads) if (threads > 1)")
+    DPC_OMP("omp parallel for schedule(static) num_threads(threads) if (threads > 1)")
     for (int64_t t = 0; t < work; t++) {
         int64_t p = t / pairs, n = t % pairs * 2;
         bool two = n + 1 < N;

@@ -15,12 +15,6 @@
 
 #include <string.h>
 
-#ifdef _OPENMP
-#define OMP(x) _Pragma(x)
-#else
-#define OMP(x)
-#endif
-
 bool dpc_stem_fits(const dpc_conv_desc *d) {
     return d->groups == 1 && d->C >= 1 && d->C <= DPC_STEM_MAX_C && d->Co % 16 == 0 && d->dil[0] == 1 &&
            d->dil[1] == 1 && d->Wo >= 6 && d->Ho >= 1 && d->stride[0] >= 1 && d->stride[1] >= 1 && dpc_post8_fits(d);
@@ -117,12 +111,12 @@ void dpc_stem_run(const dpc_conv_desc *d, int64_t N, const float *x, const float
     (void)threads; /* (unused without OpenMP) */
     for (int64_t n = 0; n < N; n++) {
         const float *xn = x + n * d->C * d->H * d->W;
-        OMP("omp parallel num_threads(threads)")
+        DPC_OMP("omp parallel num_threads(threads)")
         {
-            OMP("omp for schedule(static)")
+            DPC_OMP("omp for schedule(static)")
             for (int64_t r = 0; r < rows; r++)
                 pad_row(d, xn, scratch, r);
-            OMP("omp for schedule(static)")
+            DPC_OMP("omp for schedule(static)")
             for (int64_t t = 0; t < work; t++)
                 out_row(d, scratch, u, bias, y, n, t / d->Ho, t % d->Ho);
         }

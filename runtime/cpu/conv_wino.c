@@ -18,12 +18,6 @@
 
 #include <string.h>
 
-#ifdef _OPENMP
-#define OMP(x) _Pragma(x)
-#else
-#define OMP(x)
-#endif
-
 #include "conv_avx2.h"
 
 /* The output tile conv d runs with: 4 (F(4x4, 3x3)) when an image has
@@ -77,7 +71,7 @@ void dpc_wino_weights(const dpc_conv_desc *d, const float *w, float *u) {
     const double(*G)[3] = a == 6 ? G6 : G4;
     /* once per weights, at the conv's first call: split over the threads
      * (ResNet-50's 1.3 M channel pairs, about 0.2 s on one) */
-    OMP("omp parallel for schedule(static)")
+    DPC_OMP("omp parallel for schedule(static)")
     for (int64_t co = 0; co < Co; co++)
         for (int64_t ci = 0; ci < C; ci++) {
             const float *g = w + (co * C + ci) * 9;
@@ -328,15 +322,15 @@ void dpc_wino_run(const dpc_conv_desc *d, int64_t N, const float *x, const float
         if (g.tc6 > g.tc)
             for (int64_t xi = 0; xi < P; xi++)
                 memset(V + (xi * g.tc6 + g.tc) * g.C, 0, (size_t)((g.tc6 - g.tc) * g.C) * sizeof(float));
-        OMP("omp parallel num_threads(threads)")
+        DPC_OMP("omp parallel num_threads(threads)")
         {
-            OMP("omp for schedule(static)")
+            DPC_OMP("omp for schedule(static)")
             for (int64_t w = 0; w < g.tc * cb; w++)
                 (m == 4 ? in_tile6 : in_tile4)(&g, x, w / cb, w % cb, V);
-            OMP("omp for schedule(static)")
+            DPC_OMP("omp for schedule(static)")
             for (int64_t w = 0; w < P * panels; w++)
                 gemm_panel(&g, V, u, M, w / panels, w % panels * 16);
-            OMP("omp for schedule(static)")
+            DPC_OMP("omp for schedule(static)")
             for (int64_t w = 0; w < g.tc * ob; w++)
                 (m == 4 ? out_tile6 : out_tile4)(&g, M, w / ob, w % ob, bias, y);
         }

@@ -1,16 +1,28 @@
 /* conv_ref.h - what the tests of dpc's own conv kernels share
- * (test_conv_wino.c, test_conv_stem.c, test_conv_fc.c): deterministic
- * values, and the post-ops in float64 as the reference applies them. Clip
- * is always to [0, 0.75]. */
+ * (test_conv_wino.c, test_conv_stem.c, test_conv_fc.c): whether they run
+ * here, deterministic values, and the post-ops in float64 as the reference
+ * applies them. Clip is always to [0, 0.75]. */
 #ifndef DPC_TEST_CONV_REF_H
 #define DPC_TEST_CONV_REF_H
 
+#include "conv_avx2.h"
 #include "dpc_compile.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define REF_CLIP_HI 0.75
+
+/* Whether this CPU runs dpc's kernel `what` (AVX2 and FMA); says so when
+ * not (the test then skips). */
+static bool ref_runs_here(const char *what) {
+    if (dpc_avx2_cpu())
+        return true;
+    printf("no AVX2 + FMA here: dpc's %s does not run\n", what);
+    return false;
+}
 
 /* A value in [-1, 1) from a counter (no libc rand: the same on every machine). */
 static float val(uint64_t *s) {

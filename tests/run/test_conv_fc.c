@@ -101,10 +101,8 @@ static void run_geom(const geom *g) {
 }
 
 int main(void) {
-    if (!dpc_avx2_cpu()) {
-        printf("no AVX2 + FMA here: dpc's one-pixel kernel does not run\n");
+    if (!ref_runs_here("one-pixel kernel"))
         return SKIP;
-    }
     static const geom gs[] = {
         /* MobileNet v3's largest squeeze-excitation: 576 -> 144 (four panels and a half), ReLU */
         {1, 576, 144, true, 1, 1, {DPC_ACT_RELU}},

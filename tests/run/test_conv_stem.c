@@ -94,10 +94,8 @@ static void run_geom(const geom *g) {
 }
 
 int main(void) {
-    if (!dpc_avx2_cpu()) {
-        printf("no AVX2 + FMA here: dpc's stem kernel does not run\n");
+    if (!ref_runs_here("stem kernel"))
         return SKIP;
-    }
     static const geom gs[] = {
         /* AlexNet's stem in small: 11x11 stride 4 pad 2, 11x11 out (6 + 5: the overlapping block) */
         {2, 3, 32, 47, 47, 11, 4, 2, 2, 2, 2, true, 2, 1, {DPC_ACT_RELU}},

@@ -98,10 +98,8 @@ static void run_geom(const geom *g) {
 }
 
 int main(void) {
-    if (!dpc_avx2_cpu()) {
-        printf("no AVX2 + FMA here: dpc's Winograd kernel does not run\n");
+    if (!ref_runs_here("Winograd kernel"))
         return SKIP;
-    }
     static const geom gs[] = {
         {2, 8, 16, 17, 19, 1, 1, 1, 1, true, 1, 1, {DPC_ACT_RELU}},
         {1, 16, 24, 15, 13, 0, 0, 0, 0, false, 2, 2, {DPC_ACT_SUM, DPC_ACT_RELU}},
