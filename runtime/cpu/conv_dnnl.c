@@ -1135,13 +1135,15 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
         if (!u)
             return -1;
         s = dnnl_stream_wait(r->stream);
+        const dpc_conv_desc *d = &r->c->d[i];
         const float *src = p->rsrc ? r->srcb : x;
         float *dst = via ? r->dstb : y;
-        if (s == dnnl_success && p->own == OWN_FC)
-            dpc_fc_run(&r->c->d[i], r->cur->N, src, u, bias, dst, p->threads);
+        if (s == dnnl_success && p->own == OWN_WINO)
+            dpc_wino_run(d, r->cur->N, src, u, bias, dst, r->ownb, p->threads);
+        else if (s == dnnl_success && p->own == OWN_STEM)
+            dpc_stem_run(d, r->cur->N, src, u, bias, dst, r->ownb, p->threads);
         else if (s == dnnl_success)
-            (p->own == OWN_WINO ? dpc_wino_run : dpc_stem_run)(&r->c->d[i], r->cur->N, src, u, bias, dst, r->ownb,
-                                                               p->threads);
+            dpc_fc_run(d, r->cur->N, src, u, bias, dst, p->threads);
     } else if (s == dnnl_success) {
         dnnl_exec_arg_t args[7] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->w.mem}, {DNNL_ARG_DST, p->dst},
                                    {DNNL_ARG_SCRATCHPAD, p->scratch}};
