@@ -31,7 +31,7 @@ asan_tests=(
   'print_|^ir_|bad_|front_|^io_|run_bad_input|run_outputs'
   '^dp_'
   '^run_seams_fuse$|^run_prepare_once'
-  '^run_conv_(wino|stem|fc)$'
+  '^run_conv_(wino|stem|fc|mb)$'
   '^artifact_api|^artifact_cli'
   '^cuda\.(backend|nccl|driver|cli)'
   '^cuda_cudnn_(backend|emu_fake|emu_refuse)$'

@@ -4,6 +4,7 @@
 #include "backend_cpu.h"
 #include "conv_avx2.h"
 #include "conv_fc.h"
+#include "conv_mb.h"
 #include "conv_stem.h"
 #include "conv_wino.h"
 #include "kabi.h"
@@ -37,6 +38,7 @@ struct dpc_dnnl_convs {
     bool own_wino;             /* 3x3 convs run dpc's Winograd where it fits (conv_wino.h) */
     bool own_stem;             /* convs of few input channels oneDNN runs as a GEMM run dpc's direct kernel (conv_stem.h) */
     bool own_fc;               /* convs of one pixel run dpc's kernel (conv_fc.h) */
+    bool own_mb;               /* a 1x1 conv and the depthwise conv after it run dpc's kernel (conv_mb.h) */
     bool dw;                   /* a 1x1 conv and the depthwise conv after it run as one (DPC_CONV_DW=0: never) */
     _Atomic unsigned long gen; /* bumped whenever the prepare kernels ran (dpc_dnnl_consts_changed) */
     _Atomic unsigned long pgen; /* bumped whenever the parameters were bound again (dpc_dnnl_params_changed) */
@@ -64,7 +66,9 @@ enum {
     OWN_NONE,
     OWN_WINO, /* conv_wino.c, nChw8c in and out */
     OWN_STEM, /* conv_stem.c, NCHW in, nChw8c out */
-    OWN_FC    /* conv_fc.c, one pixel: [N][C] in, [N][Co] out (nChw8c's bytes where the channels allow) */
+    OWN_FC,   /* conv_fc.c, one pixel: [N][C] in, [N][Co] out (nChw8c's bytes where the channels allow) */
+    OWN_MB,   /* conv_mb.c, a depthwise conv computing the 1x1 before it (its head): nChw8c in and out */
+    OWN_MB_1X1 /* (the head of an OWN_MB pair: only its weights' transform; it runs deferred) */
 };
 
 /* One conv of a planned set. A 1x1 conv whose result only the depthwise
@@ -191,6 +195,7 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, const dpc
     c->own_wino = env->wino && own;
     c->own_stem = env->stem && own;
     c->own_fc = env->fc && own;
+    c->own_mb = env->mb && own;
     c->dw = env->dw;
     atomic_init(&c->gen, 1);
     atomic_init(&c->pgen, 1);
@@ -627,7 +632,7 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, const 
     dpc_status st = DPC_OK;
     if (s == dnnl_success && pd)
         s = plan_weights(r, i0, &p->w, &wei_u, wei_md, &scratch, &st, e);
-    if (s == dnnl_success && st == DPC_OK && p->fused) { /* the depthwise post-op's weights and bias */
+    if (s == dnnl_success && st == DPC_OK && p->fused && pd) { /* the depthwise post-op's weights and bias */
         dnnl_dims_t dwd = {d->groups, 1, 1, d->kh, d->kw}, dbd = {d->Co};
         dnnl_memory_desc_t dw_u, dwb;
         dnnl_memory_desc_init_by_tag(&dw_u, 5, dwd, dnnl_f32, dnnl_goihw);
@@ -656,6 +661,7 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, const 
     p->y_bytes = dnnl_memory_desc_get_size(&dst_u);
     p->own_bytes = (p->own == OWN_WINO   ? dpc_wino_scratch_size(d, N)
                      : p->own == OWN_STEM ? dpc_stem_scratch_size(d)
+                     : p->own == OWN_MB   ? dpc_mb_scratch_size(d, p->threads)
                                           : 0) *
                     sizeof(float);
     if (pd)
@@ -667,6 +673,22 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, const 
         return dpc_errf(e, s == dnnl_out_of_memory ? DPC_ENOMEM : DPC_EDEVICE,
                         "oneDNN: creating convolution %d for batch %lld failed (status %d)", i, (long long)N, (int)s);
     return DPC_OK;
+}
+
+/* Whether conv b may compute conv a, whose result it reads, in its call
+ * (a's then deferred): both run (as primitives or dpc's kernels), b is the
+ * next kernel and the only reader of a's result, which stays in the
+ * library's layout (a's epilogue all post-ops), and neither adds a
+ * residual. The geometry is dw_fits's and dpc_mb_fits's. */
+static bool pair_fits(const dpc_dnnl_convs *c, const pconv *ps, int a, int b) {
+    const dpc_conv_desc *x = &c->d[a], *y = &c->d[b];
+    if (ps[a].declined || ps[b].declined || !ps[a].keep_y || y->src_conv != a || y->sum_conv == a ||
+        y->kernel != x->kernel + 1)
+        return false;
+    for (int j = 0; j < c->n; j++)
+        if (j != b && (c->d[j].src_conv == a || c->d[j].sum_conv == a))
+            return false;
+    return !sums(x) && !sums(y);
 }
 
 /* Whether 1x1 conv a and depthwise conv b may run as one primitive (the
@@ -687,13 +709,7 @@ static dpc_status plan_io(dpc_dnnl_rconvs *r, int i, int64_t N, pconv *p, const 
 #define DW_MIN_PIXELS (56 * 56)
 static bool dw_fits(const dpc_dnnl_convs *c, const pconv *ps, int a, int b, int64_t N) {
     const dpc_conv_desc *x = &c->d[a], *y = &c->d[b];
-    if (!c->dw || ps[a].declined || ps[b].declined || !ps[a].keep_y || y->src_conv != a || y->sum_conv == a ||
-        y->kernel != x->kernel + 1 || !y->bias)
-        return false;
-    for (int j = 0; j < c->n; j++)
-        if (j != b && (c->d[j].src_conv == a || c->d[j].sum_conv == a))
-            return false;
-    if (sums(x) || sums(y))
+    if (!c->dw || !pair_fits(c, ps, a, b) || !y->bias)
         return false;
     bool one = x->kh == 1 && x->kw == 1 && x->stride[0] == 1 && x->stride[1] == 1 && x->groups == 1 &&
                x->pad_l[0] == 0 && x->pad_l[1] == 0 && x->pad_r[0] == 0 && x->pad_r[1] == 0;
@@ -842,6 +858,34 @@ static void plan_fused(dpc_dnnl_rconvs *r, int a, int b, int64_t N, pconv *ps) {
     snprintf(ps[b].impl, sizeof ps[b].impl, "%s+dw", impl ? impl : "?");
 }
 
+/* Whether 1x1 conv a and depthwise conv b run as dpc's kernel (conv_mb.h),
+ * both weights parameters or the prepare kernels' results. */
+static bool mb_fits(const dpc_dnnl_convs *c, const pconv *ps, int a, int b) {
+    const dpc_conv_desc *x = &c->d[a], *y = &c->d[b];
+    return c->own_mb && !ps[a].own && !ps[b].own && pair_fits(c, ps, a, b) && dpc_mb_fits(x, y) &&
+           (x->w_param >= 0 || x->w_const) && (y->w_param >= 0 || y->w_const);
+}
+
+/* Convs a and b (mb_fits) as dpc's kernel in b's call, a deferred: from
+ * a's source to b's result, both nChw8c. */
+static void plan_mb(dpc_dnnl_convs *c, int a, int b, int64_t N, pconv *ps) {
+    const dpc_conv_desc *x = &c->d[a], *y = &c->d[b];
+    for (int i = 0; i < 2; i++) {
+        pconv *p = &ps[i ? b : a];
+        if (p->pd)
+            dnnl_primitive_desc_destroy(p->pd);
+        p->pd = NULL;
+    }
+    dnnl_dims_t sd = {N, x->C, x->H, x->W}, dd = {N, y->Co, y->Ho, y->Wo};
+    ps[a].deferred = true;
+    ps[a].into = b;
+    snprintf(ps[a].impl, sizeof ps[a].impl, "in conv %d", b);
+    ps[b].fused = true;
+    ps[b].head = a;
+    ps[b].threads = ps[a].threads > ps[b].threads ? ps[a].threads : ps[b].threads;
+    plan_own(&ps[b], OWN_MB, sd, dd, dnnl_aBcd8b, dnnl_aBcd8b, "mbconv:dpc_avx2");
+}
+
 static bool grow(void **b, size_t *have, size_t need) {
     if (need <= *have)
         return true;
@@ -899,10 +943,14 @@ dpc_status dpc_dnnl_plan(dpc_dnnl_convs *c, dpc_dnnl_rconvs **rp, int64_t N, int
                 k = !ps->p[j].declined;
         ps->p[i].keep_y = k;
     }
-    /* 1x1 + depthwise pairs as one primitive */
+    /* 1x1 + depthwise pairs as one: dpc's kernel, or one primitive */
     for (int b = 0; st == DPC_OK && b < c->n; b++) {
         int a = c->d[b].src_conv;
-        if (a >= 0 && !ps->p[a].deferred && !ps->p[a].fused && dw_fits(c, ps->p, a, b, N))
+        if (a < 0 || ps->p[a].deferred || ps->p[a].fused)
+            continue;
+        if (mb_fits(c, ps->p, a, b))
+            plan_mb(c, a, b, N, ps->p);
+        else if (dw_fits(c, ps->p, a, b, N))
             plan_fused(r, a, b, N, ps->p);
     }
     /* kept results in their primitives' own layout where it is their readers' */
@@ -1043,6 +1091,8 @@ static const struct {
     [OWN_WINO] = {dpc_wino_weights_size, dpc_wino_weights},
     [OWN_STEM] = {dpc_stem_weights_size, dpc_stem_weights},
     [OWN_FC] = {dpc_fc_weights_size, dpc_fc_weights},
+    [OWN_MB] = {dpc_mb_dw_size, dpc_mb_dw_weights},
+    [OWN_MB_1X1] = {dpc_mb_1x1_size, dpc_mb_1x1_weights},
 };
 
 /* Conv i's weights w transformed for dpc's kernel `own` (Winograd's, the
@@ -1114,7 +1164,7 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
         return -1;
     if (s == dnnl_success && bias)
         s = dnnl_memory_set_data_handle_v2(p->bias, (void *)bias, r->stream);
-    if (s == dnnl_success && p->fused)
+    if (s == dnnl_success && p->fused && !p->own)
         s = dnnl_memory_set_data_handle_v2(p->dw_bias, (void *)dw_bias, r->stream);
     /* the result: in y when the primitive's layout is y's (and a residual
      * in another layout is not y itself), else in the replica's buffer */
@@ -1131,8 +1181,10 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
             memmove(y, sum, p->y_bytes);
     }
     if (s == dnnl_success && p->own) { /* dpc's kernel, after the reorders before it */
-        const float *u = own_weights(r, i, p->own, w, e);
-        if (!u)
+        /* (a pair's: the depthwise conv's weights, then its head's) */
+        const float *u = own_weights(r, i, p->own, p->fused ? dw_w : w, e);
+        const float *uh = u && p->fused ? own_weights(r, p->head, OWN_MB_1X1, w, e) : NULL;
+        if (!u || (p->fused && !uh))
             return -1;
         s = dnnl_stream_wait(r->stream);
         const dpc_conv_desc *d = &r->c->d[i];
@@ -1142,8 +1194,10 @@ int dpc_dnnl_run(dpc_dnnl_rconvs *r, int i, const float *x, const float *w, cons
             dpc_wino_run(d, r->cur->N, src, u, bias, dst, r->ownb, p->threads);
         else if (s == dnnl_success && p->own == OWN_STEM)
             dpc_stem_run(d, r->cur->N, src, u, bias, dst, r->ownb, p->threads);
-        else if (s == dnnl_success)
+        else if (s == dnnl_success && p->own == OWN_FC)
             dpc_fc_run(d, r->cur->N, src, u, bias, dst, p->threads);
+        else if (s == dnnl_success)
+            dpc_mb_run(&r->c->d[p->head], d, r->cur->N, src, uh, bias, u, dw_bias, dst, r->ownb, p->threads);
     } else if (s == dnnl_success) {
         dnnl_exec_arg_t args[7] = {{DNNL_ARG_SRC, p->src}, {DNNL_ARG_WEIGHTS, p->w.mem}, {DNNL_ARG_DST, p->dst},
                                    {DNNL_ARG_SCRATCHPAD, p->scratch}};

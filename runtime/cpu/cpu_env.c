@@ -15,6 +15,7 @@ static void honour(dpc_conv_env *v) {
     v->stem = v->stem && v->layout != DPC_CONV_PLAIN;
     v->fc = v->fc && v->layout != DPC_CONV_PLAIN;
     v->dw = v->dw && v->keep;
+    v->mb = v->mb && v->keep;
 }
 
 dpc_status dpc_conv_env_read(dpc_conv_env *v, dpc_err *e) {
@@ -41,6 +42,8 @@ dpc_status dpc_conv_env_read(dpc_conv_env *v, dpc_err *e) {
         s = dpc_env_flag("DPC_CONV_STEM", true, &v->stem, e);
     if (s == DPC_OK)
         s = dpc_env_flag("DPC_CONV_FC", true, &v->fc, e);
+    if (s == DPC_OK)
+        s = dpc_env_flag("DPC_CONV_MB", false, &v->mb, e);
     if (s != DPC_OK) /* the flags after the bad one were never set */
         return s;
     honour(v);

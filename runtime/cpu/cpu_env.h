@@ -1,6 +1,6 @@
 /* cpu_env.h - the CPU backend's convolution switches (DPC_CONV,
  * DPC_CONV_LAYOUT, DPC_CONV_KEEP, DPC_CONV_WINO, DPC_CONV_DW, DPC_CONV_STEM,
- * DPC_CONV_FC; docs/cli.md).
+ * DPC_CONV_FC, DPC_CONV_MB; docs/cli.md).
  *
  * They are read in every build, the OpenBLAS one included, where no oneDNN
  * primitive exists for them to steer: a typo is then still an error, so a
@@ -22,6 +22,7 @@ typedef struct dpc_conv_env {
     bool stem;   /* convs of few input channels oneDNN runs as a GEMM run dpc's direct kernel (blocked) */
     bool fc;     /* convs of one pixel run dpc's kernel (blocked) */
     bool dw;     /* a 1x1 conv and the depthwise conv after it run as one */
+    bool mb;     /* and as dpc's kernel (blocked), where it fits (DPC_CONV_MB=1; off by default) */
 } dpc_conv_env;
 
 /* Reads the switches strictly (a value not listed is a DPC_EUSAGE error

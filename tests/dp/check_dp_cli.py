@@ -122,6 +122,7 @@ with tempfile.TemporaryDirectory() as d:
                ({'DPC_CONV_KEEP': 'never'}, "DPC_CONV_KEEP='never'"),
                ({'DPC_CONV_STEM': 'maybe'}, "DPC_CONV_STEM='maybe'"),
                ({'DPC_CONV_FC': 'yes please'}, "DPC_CONV_FC='yes please'"),
+               ({'DPC_CONV_MB': 'sometimes'}, "DPC_CONV_MB='sometimes'"),
                ({'DPC_GEMM_ROWS': 'off!'}, "DPC_GEMM_ROWS='off!'"),
                ({'DPC_LINEAR_PACK': 'never'}, "DPC_LINEAR_PACK='never'")]
     for env, needle in bad_env:

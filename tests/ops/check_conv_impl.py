@@ -7,7 +7,7 @@ depthwise and 1x1 ones among them. With --max-reorders K, the activations
 must stay NHWC between convs: one forward (`dpc run`, batch 3, an input of
 CxHxW per image) reorders at most K activations to or from NCHW.
 
-    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1,wino,dwfuse,blocked8,dpcwino,dpcstem,dpcfc] [--batch B] [--layout L]
+    check_conv_impl.py DPC MODEL.dp [--expect dw,1x1,wino,dwfuse,blocked8,dpcwino,dpcstem,dpcfc,dpcmb] [--batch B] [--layout L]
                        [--max-reorders K [--max-any-reorders J] --input CxHxW [--outputs M]]
 
 --expect wino: some conv runs oneDNN's Winograd kernel (3x3 stride-1 convs
@@ -23,6 +23,9 @@ only gemm:jit), seen as fewer oneDNN convolutions than with DPC_CONV_STEM=0.
 runs dpc's kernel (runtime/cpu/conv_fc.c: blocked layout, no AVX-512), and
 no oneDNN convolution of one pixel is left (`ih1oh1` with `iw1ow1`); seen
 too as fewer oneDNN convolutions than with DPC_CONV_FC=0.
+--expect dpcmb: some 1x1 conv and the depthwise conv after it run dpc's
+kernel (runtime/cpu/conv_mb.c: blocked layout, no AVX-512, DPC_CONV_MB=1 in
+the environment), seen as fewer oneDNN convolutions than with DPC_CONV_MB=0.
 --expect dwfuse: some 1x1 conv runs with the depthwise conv after it as
 oneDNN's dw post-op (`+dw:` in its post-ops; from batch 8, so with --batch 8:
 runtime/cpu/conv_dnnl.c, dw_fits). --batch: the batch of the DNNL_VERBOSE
@@ -115,7 +118,8 @@ def main() -> int:
 
     own = {}
     for kind, var, what in (("dpcwino", "DPC_CONV_WINO", "Winograd"), ("dpcstem", "DPC_CONV_STEM", "stem kernel"),
-                            ("dpcfc", "DPC_CONV_FC", "one-pixel kernel")):
+                            ("dpcfc", "DPC_CONV_FC", "one-pixel kernel"),
+                            ("dpcmb", "DPC_CONV_MB", "1x1 + depthwise kernel")):
         if kind in expect:
             off = verbose_convs({var: "0"})
             if off is None:
@@ -133,7 +137,7 @@ def main() -> int:
     have = {"dw": any("dw" in c[4] for c in convs), "1x1": any("1x1" in c[4] for c in convs),
             "wino": any("wino" in c[4] for c in convs), "dwfuse": any("+dw:" in ",".join(c) for c in convs),
             "blocked8": any("dst_f32::blocked:aBcd8b:" in c[6] for c in convs), "dpcwino": own.get("dpcwino", 0) > 0,
-            "dpcstem": own.get("dpcstem", 0) > 0,
+            "dpcstem": own.get("dpcstem", 0) > 0, "dpcmb": own.get("dpcmb", 0) > 0,
             "dpcfc": own.get("dpcfc", 0) > 0 and not any("ih1oh1" in c[-2] and "iw1ow1" in c[-2] for c in convs)}
     missing = [k for k in expect if not have.get(k)]
     for k in missing:

@@ -1,0 +1,220 @@
+/* conv_mb.c - dpc's kernel for a 1x1 conv and the depthwise conv after
+ * it, as one, for AVX2 (conv_mb.h).
+ *
+ * An item is (image n, panel p of 16 expanded channels). Its ring holds
+ * kh rows of the 1x1's result for the panel, row r in slot r % kh, each
+ * Wr columns of 16 floats: column pl + w is pixel w (pl the depthwise
+ * conv's left padding), the columns before and after stay zero, as does
+ * one more row (slot kh) that stands for the rows above and below the
+ * image. Output row oh reads rows oh * sh - pt + i (i < kh): the ones not
+ * yet in the ring are computed first, in order, so a row is computed once
+ * and the kh rows a depthwise row reads are always the last kh computed. */
+#include "conv_mb.h"
+#include "conv_avx2.h"
+
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define MB_P 16 /* expanded channels a panel: two vectors */
+
+static bool plain_post(const dpc_conv_desc *d) {
+    for (int i = 0; i < d->npost; i++)
+        if (d->post[i].act == DPC_ACT_SUM)
+            return false;
+    return dpc_post8_fits(d);
+}
+
+bool dpc_mb_fits(const dpc_conv_desc *a, const dpc_conv_desc *b) {
+    bool one = a->groups == 1 && a->kh == 1 && a->kw == 1 && a->stride[0] == 1 && a->stride[1] == 1 &&
+               a->pad_l[0] == 0 && a->pad_l[1] == 0 && a->pad_r[0] == 0 && a->pad_r[1] == 0 && a->Ho == a->H &&
+               a->Wo == a->W && a->C % 8 == 0 && a->C >= 8 && a->Co % 8 == 0 && a->Co >= 8 && a->W >= 1;
+    bool dw = b->groups == b->C && b->C == a->Co && b->Co == b->C && b->H == a->Ho && b->W == a->Wo &&
+              b->dil[0] == 1 && b->dil[1] == 1 && b->kh >= 1 && b->kw >= 1 && b->kh <= DPC_MB_MAX_K &&
+              b->kw <= DPC_MB_MAX_K && b->stride[0] >= 1 &&
+              b->stride[1] >= 1 && b->pad_l[0] >= 0 && b->pad_l[1] >= 0 && b->pad_l[0] < b->kh &&
+              b->pad_l[1] < b->kw && b->Ho >= 1 && b->Wo >= 1;
+    return one && dw && plain_post(a) && plain_post(b);
+}
+
+static int64_t panels(int64_t Co) { return (Co + MB_P - 1) / MB_P; }
+
+size_t dpc_mb_1x1_size(const dpc_conv_desc *a) { return (size_t)(panels(a->Co) * a->C * MB_P); }
+
+void dpc_mb_1x1_weights(const dpc_conv_desc *a, const float *w, float *u) {
+    for (int64_t p = 0; p < panels(a->Co); p++)
+        for (int64_t c = 0; c < a->C; c++)
+            for (int64_t j = 0; j < MB_P; j++) {
+                int64_t co = p * MB_P + j;
+                u[(p * a->C + c) * MB_P + j] = co < a->Co ? w[co * a->C + c] : 0.0f;
+            }
+}
+
+size_t dpc_mb_dw_size(const dpc_conv_desc *b) { return (size_t)(panels(b->Co) * b->kh * b->kw * MB_P); }
+
+void dpc_mb_dw_weights(const dpc_conv_desc *b, const float *w, float *u) {
+    int64_t K = b->kh * b->kw;
+    for (int64_t p = 0; p < panels(b->Co); p++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t j = 0; j < MB_P; j++) {
+                int64_t co = p * MB_P + j;
+                u[(p * K + k) * MB_P + j] = co < b->Co ? w[co * K + k] : 0.0f;
+            }
+}
+
+/* The ring's columns: every one the depthwise conv reads, and the image's. */
+static int64_t ring_cols(const dpc_conv_desc *b) {
+    int64_t read = (b->Wo - 1) * b->stride[1] + b->kw, held = b->pad_l[1] + b->W;
+    return read > held ? read : held;
+}
+
+static size_t ring_size(const dpc_conv_desc *b) { return (size_t)((b->kh + 1) * ring_cols(b) * MB_P); }
+
+size_t dpc_mb_scratch_size(const dpc_conv_desc *b, int threads) { return ring_size(b) * (size_t)(threads < 1 ? 1 : threads); }
+
+#ifdef DPC_CONV_X86
+#define UNROLL6 _Pragma("GCC unroll 6") /* (the accumulators then stay in registers) */
+
+/* nq pixels (a constant where called: the loops unroll, the accumulators
+ * stay in registers) of row h from column o: 16 channels each, bias
+ * added, stored at t (the ring row's column of pixel o). */
+AVX2 static inline __attribute__((always_inline)) void pixels_1x1(const dpc_conv_desc *a, const float *x,
+                                                                 const float *wp, __m256 b0, __m256 b1, float *t,
+                                                                 int nv, int64_t h, int64_t o, const int nq) {
+    const int64_t H = a->H, W = a->W;
+    __m256 c0[6], c1[6];
+    UNROLL6
+    for (int q = 0; q < nq; q++)
+        c0[q] = _mm256_setzero_ps(), c1[q] = _mm256_setzero_ps();
+    for (int64_t cb = 0; cb < a->C / 8; cb++) {
+        const float *xp = x + ((cb * H + h) * W + o) * 8;
+        for (int k = 0; k < 8; k++, wp += MB_P) {
+            __m256 w0 = _mm256_loadu_ps(wp), w1 = _mm256_loadu_ps(wp + 8);
+            UNROLL6
+            for (int q = 0; q < nq; q++) {
+                __m256 s = _mm256_broadcast_ss(xp + 8 * q + k);
+                c0[q] = _mm256_fmadd_ps(s, w0, c0[q]), c1[q] = _mm256_fmadd_ps(s, w1, c1[q]);
+            }
+        }
+    }
+    (void)nv;
+    UNROLL6
+    for (int q = 0; q < nq; q++, t += MB_P) {
+        _mm256_storeu_ps(t, _mm256_add_ps(c0[q], b0));
+        _mm256_storeu_ps(t + 8, _mm256_add_ps(c1[q], b1)); /* (a half panel's zeros: its weights and bias are) */
+    }
+}
+
+/* Row h of the 1x1's result for panel p (nv of its two vectors real) into
+ * ring row t (its column pl onwards): blocks of 6 pixels, the rest in
+ * blocks of 4, 2 and 1, then the post-ops over the row. */
+AVX2 static void row_1x1(const dpc_conv_desc *a, const float *x, const float *ua, const float *bias, float *t,
+                         int64_t p, int nv, int64_t h) {
+    const float *wp = ua + p * a->C * MB_P;
+    __m256 b0 = _mm256_setzero_ps(), b1 = b0;
+    if (bias) {
+        b0 = _mm256_loadu_ps(bias + p * MB_P);
+        if (nv > 1)
+            b1 = _mm256_loadu_ps(bias + p * MB_P + 8);
+    }
+    int64_t o = 0, W = a->W;
+    for (; o + 6 <= W; o += 6)
+        pixels_1x1(a, x, wp, b0, b1, t + o * MB_P, nv, h, o, 6);
+    if (o + 4 <= W)
+        pixels_1x1(a, x, wp, b0, b1, t + o * MB_P, nv, h, o, 4), o += 4;
+    if (o + 2 <= W)
+        pixels_1x1(a, x, wp, b0, b1, t + o * MB_P, nv, h, o, 2), o += 2;
+    if (o < W)
+        pixels_1x1(a, x, wp, b0, b1, t + o * MB_P, nv, h, o, 1);
+    dpc_post_rows(a, t, W * MB_P);
+}
+
+/* Output row oh of vector v of panel p from the ring rows rows[0..kh),
+ * into yv (that vector's nChw8c plane of the image), then the post-ops
+ * over the row. */
+AVX2 static void row_dw(const dpc_conv_desc *b, const float *const *rows, const float *ub, const float *bias, float *yv,
+                        int64_t p, int v, int64_t oh) {
+    const int64_t kh = b->kh, kw = b->kw, sw = b->stride[1], Wo = b->Wo;
+    const float *wv = ub + p * kh * kw * MB_P + v * 8;
+    __m256 bv = bias ? _mm256_loadu_ps(bias + p * MB_P + v * 8) : _mm256_setzero_ps();
+    float *yr = yv + oh * Wo * 8;
+    int64_t ow = 0;
+    for (; ow + 4 <= Wo; ow += 4) {
+        __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
+        for (int64_t i = 0; i < kh; i++) {
+            const float *r = rows[i] + ow * sw * MB_P + v * 8;
+            for (int64_t j = 0; j < kw; j++, r += MB_P) {
+                __m256 w = _mm256_loadu_ps(wv + (i * kw + j) * MB_P);
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r), w, a0);
+                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + sw * MB_P), w, a1);
+                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 2 * sw * MB_P), w, a2);
+                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 3 * sw * MB_P), w, a3);
+            }
+        }
+        float *o = yr + ow * 8;
+        _mm256_storeu_ps(o, a0);
+        _mm256_storeu_ps(o + 8, a1);
+        _mm256_storeu_ps(o + 16, a2);
+        _mm256_storeu_ps(o + 24, a3);
+    }
+    for (; ow < Wo; ow++) {
+        __m256 a0 = bv;
+        for (int64_t i = 0; i < kh; i++) {
+            const float *r = rows[i] + ow * sw * MB_P + v * 8;
+            for (int64_t j = 0; j < kw; j++, r += MB_P)
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r), _mm256_loadu_ps(wv + (i * kw + j) * MB_P), a0);
+        }
+        _mm256_storeu_ps(yr + ow * 8, a0);
+    }
+    dpc_post_rows(b, yr, Wo * 8);
+}
+
+/* Item (image n, panel p) in ring. */
+AVX2 static void item(const dpc_conv_desc *a, const dpc_conv_desc *b, const float *x, const float *ua,
+                      const float *bias_a, const float *ub, const float *bias_b, float *y, float *ring, int64_t n,
+                      int64_t p) {
+    const int64_t kh = b->kh, Wr = ring_cols(b), H = b->H, sh = b->stride[0], pt = b->pad_l[0];
+    const int64_t rowf = Wr * MB_P, Cb = a->Co / 8;
+    const int nv = a->Co - p * MB_P >= MB_P ? 2 : 1;
+    memset(ring, 0, ring_size(b) * sizeof(float));
+    const float *zero = ring + kh * rowf, *xn = x + n * a->C * H * a->W;
+    float *yn = y + n * Cb * b->Ho * b->Wo * 8;
+    int64_t next = 0; /* the next row of the 1x1's result to compute */
+    for (int64_t oh = 0; oh < b->Ho; oh++) {
+        int64_t top = oh * sh - pt, last = top + kh - 1 < H - 1 ? top + kh - 1 : H - 1;
+        for (; next <= last; next++)
+            row_1x1(a, xn, ua, bias_a, ring + (next % kh) * rowf + b->pad_l[1] * MB_P, p, nv, next);
+        const float *rows[DPC_MB_MAX_K];
+        for (int64_t i = 0; i < kh; i++) {
+            int64_t r = top + i;
+            rows[i] = r >= 0 && r < H ? ring + (r % kh) * rowf : zero;
+        }
+        for (int v = 0; v < nv; v++)
+            row_dw(b, rows, ub, bias_b, yn + (p * 2 + v) * b->Ho * b->Wo * 8, p, v, oh);
+    }
+}
+#endif
+
+void dpc_mb_run(const dpc_conv_desc *a, const dpc_conv_desc *b, int64_t N, const float *x, const float *ua,
+                const float *bias_a, const float *ub, const float *bias_b, float *y, float *scratch, int threads) {
+#ifdef DPC_CONV_X86
+    const int64_t P = panels(a->Co), work = N * P;
+    const size_t ring = ring_size(b);
+    if (threads < 1)
+        threads = 1;
+    (void)threads, (void)ring; /* (unused without OpenMP) */
+    DPC_OMP("omp parallel for schedule(static) num_threads(threads) if (threads > 1)")
+    for (int64_t t = 0; t < work; t++) {
+#ifdef _OPENMP
+        float *mine = scratch + (size_t)omp_get_thread_num() * ring;
+#else
+        float *mine = scratch;
+#endif
+        item(a, b, x, ua, bias_a, ub, bias_b, y, mine, t / P, t % P);
+    }
+#else
+    (void)a, (void)b, (void)N, (void)x, (void)ua, (void)bias_a, (void)ub, (void)bias_b, (void)y, (void)scratch,
+        (void)threads;
+#endif
+}
