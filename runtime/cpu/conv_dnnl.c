@@ -38,7 +38,7 @@ struct dpc_dnnl_convs {
     bool own_wino;             /* 3x3 convs run dpc's Winograd where it fits (conv_wino.h) */
     bool own_stem;             /* convs of few input channels oneDNN runs as a GEMM run dpc's direct kernel (conv_stem.h) */
     bool own_fc;               /* convs of one pixel run dpc's kernel (conv_fc.h) */
-    bool own_mb;               /* a 1x1 conv and the depthwise conv after it run dpc's kernel (conv_mb.h) */
+    int own_mb;                /* a 1x1 conv and the depthwise conv after it run dpc's kernel (conv_mb.h): DPC_CONV_MB_* */
     bool dw;                   /* a 1x1 conv and the depthwise conv after it run as one (DPC_CONV_DW=0: never) */
     _Atomic unsigned long gen; /* bumped whenever the prepare kernels ran (dpc_dnnl_consts_changed) */
     _Atomic unsigned long pgen; /* bumped whenever the parameters were bound again (dpc_dnnl_params_changed) */
@@ -195,7 +195,7 @@ dpc_status dpc_dnnl_convs_new(const dpc_unit *u, float *const *params, const dpc
     c->own_wino = env->wino && own;
     c->own_stem = env->stem && own;
     c->own_fc = env->fc && own;
-    c->own_mb = env->mb && own;
+    c->own_mb = own ? env->mb : DPC_CONV_MB_NEVER;
     c->dw = env->dw;
     atomic_init(&c->gen, 1);
     atomic_init(&c->pgen, 1);
@@ -858,11 +858,26 @@ static void plan_fused(dpc_dnnl_rconvs *r, int a, int b, int64_t N, pconv *ps) {
     snprintf(ps[b].impl, sizeof ps[b].impl, "%s+dw", impl ? impl : "?");
 }
 
+/* Whether conv d has a SiLU or sigmoid post-op. */
+static bool exp_post(const dpc_conv_desc *d) {
+    for (int k = 0; k < d->npost; k++)
+        if (d->post[k].act == DPC_ACT_SWISH || d->post[k].act == DPC_ACT_LOGISTIC)
+            return true;
+    return false;
+}
+
 /* Whether 1x1 conv a and depthwise conv b run as dpc's kernel (conv_mb.h),
- * both weights parameters or the prepare kernels' results. */
+ * both weights parameters or the prepare kernels' results. By default
+ * (DPC_CONV_MB_AUTO) only where either has a SiLU or sigmoid: there it
+ * measured 7-15% faster end to end than oneDNN's two primitives
+ * (EfficientNet-B0, batch 1 and 8, one and two threads), whose swish
+ * post-op costs more than dpc's, while with ReLU6, ReLU or hardswish
+ * (MobileNet v2 and v3) oneDNN's 1x1 kernel made the pairs 4-8% faster
+ * (docs/performance.md). */
 static bool mb_fits(const dpc_dnnl_convs *c, const pconv *ps, int a, int b) {
     const dpc_conv_desc *x = &c->d[a], *y = &c->d[b];
-    return c->own_mb && !ps[a].own && !ps[b].own && pair_fits(c, ps, a, b) && dpc_mb_fits(x, y) &&
+    bool pays = c->own_mb == DPC_CONV_MB_ALL || (c->own_mb == DPC_CONV_MB_AUTO && (exp_post(x) || exp_post(y)));
+    return pays && !ps[a].own && !ps[b].own && pair_fits(c, ps, a, b) && dpc_mb_fits(x, y) &&
            (x->w_param >= 0 || x->w_const) && (y->w_param >= 0 || y->w_const);
 }
 

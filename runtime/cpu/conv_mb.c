@@ -2,13 +2,16 @@
  * it, as one, for AVX2 (conv_mb.h).
  *
  * An item is (image n, panel p of 16 expanded channels). Its ring holds
- * kh rows of the 1x1's result for the panel, row r in slot r % kh, each
- * Wr columns of 16 floats: column pl + w is pixel w (pl the depthwise
- * conv's left padding), the columns before and after stay zero, as does
- * one more row (slot kh) that stands for the rows above and below the
- * image. Output row oh reads rows oh * sh - pt + i (i < kh): the ones not
- * yet in the ring are computed first, in order, so a row is computed once
- * and the kh rows a depthwise row reads are always the last kh computed. */
+ * `slots` rows of the 1x1's result for the panel (kh, or all of a small
+ * image's: slots_of), row r in slot r % slots, each Wr columns of 16
+ * floats: column pl + w is pixel w (pl the depthwise conv's left
+ * padding), the columns before and after stay zero, as does one more row
+ * (slot `slots`) that stands for the rows above and below the image.
+ * Output row oh reads rows oh * sh - pt + i (i < kh): the ones not yet in
+ * the ring are computed first, in order, so a row is computed once and
+ * the kh rows a depthwise row reads are always among the last computed.
+ * The 1x1 runs over a span of pixels (row-major, so its blocks of 6 may
+ * cross rows), each pixel stored to its row's slot. */
 #include "conv_mb.h"
 #include "conv_avx2.h"
 
@@ -69,26 +72,35 @@ static int64_t ring_cols(const dpc_conv_desc *b) {
     return read > held ? read : held;
 }
 
-static size_t ring_size(const dpc_conv_desc *b) { return (size_t)((b->kh + 1) * ring_cols(b) * MB_P); }
+/* The ring's row slots: kh, or every row of a small image, whose 1x1 then
+ * runs over the whole image at once in blocks of 6 pixels that span rows
+ * (a row of 7 or 14 pixels in blocks of 6 spends a block of 1 or 2 on its
+ * end, at the cost of most of a whole one); one more row of zeros. */
+#define MB_WHOLE_PIXELS 1024
+static int64_t slots_of(const dpc_conv_desc *b) {
+    return b->H * b->W <= MB_WHOLE_PIXELS && b->H > b->kh ? b->H : b->kh;
+}
+
+static size_t ring_size(const dpc_conv_desc *b) { return (size_t)((slots_of(b) + 1) * ring_cols(b) * MB_P); }
 
 size_t dpc_mb_scratch_size(const dpc_conv_desc *b, int threads) { return ring_size(b) * (size_t)(threads < 1 ? 1 : threads); }
 
 #ifdef DPC_CONV_X86
 #define UNROLL6 _Pragma("GCC unroll 6") /* (the accumulators then stay in registers) */
+#define UNROLL5 _Pragma("GCC unroll 5")
 
 /* nq pixels (a constant where called: the loops unroll, the accumulators
- * stay in registers) of row h from column o: 16 channels each, bias
- * added, stored at t (the ring row's column of pixel o). */
-AVX2 static inline __attribute__((always_inline)) void pixels_1x1(const dpc_conv_desc *a, const float *x,
-                                                                 const float *wp, __m256 b0, __m256 b1, float *t,
-                                                                 int nv, int64_t h, int64_t o, const int nq) {
-    const int64_t H = a->H, W = a->W;
+ * stay in registers), consecutive in x from xp (each channel block's
+ * plane `plane` floats on): 16 channels each, bias added, pixel q stored
+ * at t[q]. */
+AVX2 static inline __attribute__((always_inline)) void pixels_1x1(const dpc_conv_desc *a, const float *xp,
+                                                                 int64_t plane, const float *wp, __m256 b0,
+                                                                 __m256 b1, float *const *t, const int nq) {
     __m256 c0[6], c1[6];
     UNROLL6
     for (int q = 0; q < nq; q++)
         c0[q] = _mm256_setzero_ps(), c1[q] = _mm256_setzero_ps();
-    for (int64_t cb = 0; cb < a->C / 8; cb++) {
-        const float *xp = x + ((cb * H + h) * W + o) * 8;
+    for (int64_t cb = 0; cb < a->C / 8; cb++, xp += plane) {
         for (int k = 0; k < 8; k++, wp += MB_P) {
             __m256 w0 = _mm256_loadu_ps(wp), w1 = _mm256_loadu_ps(wp + 8);
             UNROLL6
@@ -98,36 +110,77 @@ AVX2 static inline __attribute__((always_inline)) void pixels_1x1(const dpc_conv
             }
         }
     }
-    (void)nv;
     UNROLL6
-    for (int q = 0; q < nq; q++, t += MB_P) {
-        _mm256_storeu_ps(t, _mm256_add_ps(c0[q], b0));
-        _mm256_storeu_ps(t + 8, _mm256_add_ps(c1[q], b1)); /* (a half panel's zeros: its weights and bias are) */
+    for (int q = 0; q < nq; q++) {
+        _mm256_storeu_ps(t[q], _mm256_add_ps(c0[q], b0));
+        _mm256_storeu_ps(t[q] + 8, _mm256_add_ps(c1[q], b1)); /* (a half panel's zeros: its weights and bias are) */
     }
 }
 
-/* Row h of the 1x1's result for panel p (nv of its two vectors real) into
- * ring row t (its column pl onwards): blocks of 6 pixels, the rest in
- * blocks of 4, 2 and 1, then the post-ops over the row. */
-AVX2 static void row_1x1(const dpc_conv_desc *a, const float *x, const float *ua, const float *bias, float *t,
-                         int64_t p, int nv, int64_t h) {
+/* Pixels [i0, i1) of image x (h * W + w) through the 1x1 for panel p
+ * into the ring, pixel (h, w) at row slot h % slots, column pl + w:
+ * blocks of 6, the rest in blocks of 4, 2 and 1. The post-ops are the
+ * caller's (over whole rows). */
+AVX2 static void span_1x1(const dpc_conv_desc *a, const float *x, const float *ua, const float *bias, float *ring,
+                          int64_t slots, int64_t rowf, int64_t pl, int64_t p, int nv, int64_t i0, int64_t i1) {
     const float *wp = ua + p * a->C * MB_P;
+    const int64_t W = a->W, plane = a->H * W * 8;
     __m256 b0 = _mm256_setzero_ps(), b1 = b0;
     if (bias) {
         b0 = _mm256_loadu_ps(bias + p * MB_P);
         if (nv > 1)
             b1 = _mm256_loadu_ps(bias + p * MB_P + 8);
     }
-    int64_t o = 0, W = a->W;
-    for (; o + 6 <= W; o += 6)
-        pixels_1x1(a, x, wp, b0, b1, t + o * MB_P, nv, h, o, 6);
-    if (o + 4 <= W)
-        pixels_1x1(a, x, wp, b0, b1, t + o * MB_P, nv, h, o, 4), o += 4;
-    if (o + 2 <= W)
-        pixels_1x1(a, x, wp, b0, b1, t + o * MB_P, nv, h, o, 2), o += 2;
-    if (o < W)
-        pixels_1x1(a, x, wp, b0, b1, t + o * MB_P, nv, h, o, 1);
-    dpc_post_rows(a, t, W * MB_P);
+    float *t[6];
+    int64_t h = i0 / W, w = i0 % W; /* the next pixel's (no division a pixel: it cost as much as C = 16's FMAs) */
+    float *row = ring + (h % slots) * rowf + pl * MB_P;
+    for (int64_t i = i0; i < i1;) {
+        int nq = i1 - i >= 6 ? 6 : i1 - i >= 4 ? 4 : i1 - i >= 2 ? 2 : 1;
+        for (int q = 0; q < nq; q++) {
+            t[q] = row + w * MB_P;
+            if (++w == W) {
+                w = 0;
+                h++;
+                row = ring + (h % slots) * rowf + pl * MB_P;
+            }
+        }
+        const float *xp = x + i * 8;
+        if (nq == 6)
+            pixels_1x1(a, xp, plane, wp, b0, b1, t, 6);
+        else if (nq == 4)
+            pixels_1x1(a, xp, plane, wp, b0, b1, t, 4);
+        else if (nq == 2)
+            pixels_1x1(a, xp, plane, wp, b0, b1, t, 2);
+        else
+            pixels_1x1(a, xp, plane, wp, b0, b1, t, 1);
+        i += nq;
+    }
+}
+
+/* 4 output pixels of one vector into o, from the ring rows rows[0..kh)
+ * at offset off (the block's first input column and the vector): kh, kw
+ * and sw constants where called for the usual kernels, so the loops
+ * unroll and an input column the kernel's taps share is loaded once. */
+AVX2 static inline __attribute__((always_inline)) void dw4(const float *const *rows, int64_t off, const float *wv,
+                                                          __m256 bv, float *o, const int64_t kh, const int64_t kw,
+                                                          const int64_t sw) {
+    __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
+    UNROLL5
+    for (int64_t i = 0; i < kh; i++) {
+        const float *r = rows[i] + off;
+        UNROLL5
+        for (int64_t j = 0; j < kw; j++) {
+            __m256 w = _mm256_loadu_ps(wv + (i * kw + j) * MB_P);
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r + j * MB_P), w, a0);
+            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + (sw + j) * MB_P), w, a1);
+            a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + (2 * sw + j) * MB_P), w, a2);
+            a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + (3 * sw + j) * MB_P), w, a3);
+        }
+    }
+    _mm256_storeu_ps(o, a0);
+    _mm256_storeu_ps(o + 8, a1);
+    _mm256_storeu_ps(o + 16, a2);
+    _mm256_storeu_ps(o + 24, a3);
 }
 
 /* Output row oh of vector v of panel p from the ring rows rows[0..kh),
@@ -139,24 +192,21 @@ AVX2 static void row_dw(const dpc_conv_desc *b, const float *const *rows, const 
     const float *wv = ub + p * kh * kw * MB_P + v * 8;
     __m256 bv = bias ? _mm256_loadu_ps(bias + p * MB_P + v * 8) : _mm256_setzero_ps();
     float *yr = yv + oh * Wo * 8;
+    const bool k3 = kh == 3 && kw == 3, k5 = kh == 5 && kw == 5;
     int64_t ow = 0;
     for (; ow + 4 <= Wo; ow += 4) {
-        __m256 a0 = bv, a1 = bv, a2 = bv, a3 = bv;
-        for (int64_t i = 0; i < kh; i++) {
-            const float *r = rows[i] + ow * sw * MB_P + v * 8;
-            for (int64_t j = 0; j < kw; j++, r += MB_P) {
-                __m256 w = _mm256_loadu_ps(wv + (i * kw + j) * MB_P);
-                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(r), w, a0);
-                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(r + sw * MB_P), w, a1);
-                a2 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 2 * sw * MB_P), w, a2);
-                a3 = _mm256_fmadd_ps(_mm256_loadu_ps(r + 3 * sw * MB_P), w, a3);
-            }
-        }
         float *o = yr + ow * 8;
-        _mm256_storeu_ps(o, a0);
-        _mm256_storeu_ps(o + 8, a1);
-        _mm256_storeu_ps(o + 16, a2);
-        _mm256_storeu_ps(o + 24, a3);
+        int64_t off = ow * sw * MB_P + v * 8;
+        if (k3 && sw == 1)
+            dw4(rows, off, wv, bv, o, 3, 3, 1);
+        else if (k3 && sw == 2)
+            dw4(rows, off, wv, bv, o, 3, 3, 2);
+        else if (k5 && sw == 1)
+            dw4(rows, off, wv, bv, o, 5, 5, 1);
+        else if (k5 && sw == 2)
+            dw4(rows, off, wv, bv, o, 5, 5, 2);
+        else
+            dw4(rows, off, wv, bv, o, kh, kw, sw);
     }
     for (; ow < Wo; ow++) {
         __m256 a0 = bv;
@@ -174,21 +224,26 @@ AVX2 static void row_dw(const dpc_conv_desc *b, const float *const *rows, const 
 AVX2 static void item(const dpc_conv_desc *a, const dpc_conv_desc *b, const float *x, const float *ua,
                       const float *bias_a, const float *ub, const float *bias_b, float *y, float *ring, int64_t n,
                       int64_t p) {
-    const int64_t kh = b->kh, Wr = ring_cols(b), H = b->H, sh = b->stride[0], pt = b->pad_l[0];
-    const int64_t rowf = Wr * MB_P, Cb = a->Co / 8;
+    const int64_t kh = b->kh, Wr = ring_cols(b), H = b->H, W = b->W, sh = b->stride[0], pt = b->pad_l[0];
+    const int64_t pl = b->pad_l[1], rowf = Wr * MB_P, Cb = a->Co / 8, slots = slots_of(b);
     const int nv = a->Co - p * MB_P >= MB_P ? 2 : 1;
     memset(ring, 0, ring_size(b) * sizeof(float));
-    const float *zero = ring + kh * rowf, *xn = x + n * a->C * H * a->W;
+    const float *zero = ring + slots * rowf, *xn = x + n * a->C * H * W;
     float *yn = y + n * Cb * b->Ho * b->Wo * 8;
     int64_t next = 0; /* the next row of the 1x1's result to compute */
     for (int64_t oh = 0; oh < b->Ho; oh++) {
         int64_t top = oh * sh - pt, last = top + kh - 1 < H - 1 ? top + kh - 1 : H - 1;
-        for (; next <= last; next++)
-            row_1x1(a, xn, ua, bias_a, ring + (next % kh) * rowf + b->pad_l[1] * MB_P, p, nv, next);
+        if (slots == H)
+            last = H - 1; /* (all at once) */
+        if (next <= last) {
+            span_1x1(a, xn, ua, bias_a, ring, slots, rowf, pl, p, nv, next * W, (last + 1) * W);
+            for (; next <= last; next++)
+                dpc_post_rows(a, ring + (next % slots) * rowf + pl * MB_P, W * MB_P);
+        }
         const float *rows[DPC_MB_MAX_K];
         for (int64_t i = 0; i < kh; i++) {
             int64_t r = top + i;
-            rows[i] = r >= 0 && r < H ? ring + (r % kh) * rowf : zero;
+            rows[i] = r >= 0 && r < H ? ring + (r % slots) * rowf : zero;
         }
         for (int v = 0; v < nv; v++)
             row_dw(b, rows, ub, bias_b, yn + (p * 2 + v) * b->Ho * b->Wo * 8, p, v, oh);

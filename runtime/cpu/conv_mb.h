@@ -20,13 +20,13 @@
  *
  * conv_dnnl.c runs a 1x1 conv and the depthwise conv reading it here (the
  * 1x1's call deferred, as for oneDNN's fused pairs) where dpc_mb_fits says
- * yes, dpc's kernels run (the blocked layout without AVX-512) and
- * DPC_CONV_MB=1 asks: off by default, since end to end it measured faster
- * only on EfficientNet-B0 at one thread (3-4%, SiLU) and 8-12% slower on
- * MobileNet v2 and at two threads (docs/performance.md, "A kernel for a
- * block's 1x1 and depthwise convs"): oneDNN's 1x1 kernel outruns this
- * one's where the post-op is cheap. Compiled in every build;
- * tests/run/test_conv_mb.c checks it against float64 convolutions. */
+ * yes, dpc's kernels run (the blocked layout without AVX-512) and either
+ * conv has a SiLU or sigmoid post-op (DPC_CONV_MB=all: any pair; 0:
+ * none): there it measured faster end to end than oneDNN's two primitives,
+ * with ReLU6, ReLU or hardswish slower (conv_dnnl.c, mb_fits;
+ * docs/performance.md, "A kernel for a block's 1x1 and depthwise convs").
+ * Compiled in every build; tests/run/test_conv_mb.c checks it against
+ * float64 convolutions. */
 #ifndef DPC_CONV_MB_H
 #define DPC_CONV_MB_H
 

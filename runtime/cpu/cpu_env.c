@@ -15,7 +15,25 @@ static void honour(dpc_conv_env *v) {
     v->stem = v->stem && v->layout != DPC_CONV_PLAIN;
     v->fc = v->fc && v->layout != DPC_CONV_PLAIN;
     v->dw = v->dw && v->keep;
-    v->mb = v->mb && v->keep;
+    v->mb = v->keep ? v->mb : DPC_CONV_MB_NEVER;
+}
+
+/* DPC_CONV_MB: a flag, or "all". */
+static dpc_status mb_read(dpc_conv_env *v, dpc_err *e) {
+    const char *m = getenv("DPC_CONV_MB");
+    if (m && strcmp(m, "all") == 0) {
+        v->mb = DPC_CONV_MB_ALL;
+        return DPC_OK;
+    }
+    bool on = true;
+    dpc_status s = dpc_env_flag("DPC_CONV_MB", true, &on, e);
+    if (s != DPC_OK)
+        return dpc_errf(e, DPC_EUSAGE,
+                        "environment variable DPC_CONV_MB='%.100s' is not a flag (1, yes, on, true or 0, no, off, false) "
+                        "or all",
+                        m);
+    v->mb = on ? DPC_CONV_MB_AUTO : DPC_CONV_MB_NEVER;
+    return DPC_OK;
 }
 
 dpc_status dpc_conv_env_read(dpc_conv_env *v, dpc_err *e) {
@@ -43,7 +61,7 @@ dpc_status dpc_conv_env_read(dpc_conv_env *v, dpc_err *e) {
     if (s == DPC_OK)
         s = dpc_env_flag("DPC_CONV_FC", true, &v->fc, e);
     if (s == DPC_OK)
-        s = dpc_env_flag("DPC_CONV_MB", false, &v->mb, e);
+        s = mb_read(v, e);
     if (s != DPC_OK) /* the flags after the bad one were never set */
         return s;
     honour(v);

@@ -14,6 +14,12 @@
  * machine and the model measured faster (conv_dnnl.c, auto_layout). */
 enum { DPC_CONV_PLAIN, DPC_CONV_BLOCKED, DPC_CONV_NHWC, DPC_CONV_AUTO };
 
+/* DPC_CONV_MB: a 1x1 conv and the depthwise conv after it as dpc's kernel
+ * never (0, off, ...), where it measured faster than oneDNN's two (1, on,
+ * ..., the default: the pairs with SiLU or sigmoid post-ops), or wherever
+ * it fits ("all"). */
+enum { DPC_CONV_MB_NEVER, DPC_CONV_MB_AUTO, DPC_CONV_MB_ALL };
+
 typedef struct dpc_conv_env {
     bool on;     /* DPC_CONV=dnnl (the default); im2col: no primitives */
     int layout;  /* DPC_CONV_LAYOUT, one of DPC_CONV_PLAIN.. */
@@ -22,7 +28,7 @@ typedef struct dpc_conv_env {
     bool stem;   /* convs of few input channels oneDNN runs as a GEMM run dpc's direct kernel (blocked) */
     bool fc;     /* convs of one pixel run dpc's kernel (blocked) */
     bool dw;     /* a 1x1 conv and the depthwise conv after it run as one */
-    bool mb;     /* and as dpc's kernel (blocked), where it fits (DPC_CONV_MB=1; off by default) */
+    int mb;      /* and as dpc's kernel (blocked): DPC_CONV_MB_* */
 } dpc_conv_env;
 
 /* Reads the switches strictly (a value not listed is a DPC_EUSAGE error

@@ -24,8 +24,9 @@ runs dpc's kernel (runtime/cpu/conv_fc.c: blocked layout, no AVX-512), and
 no oneDNN convolution of one pixel is left (`ih1oh1` with `iw1ow1`); seen
 too as fewer oneDNN convolutions than with DPC_CONV_FC=0.
 --expect dpcmb: some 1x1 conv and the depthwise conv after it run dpc's
-kernel (runtime/cpu/conv_mb.c: blocked layout, no AVX-512, DPC_CONV_MB=1 in
-the environment), seen as fewer oneDNN convolutions than with DPC_CONV_MB=0.
+kernel (runtime/cpu/conv_mb.c: blocked layout, no AVX-512; by default the
+pairs with SiLU or sigmoid), seen as fewer oneDNN convolutions than with
+DPC_CONV_MB=0.
 --expect dwfuse: some 1x1 conv runs with the depthwise conv after it as
 oneDNN's dw post-op (`+dw:` in its post-ops; from batch 8, so with --batch 8:
 runtime/cpu/conv_dnnl.c, dw_fits). --batch: the batch of the DNNL_VERBOSE
