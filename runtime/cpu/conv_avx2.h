@@ -12,6 +12,14 @@
 
 #include <stdbool.h>
 
+/* Whether one of d's post-ops is act. */
+static inline bool dpc_post_has(const dpc_conv_desc *d, dpc_conv_act act) {
+    for (int i = 0; i < d->npost; i++)
+        if (d->post[i].act == act)
+            return true;
+    return false;
+}
+
 /* Whether d's post-ops are all ones dpc_post8 computes (not tanh and
  * the GELUs). */
 static inline bool dpc_post8_fits(const dpc_conv_desc *d) {
@@ -117,22 +125,21 @@ AVX2 static inline __m256 dpc_post8(const dpc_conv_desc *d, __m256 v, const floa
  * 3.2 ns a vector so, 4.6 through dpc_post8 once a vector (its exp's
  * constants reloaded, its branches in the chain). */
 AVX2 static inline void dpc_post_rows(const dpc_conv_desc *d, float *y, int64_t n) {
-#define DPC_ROWS(f)                                                                                                    \
-    for (int64_t i = 0; i < n; i += 8)                                                                                 \
-        _mm256_storeu_ps(y + i, f(_mm256_loadu_ps(y + i)));                                                             \
+#define DPC_ROWS(expr) /* expr of the vector v, over the n floats */                                              \
+    for (int64_t i = 0; i < n; i += 8) {                                                                               \
+        __m256 v = _mm256_loadu_ps(y + i);                                                                             \
+        _mm256_storeu_ps(y + i, expr);                                                                                 \
+    }                                                                                                                  \
     break
     for (int k = 0; k < d->npost; k++) {
         const dpc_conv_post *po = &d->post[k];
         const float lo = po->alpha, hi = po->beta;
         switch (po->act) {
-        case DPC_ACT_RELU: DPC_ROWS(dpc_relu8);
-        case DPC_ACT_CLIP:
-            for (int64_t i = 0; i < n; i += 8)
-                _mm256_storeu_ps(y + i, dpc_clip8(_mm256_loadu_ps(y + i), lo, hi));
-            break;
-        case DPC_ACT_HARDSWISH: DPC_ROWS(dpc_hardswish8);
-        case DPC_ACT_SWISH: DPC_ROWS(dpc_silu8);
-        case DPC_ACT_LOGISTIC: DPC_ROWS(dpc_sigmoid8);
+        case DPC_ACT_RELU: DPC_ROWS(dpc_relu8(v));
+        case DPC_ACT_CLIP: DPC_ROWS(dpc_clip8(v, lo, hi));
+        case DPC_ACT_HARDSWISH: DPC_ROWS(dpc_hardswish8(v));
+        case DPC_ACT_SWISH: DPC_ROWS(dpc_silu8(v));
+        case DPC_ACT_LOGISTIC: DPC_ROWS(dpc_sigmoid8(v));
         default: break; /* (no residual here: the callers' _fits) */
         }
     }

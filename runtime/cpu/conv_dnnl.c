@@ -259,12 +259,7 @@ static void pconv_free(pconv *p) {
 }
 
 /* Whether conv d's post-ops add a residual (oneDNN's sum). */
-static bool sums(const dpc_conv_desc *d) {
-    for (int j = 0; j < d->npost; j++)
-        if (d->post[j].act == DPC_ACT_SUM)
-            return true;
-    return false;
-}
+static bool sums(const dpc_conv_desc *d) { return dpc_post_has(d, DPC_ACT_SUM); }
 
 static bool append_posts(dnnl_post_ops_t po, const dpc_conv_desc *d) {
     bool ok = true;
@@ -860,10 +855,7 @@ static void plan_fused(dpc_dnnl_rconvs *r, int a, int b, int64_t N, pconv *ps) {
 
 /* Whether conv d has a SiLU or sigmoid post-op. */
 static bool exp_post(const dpc_conv_desc *d) {
-    for (int k = 0; k < d->npost; k++)
-        if (d->post[k].act == DPC_ACT_SWISH || d->post[k].act == DPC_ACT_LOGISTIC)
-            return true;
-    return false;
+    return dpc_post_has(d, DPC_ACT_SWISH) || dpc_post_has(d, DPC_ACT_LOGISTIC);
 }
 
 /* Whether 1x1 conv a and depthwise conv b run as dpc's kernel (conv_mb.h),

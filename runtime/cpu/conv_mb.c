@@ -22,13 +22,6 @@
 
 #define MB_P 16 /* expanded channels a panel: two vectors */
 
-static bool plain_post(const dpc_conv_desc *d) {
-    for (int i = 0; i < d->npost; i++)
-        if (d->post[i].act == DPC_ACT_SUM)
-            return false;
-    return dpc_post8_fits(d);
-}
-
 bool dpc_mb_fits(const dpc_conv_desc *a, const dpc_conv_desc *b) {
     bool one = a->groups == 1 && a->kh == 1 && a->kw == 1 && a->stride[0] == 1 && a->stride[1] == 1 &&
                a->pad_l[0] == 0 && a->pad_l[1] == 0 && a->pad_r[0] == 0 && a->pad_r[1] == 0 && a->Ho == a->H &&
@@ -38,7 +31,8 @@ bool dpc_mb_fits(const dpc_conv_desc *a, const dpc_conv_desc *b) {
               b->kw <= DPC_MB_MAX_K && b->stride[0] >= 1 &&
               b->stride[1] >= 1 && b->pad_l[0] >= 0 && b->pad_l[1] >= 0 && b->pad_l[0] < b->kh &&
               b->pad_l[1] < b->kw && b->Ho >= 1 && b->Wo >= 1;
-    return one && dw && plain_post(a) && plain_post(b);
+    return one && dw && dpc_post8_fits(a) && dpc_post8_fits(b) && !dpc_post_has(a, DPC_ACT_SUM) &&
+           !dpc_post_has(b, DPC_ACT_SUM);
 }
 
 static int64_t panels(int64_t Co) { return (Co + MB_P - 1) / MB_P; }
