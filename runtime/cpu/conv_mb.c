@@ -214,6 +214,21 @@ AVX2 static void row_dw(const dpc_conv_desc *b, const float *const *rows, const 
     dpc_post_rows(b, yr, Wo * 8);
 }
 
+/* Zeroes what of the ring the 1x1 never writes and the depthwise conv
+ * reads: each slot's columns left and right of the image, and the zero
+ * row. Per item, not the whole ring (up to 55 KB for a 28x28 image held
+ * whole), and not once per call: the scratch is shared with dpc's other
+ * kernels, and the rows' insides are always written before they are
+ * read (item's order). */
+static void zero_borders(float *ring, int64_t slots, int64_t Wr, int64_t pl, int64_t W) {
+    const int64_t rowf = Wr * MB_P, right = Wr - pl - W;
+    for (int64_t s = 0; s < slots; s++) {
+        memset(ring + s * rowf, 0, (size_t)(pl * MB_P) * sizeof(float));
+        memset(ring + s * rowf + (pl + W) * MB_P, 0, (size_t)(right * MB_P) * sizeof(float));
+    }
+    memset(ring + slots * rowf, 0, (size_t)rowf * sizeof(float));
+}
+
 /* Item (image n, panel p) in ring. */
 AVX2 static void item(const dpc_conv_desc *a, const dpc_conv_desc *b, const float *x, const float *ua,
                       const float *bias_a, const float *ub, const float *bias_b, float *y, float *ring, int64_t n,
@@ -221,7 +236,7 @@ AVX2 static void item(const dpc_conv_desc *a, const dpc_conv_desc *b, const floa
     const int64_t kh = b->kh, Wr = ring_cols(b), H = b->H, W = b->W, sh = b->stride[0], pt = b->pad_l[0];
     const int64_t pl = b->pad_l[1], rowf = Wr * MB_P, Cb = a->Co / 8, slots = slots_of(b);
     const int nv = a->Co - p * MB_P >= MB_P ? 2 : 1;
-    memset(ring, 0, ring_size(b) * sizeof(float));
+    zero_borders(ring, slots, Wr, pl, W);
     const float *zero = ring + slots * rowf, *xn = x + n * a->C * H * W;
     float *yn = y + n * Cb * b->Ho * b->Wo * 8;
     int64_t next = 0; /* the next row of the 1x1's result to compute */

@@ -9,14 +9,16 @@
  * at 20-26 GFLOP/s and their depthwise convs at 7-10 (a core's peak here
  * ~100), and its own fused form (its depthwise post-op) only at stride 2
  * and was slower at batch 1 (conv_dnnl.c, dw_fits). Here each (image,
- * panel of 16 expanded channels) item computes the 1x1's rows one at a
- * time into a ring of kh rows (a few KB, in the core's L1/L2), its bias
- * and post-ops applied there, and each depthwise output row as soon as
- * its kh input rows are in the ring: the intermediate never reaches
- * memory. The 1x1 computes 6 pixels x 16 channels in twelve accumulators
- * (two weight loads and six broadcasts a step); the depthwise conv 4
- * output pixels x 8 channels a step. Each output is the same sum, in the
- * same order, whatever the batch or the threads.
+ * panel of 16 expanded channels) item computes the 1x1's rows into a ring
+ * of kh rows (a few KB, in the core's L1/L2; all rows at once for images
+ * up to 1024 pixels), its post-ops applied over each finished row, and
+ * each depthwise output row as soon as its kh input rows are in the
+ * ring: the intermediate never reaches memory. The 1x1 computes 6 pixels
+ * x 16 channels in twelve accumulators (two weight loads and six
+ * broadcasts a step), its blocks running across rows; the depthwise conv
+ * 4 output pixels x 8 channels a step, unrolled for 3x3 and 5x5 at
+ * strides 1 and 2. Each output is the same sum, in the same order,
+ * whatever the batch or the threads.
  *
  * conv_dnnl.c runs a 1x1 conv and the depthwise conv reading it here (the
  * 1x1's call deferred, as for oneDNN's fused pairs) where dpc_mb_fits says

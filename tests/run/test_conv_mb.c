@@ -126,6 +126,10 @@ static void run_geom(const pair_geom *g) {
         ba[i] = val(&s), bb[i] = val(&s);
     for (size_t i = 0; i < ny + GUARD; i++)
         y[i] = POISON;
+    /* the scratch as another kernel leaves it: the ring's borders must be
+     * zeroed by the kernel itself */
+    for (size_t i = 0; i < dpc_mb_scratch_size(&b, g->threads); i++)
+        scratch[i] = POISON;
     dpc_mb_1x1_weights(&a, wa, ua);
     dpc_mb_dw_weights(&b, wb, ub);
     dpc_mb_run(&a, &b, N, x, ua, g->bias_a ? ba : NULL, ub, g->bias_b ? bb : NULL, y, scratch, g->threads);
