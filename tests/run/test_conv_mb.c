@@ -173,6 +173,10 @@ int main(void) {
         {2, 16, 24, 5, 5, 3, 1, 1, 1, true, true, 2, DPC_ACT_SWISH, DPC_ACT_SWISH},
         {1, 8, 16, 4, 3, 3, 2, 1, 1, true, true, 1, DPC_ACT_HARDSWISH, DPC_ACT_RELU},
         {1, 8, 16, 1, 1, 3, 1, 1, 1, true, true, 1, DPC_ACT_RELU, DPC_ACT_RELU},
+        /* MobileNet v2's pairs: ReLU6 on both (applied as the kernel stores), a
+         * whole small image, and one past 1024 pixels (a ring of kh rows) */
+        {2, 32, 192, 14, 14, 3, 1, 1, 1, true, true, 2, DPC_ACT_CLIP, DPC_ACT_CLIP},
+        {1, 16, 48, 40, 36, 3, 2, 1, 1, true, true, 2, DPC_ACT_CLIP, DPC_ACT_CLIP},
     };
     for (size_t i = 0; i < sizeof gs / sizeof *gs; i++)
         run_geom(&gs[i]);
