@@ -384,7 +384,7 @@ static void plan_buffers(fuser *f) {
         if (x->op == OP_INPUT)
             kg->buf_of[i] = add_buf(f, BUF_INPUT, &x->sh, x->dt == IR_I64 ? 8 : 4, x->input_index, x->name);
         else if (x->op == OP_PARAM)
-            kg->buf_of[i] = add_buf(f, BUF_PARAM, &x->sh, 4, x->param_index, x->name);
+            kg->buf_of[i] = add_buf(f, BUF_PARAM, &x->sh, x->dt == IR_I64 ? 8 : 4, x->param_index, x->name);
     }
     for (int k = 0; k < kg->kernels.len; k++) {
         kernel *kr = kg->kernels.items[k];

@@ -381,6 +381,16 @@ static bool inherited_name(builder *b, inst *self, const node *n, sv *out) {
     return false;
 }
 
+/* An int64 or bool buffer read in forward (HuggingFace's position_ids,
+ * GPT-2's causal mask): an int64 one in an int64 buffer (as i64 inputs
+ * are), a bool one in float32 (0 and 1, as forward carries the bools it
+ * computes); now needed in the weights, where an unread one may be
+ * missing. */
+static void int_buffer(builder *b, ir_node *p, const tmember *t) {
+    p->dt = t->ct->dtype == CTD_I64 ? IR_I64 : IR_BOOL;
+    ((param_entry *)b->m->params.items[p->param_index])->ignored = false;
+}
+
 static DPC_NOINLINE bool resolve_name(builder *b, frame *f, const node *n, sv *out) {
     sv *v = lookup(f, n->str);
     if (v) {
@@ -397,15 +407,11 @@ static DPC_NOINLINE bool resolve_name(builder *b, frame *f, const node *n, sv *o
         const tmember *t = f->self->tensors.items[i];
         if (strcmp(t->name, n->str) != 0)
             continue;
-        if (t->ct->dtype != CTD_F32) {
-            error_at(b->c, n->at,
-                     "forward reads %s buffer '%s': integer and bool buffers are not supported in forward yet",
-                     t->ct->dtype == CTD_I64 ? "int64" : "bool", t->name);
-            return false;
-        }
         ir_node *p = param_node(b, f->self, t->name, n->at);
         if (!p)
             return false;
+        if (t->ct->dtype != CTD_F32)
+            int_buffer(b, p, t);
         out->k = SV_TENSOR;
         out->t = p;
         return true;

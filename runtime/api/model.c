@@ -111,8 +111,9 @@ static void check_param(const dpc_sig_param *p, const dpc_st_tensor *t, item_lis
         dpc_shape_str(p->rank, p->shape, want, sizeof want);
         dpc_shape_str(t->rank, t->shape, got, sizeof got);
         list_add(wrong, "%s is %s, the model needs %s", p->key, got, want);
-    } else if (!float_dtype(t->dtype)) {
-        list_add(wrong, "%s has dtype %s, the model needs a float", p->key, dpc_dtype_name(t->dtype));
+    } else if (p->is_int ? t->dtype != DPC_I64 && t->dtype != DPC_I32 : !float_dtype(t->dtype)) {
+        list_add(wrong, "%s has dtype %s, the model needs %s", p->key, dpc_dtype_name(t->dtype),
+                 p->is_int ? "an integer" : "a float");
     }
 }
 
@@ -177,12 +178,51 @@ static dpc_status constant_f32(const dpc_sig_param *p, float **out, dpc_err *e) 
     return DPC_OK;
 }
 
-/* f32 copies of the picked tensors, each replacing the parameter's old one;
- * the non-persistent buffers forward reads, from their constant values. */
+/* An int64 buffer (HuggingFace's position_ids), as int64: from the
+ * weights' I64 or I32 tensor t, or a non-persistent one's constant value
+ * (t NULL). Where forward reads it, its kernel buffer is 8 bytes an
+ * element, read as int64_t (fuse.c, plan_buffers): the float pointer it is
+ * kept in is never read as floats. */
+static dpc_status int_param(const dpc_sig_param *p, const dpc_st_tensor *t, float **out, dpc_err *e) {
+    size_t count = 1;
+    for (int k = 0; k < p->rank; k++)
+        count *= (size_t)p->shape[k];
+    int64_t *v = dpc_calloc(count + 1, sizeof *v);
+    if (!v)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    for (size_t k = 0; k < count; k++) {
+        if (!t)
+            v[k] = (int64_t)(p->value.kind == DPC_SIG_DATA ? p->value.data[k] : p->value.a);
+        else if (t->dtype == DPC_I64)
+            memcpy(&v[k], (const char *)t->data + k * 8, 8); /* (safetensors' data need not be aligned) */
+        else {
+            int32_t w;
+            memcpy(&w, (const char *)t->data + k * 4, 4);
+            v[k] = w;
+        }
+    }
+    *out = (float *)(void *)v;
+    return DPC_OK;
+}
+
+/* f32 copies of the picked tensors, each replacing the parameter's old one
+ * (int64 ones for the integer buffers: int_param, every one, since a model
+ * compiled per run-time dim knows which ones forward reads only when
+ * specialised); the non-persistent buffers forward reads, from their
+ * constant values. */
 static dpc_status keep_f32(dpc_model *m, const dpc_st_tensor **picks, dpc_err *e) {
     const dpc_signature *sig = dpc_model_gsig(m);
     for (int i = 0; i < sig->nparams; i++) {
         const dpc_sig_param *sp = &sig->params[i];
+        if (sp->is_int && (picks[i] || (sp->nonpersistent && !m->params[i]))) {
+            float *v = NULL;
+            dpc_status s = int_param(sp, picks[i], &v, e);
+            if (s != DPC_OK)
+                return s;
+            free(m->params[i]);
+            m->params[i] = v;
+            continue;
+        }
         if (sp->nonpersistent && !sp->ignored && !m->params[i]) {
             dpc_status s = constant_f32(sp, &m->params[i], e);
             if (s != DPC_OK)
@@ -291,6 +331,13 @@ static dpc_status check_devices(const dpc_model *m, const dpc_device *devs, int 
                         kprec_name(m->prec));
     if (!m->params)
         return dpc_errf(e, DPC_EUSAGE, "bind the weights (dpc_model_bind) before choosing devices");
+    /* a model compiled per run-time dim learns which integer buffers its
+     * forward reads (position_ids) only when specialised: they may have
+     * been missing from weights bound before */
+    for (int i = 0; i < m->sig->nparams; i++)
+        if (!m->sig->params[i].ignored && !m->params[i])
+            return dpc_errf(e, DPC_EUSER, "the weights lack %s, which %s's forward reads", m->sig->params[i].key,
+                            m->sig->model_name);
     return DPC_OK;
 }
 

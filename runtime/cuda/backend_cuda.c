@@ -301,8 +301,8 @@ static dpc_status upload_weights(cuda_backend *cb, cu_dev *d, dpc_err *e) {
         const float *p = cb->params ? cb->params[b->index] : NULL;
         if (!p)
             return dpc_errf(e, DPC_EINTERNAL, "parameter %s is not bound to weights", b->what ? b->what : "?");
-        if (cb->prec == KP_F32) {
-            s = CK(cuMemcpyHtoD(d->weights + cb->param_off[i], p, (size_t)b->elems * 4));
+        if (cb->prec == KP_F32 || b->esize == 8) { /* (an int64 buffer: never narrowed) */
+            s = CK(cuMemcpyHtoD(d->weights + cb->param_off[i], p, (size_t)b->elems * (size_t)b->esize));
             continue;
         }
         /* 16-bit storage: narrowed on the host, once per model and device */

@@ -428,8 +428,8 @@ static void test_model(const char *path) {
             memset(em.param[i], 0xff, bytes ? bytes : DPC_MEMPLAN_ALIGN);
             continue;
         }
-        if (prec == KP_F32)
-            memcpy(em.param[i], m->params[b->index], (size_t)b->elems * 4);
+        if (prec == KP_F32 || b->esize == 8) /* (an int64 buffer: never narrowed, as backend_cuda.c) */
+            memcpy(em.param[i], m->params[b->index], (size_t)b->elems * (size_t)b->esize);
         else
             dpc_f32_narrow(m->params[b->index], (uint16_t *)em.param[i], (size_t)b->elems,
                            prec == KP_BF16 ? DPC_BF16 : DPC_F16);

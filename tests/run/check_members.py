@@ -13,7 +13,11 @@ register_buffer with and without persistent=False), and dpc must agree:
   - `dpc run` with those weights equals the PyTorch module loaded with them
     (strict), in float64, at batch 3 and over --devices cpu,cpu.
 And members/shared_table.dp: inputs without the batch dim are passed whole
-to every replica (over 1, 2 and 3 CPU replicas), and checked in full.
+to every replica (over 1, 2 and 3 CPU replicas), and checked in full. And
+members/int_buffers.dp: int64 and bool buffers read in forward (a persistent
+position_ids, loaded from the weights, here not arange; non-persistent
+int64 and bool constants), at two run-time lengths, against PyTorch; the
+weights without position_ids are refused by name.
 """
 import json
 import os
@@ -103,6 +107,54 @@ def shared_table(dpc):
              "shared table: a table of the wrong shape is refused: " + p.stderr.strip())
 
 
+class IntBuffers(nn.Module):
+    def __init__(self, dim=8, max_len=12):
+        super().__init__()
+        self.emb = nn.Embedding(max_len, dim)
+        self.register_buffer("position_ids", torch.arange(max_len).expand((1, -1)))
+        self.register_buffer("token_type_ids", torch.ones(1, max_len, dtype=torch.int64) * 3, persistent=False)
+        self.register_buffer("bias", torch.tril(torch.ones(max_len, max_len, dtype=torch.bool)).view(1, max_len, max_len),
+                             persistent=False)
+
+    def forward(self, x):
+        S = x.shape[1]
+        ids = self.position_ids[:, 0:S]
+        w = x @ x.transpose(-1, -2)
+        w = torch.where(self.bias[:, 0:S, 0:S], w, torch.tensor(-1000.0, dtype=x.dtype))
+        y = torch.softmax(w, dim=-1) @ (x + self.emb(ids))
+        return y + (ids * 2 + self.token_type_ids[:, 0:S]).unsqueeze(-1).to(x.dtype)
+
+
+def int_buffers(dpc):
+    model = os.path.join(HERE, "members", "int_buffers.dp")
+    with tempfile.TemporaryDirectory() as tmp:
+        w = os.path.join(tmp, "w.safetensors")
+        need(run(dpc, "init", model, "-o", w).returncode == 0, "int buffers: init")
+        got = st.load(w)
+        need(sorted(got) == ["emb.weight", "position_ids"], f"int buffers: state_dict keys {sorted(got)}")
+        # not arange: forward must read the loaded values (PyTorch's rule)
+        got["position_ids"] = np.array([[7, 3, 11, 0, 5, 9, 1, 2, 10, 4, 6, 8]], np.int64)
+        st.save(w, got)
+        ref = IntBuffers().eval()
+        ref.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in got.items()}, strict=True)
+        ref = ref.double()
+        r = np.random.default_rng(2)
+        for S in (5, 12):
+            x = r.standard_normal((3, S, 8)).astype(np.float32)
+            xp, out = os.path.join(tmp, "x.npy"), os.path.join(tmp, "y.npy")
+            np.save(xp, x)
+            want = ref(torch.from_numpy(x).double()).detach().numpy()
+            p = run(dpc, "run", model, "--weights", w, "--input", xp, "-o", out)
+            ok = p.returncode == 0
+            err = np.linalg.norm(np.load(out).astype(np.float64) - want) / np.linalg.norm(want) if ok else None
+            need(ok and err < 1e-5, f"int buffers at S = {S} equal PyTorch (rel err {err}): {p.stderr.strip()}")
+        del got["position_ids"]
+        st.save(w, got)
+        p = run(dpc, "run", model, "--weights", w, "--input", xp, "-o", out)
+        need(p.returncode != 0 and "position_ids" in p.stderr and "Traceback" not in p.stderr
+             and p.returncode > 0, "int buffers: weights without position_ids are refused: " + p.stderr.strip())
+
+
 def main():
     dpc = sys.argv[1]
     ref = Members().eval()
@@ -149,6 +201,7 @@ def main():
                 err = np.linalg.norm(y - want) / np.linalg.norm(want)
                 need(err < 1e-5, f"run on {devs} equals PyTorch (rel err {err:.2e})")
     shared_table(dpc)
+    int_buffers(dpc)
     if failures:
         print(f"{len(failures)} check(s) failed")
         return 1
