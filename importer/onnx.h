@@ -68,7 +68,7 @@ int dpc_onnx_nops(void);
 const char *dpc_onnx_op_name(int i, int *min_opset, int *max_opset, const char **note);
 /* The opsets of the default domain the importer accepts. */
 #define DPC_ONNX_MIN_OPSET 6
-#define DPC_ONNX_MAX_OPSET 17
+#define DPC_ONNX_MAX_OPSET 21
 
 /* Whether path names an ONNX model: ".onnx" (any case) at the end. */
 bool dpc_onnx_path(const char *path);

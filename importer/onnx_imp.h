@@ -161,6 +161,7 @@ char *imp_member_line(imp *I, const char *decl, int w);
 dpc_tensor *imp_transposed(imp *I, const dpc_tensor *w);
 /* fn(e) over the dims red marks (dpc's sum/mean/amax, one dim a call),
  * and the result's dims in d[*rank] (onnx_ops.c). */
+dpc_status imp_reduce_axes(imp *I, const Onnx__NodeProto *n, int64_t *ax, int *na);
 const char *imp_reduce_text(imp *I, const char *fn, const char *e, const ival *X, const bool *red, bool keep,
                             sdim *d, int *rank);
 

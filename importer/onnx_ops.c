@@ -1659,8 +1659,10 @@ static dpc_status op_pool(imp *I, const Onnx__NodeProto *n) {
     int64_t kh, kw, sh, sw, dh = 1, dw = 1, ph, pw;
     dpc_status s;
     if ((s = pair_attr(I, n, "kernel_shape", 0, &kh, &kw)) || (s = pair_attr(I, n, "strides", 1, &sh, &sw)) ||
-        (s = pads2(I, n, &ph, &pw)) || (mx && (s = pair_attr(I, n, "dilations", 1, &dh, &dw))))
+        (s = pads2(I, n, &ph, &pw)) || (s = pair_attr(I, n, "dilations", 1, &dh, &dw)))
         return s;
+    if (!mx && (dh != 1 || dw != 1)) /* (AveragePool's from opset 19) */
+        return imp_err(I, "a dilated AveragePool is not supported (PyTorch's AvgPool2d has no dilation)");
     if (!kh)
         return imp_err(I, "kernel_shape is required");
     if (mx && imp_attr_i(I, n, "storage_order", 0) != 0)
@@ -1812,26 +1814,34 @@ static dpc_status op_layernorm(imp *I, const Onnx__NodeProto *n) {
     return layernorm_stmt(I, n, out, x, g, b, imp_attr_f(I, n, "epsilon", 1e-5));
 }
 
+/* A reduction's axes into ax (*na of them; -1 for none given): the
+ * attribute `axes`, or from ReduceSum's opset 13 and every other Reduce*'s
+ * opset 18 on the constant input 1. */
+dpc_status imp_reduce_axes(imp *I, const Onnx__NodeProto *n, int64_t *ax, int *na) {
+    bool axes_input = !strcmp(n->op_type, "ReduceSum") ? I->opset >= 13 : I->opset >= 18;
+    if (axes_input) {
+        *na = -1;
+        if (imp_attr(n, "axes"))
+            return imp_err(I, "axes is an input from opset %d", !strcmp(n->op_type, "ReduceSum") ? 13 : 18);
+        return imp_in(I, n, 1) < 0 ? DPC_OK : const_ints(I, imp_in(I, n, 1), ax, na, DPC_MAX_RANK, "axes");
+    }
+    const int64_t *a;
+    *na = imp_attr_ints(I, n, "axes", &a);
+    if (*na > DPC_MAX_RANK)
+        return imp_err(I, "too many axes");
+    if (*na > 0)
+        memcpy(ax, a, sizeof *ax * (size_t)*na);
+    return DPC_OK;
+}
+
 static dpc_status op_reduce(imp *I, const Onnx__NodeProto *n) {
     int x = imp_in(I, n, 0), out = OUT(0);
     ival *X = V(x);
     int64_t ax[DPC_MAX_RANK];
     int na;
-    dpc_status s;
-    bool axes_input = !strcmp(n->op_type, "ReduceSum") ? I->opset >= 13 : I->opset >= 18;
-    if (axes_input) {
-        if (imp_in(I, n, 1) < 0)
-            na = -1;
-        else if ((s = const_ints(I, imp_in(I, n, 1), ax, &na, DPC_MAX_RANK, "axes")) != DPC_OK)
-            return s;
-    } else {
-        const int64_t *a;
-        na = imp_attr_ints(I, n, "axes", &a);
-        if (na > DPC_MAX_RANK)
-            return imp_err(I, "too many axes");
-        if (na > 0)
-            memcpy(ax, a, sizeof *ax * (size_t)na);
-    }
+    dpc_status s = imp_reduce_axes(I, n, ax, &na);
+    if (s != DPC_OK)
+        return s;
     if (na <= 0) {
         if (imp_attr_i(I, n, "noop_with_empty_axes", 0))
             return alias(I, out, x);
@@ -2143,8 +2153,18 @@ static dpc_status op_split(imp *I, const Onnx__NodeProto *n) {
         if (ns > 0)
             memcpy(sz, p, sizeof *sz * (size_t)ns);
     }
-    int64_t dim = X->d[axis].v;
-    if (ns < 0) {
+    int64_t dim = X->d[axis].v, parts = imp_attr_i(I, n, "num_outputs", 0);
+    if (parts && (I->opset < 18 || ns >= 0 || parts != k))
+        return imp_err(I, "num_outputs (from opset 18) must equal the outputs, without the split input");
+    if (parts) { /* opset 18: parts of ceil(dim / k), the last one smaller */
+        int64_t each = (dim + k - 1) / k, last = dim - each * (k - 1);
+        if (last <= 0)
+            return imp_err(I, "%lld does not split into %d parts of %lld and a smaller last one", (long long)dim, k,
+                           (long long)each);
+        for (int i = 0; i < k; i++)
+            sz[i] = i < k - 1 ? each : last;
+        ns = k;
+    } else if (ns < 0) {
         if (dim % k)
             return imp_err(I, "%lld does not split into %d equal parts", (long long)dim, k);
         for (int i = 0; i < k; i++)
@@ -2194,7 +2214,8 @@ const imp_op imp_ops[] = {
     {"Abs", 6, 0, "", op_unary, NULL},
     {"Add", 7, 0, "", op_binary, "MatMul + Add -> Linear; the end of a decomposed LayerNorm -> LayerNorm"},
     {"And", 7, 0, "", op_binary, NULL},
-    {"AveragePool", 7, 0, "kernel_shape strides pads auto_pad ceil_mode count_include_pad", op_pool, "2-D, symmetric pads"},
+    {"AveragePool", 7, 0, "kernel_shape strides pads auto_pad ceil_mode count_include_pad dilations", op_pool,
+     "2-D, symmetric pads, not dilated"},
     {"BatchNormalization", 7, 0, "epsilon momentum training_mode spatial", op_batchnorm, "-> BatchNorm2d/1d"},
     {"Cast", 6, 0, "to saturate", op_cast, "float32, bool, int64; int32/16/8 and uint8 of floats, bools and constants"},
     {"Celu", 12, 0, "alpha", imp_op_act_extra, NULL},
@@ -2214,11 +2235,14 @@ const imp_op imp_ops[] = {
     {"Expand", 8, 0, "", op_expand, NULL},
     {"Flatten", 1, 0, "axis", op_flatten, "axis 1"},
     {"Gather", 1, 0, "axis", op_gather, "constants; Gather(table, ids) -> Embedding; a constant index"},
+    {"Gelu", 20, 0, "approximate", imp_op_act_extra, "-> gelu (none, tanh)"},
     {"Gemm", 7, 0, "alpha beta transA transB", op_gemm, "-> Linear"},
     {"GlobalAveragePool", 1, 0, "", op_global_pool, NULL},
     {"GlobalMaxPool", 1, 0, "", op_global_pool, NULL},
     {"Greater", 7, 0, "", op_binary, NULL},
     {"GreaterOrEqual", 12, 0, "", op_binary, NULL},
+    {"GroupNormalization", 18, 0, "epsilon num_groups stash_type", imp_op_groupnorm,
+     "-> GroupNorm (18: a scale and bias a group, 21: a channel)"},
     {"HardSigmoid", 6, 0, ACT, op_act, NULL},
     {"HardSwish", 14, 0, "", op_unary, NULL},
     {"Identity", 1, 0, "", op_identity, NULL},
@@ -2234,27 +2258,30 @@ const imp_op imp_ops[] = {
     {"MaxPool", 8, 0, "kernel_shape strides pads dilations auto_pad ceil_mode storage_order", op_pool, "2-D"},
     {"Mean", 8, 0, "", imp_op_variadic, "1 to 8 inputs"},
     {"Min", 8, 0, "", imp_op_variadic, "1 to 8 inputs; NaN propagates"},
+    {"Mish", 18, 0, "", imp_op_act_extra, NULL},
     {"Mul", 7, 0, "", op_binary, "x * sigmoid(x) -> silu; the end of an Erf GELU -> gelu"},
     {"Neg", 6, 0, "", op_unary, NULL},
     {"Not", 1, 0, "", op_unary, NULL},
     {"Or", 7, 0, "", op_binary, NULL},
     {"PRelu", 7, 0, "", imp_op_prelu, "slope broadcast to x"},
-    {"Pad", 2, 17, "mode pads value", imp_op_pad, "constant, reflect, edge; constant pads, not of the batch dim"},
+    {"Pad", 2, 0, "mode pads value", imp_op_pad, "constant, reflect, edge (not wrap); constant pads and axes, not of the batch dim"},
     {"Pow", 7, 0, "", op_binary, NULL},
     {"Range", 11, 0, "", op_range, "constant bounds"},
     {"Reciprocal", 6, 0, "", op_unary, NULL},
-    {"ReduceL1", 1, 17, "axes keepdims", imp_op_reduce_extra, "not over the batch dim"},
-    {"ReduceL2", 1, 17, "axes keepdims", imp_op_reduce_extra, "not over the batch dim"},
-    {"ReduceLogSum", 1, 17, "axes keepdims", imp_op_reduce_extra, "not over the batch dim"},
-    {"ReduceLogSumExp", 1, 17, "axes keepdims", imp_op_reduce_extra, "not over the batch dim"},
-    {"ReduceMax", 1, 17, "axes keepdims", op_reduce, "not over the batch dim"},
-    {"ReduceMean", 1, 17, "axes keepdims", op_reduce, "not over the batch dim"},
-    {"ReduceMin", 1, 17, "axes keepdims", imp_op_reduce_extra, "not over the batch dim"},
-    {"ReduceSum", 1, 17, "axes keepdims noop_with_empty_axes", op_reduce, "not over the batch dim"},
-    {"ReduceSumSquare", 1, 17, "axes keepdims", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceL1", 1, 0, "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceL2", 1, 0, "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceLogSum", 1, 0, "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceLogSumExp", 1, 0, "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceMax", 1, 0, "axes keepdims noop_with_empty_axes", op_reduce, "not over the batch dim"},
+    {"ReduceMean", 1, 0, "axes keepdims noop_with_empty_axes", op_reduce, "not over the batch dim"},
+    {"ReduceMin", 1, 0, "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceSum", 1, 0, "axes keepdims noop_with_empty_axes", op_reduce, "not over the batch dim"},
+    {"ReduceSumSquare", 1, 0, "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
     {"Relu", 6, 0, "", op_unary, NULL},
     {"Reshape", 5, 0, "allowzero", op_reshape, "a constant shape (run-time dims folded); the batch dim kept"},
-    {"Resize", 10, 17, "coordinate_transformation_mode cubic_coeff_a exclude_outside extrapolation_value mode nearest_mode",
+    {"Resize", 10, 0,
+     "coordinate_transformation_mode cubic_coeff_a exclude_outside extrapolation_value mode nearest_mode antialias axes "
+     "keep_aspect_ratio_policy",
      imp_op_resize, "rank 4, H and W: nearest where its pixels are dpc's, linear half_pixel/align_corners"},
     {"Selu", 6, 0, "alpha gamma", imp_op_act_extra, NULL},
     {"Shape", 1, 0, "start end", op_shape, "folded"},

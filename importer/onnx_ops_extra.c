@@ -63,6 +63,15 @@ dpc_status imp_op_act_extra(imp *I, const Onnx__NodeProto *n) {
     } else if (!strcmp(op, "Shrink")) {
         const char *l = flit(I, imp_attr_f(I, n, "lambd", 0.5)), *b = flit(I, imp_attr_f(I, n, "bias", 0.0));
         ex = imp_printf(I, "where(%s < -%s, %s + %s, where(%s > %s, %s - %s, 0.0))", e, l, e, b, e, l, e, b);
+    } else if (!strcmp(op, "Gelu")) { /* opset 20 */
+        const char *ap = imp_attr_s(I, n, "approximate", "none");
+        if (!ap)
+            return I->e->code;
+        if (strcmp(ap, "none") && strcmp(ap, "tanh"))
+            return imp_err(I, "approximate must be none or tanh");
+        ex = !strcmp(ap, "tanh") ? imp_printf(I, "gelu(%s, approximate=\"tanh\")", e) : imp_printf(I, "gelu(%s)", e);
+    } else if (!strcmp(op, "Mish")) { /* opset 18 */
+        ex = imp_printf(I, "mish(%s)", e);
     } else if (!strcmp(op, "Sign")) {
         /* NaN stays NaN, as np.sign */
         ex = imp_printf(I, "where(%s > 0.0, 1.0, where(%s < 0.0, -1.0, where(%s == 0.0, 0.0, %s)))", e, e, e, e);
@@ -159,15 +168,20 @@ dpc_status imp_op_variadic(imp *I, const Onnx__NodeProto *n) {
 }
 
 /* ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum,
- * ReduceLogSumExp (opsets to 17: axes an attribute) */
+ * ReduceLogSumExp (axes an attribute to opset 17, an input from 18) */
 dpc_status imp_op_reduce_extra(imp *I, const Onnx__NodeProto *n) {
     int x, u, out = OUT(0);
     const char *e = float_in(I, n, &x, &u), *op = n->op_type;
     if (!e)
         return I->e->code;
     ival *X = V(x);
-    const int64_t *a;
-    int na = imp_attr_ints(I, n, "axes", &a);
+    int64_t a[DPC_MAX_RANK];
+    int na;
+    dpc_status s = imp_reduce_axes(I, n, a, &na);
+    if (s != DPC_OK)
+        return s;
+    if (na <= 0 && imp_attr_i(I, n, "noop_with_empty_axes", 0))
+        return imp_err(I, "noop_with_empty_axes with no axes (the input unchanged) is not supported here");
     if (na <= 0)
         return imp_err(I, "a reduction over every dim (the batch too) is not supported");
     if (na > X->rank)

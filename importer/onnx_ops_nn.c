@@ -1,8 +1,9 @@
 /* onnx_ops_nn.c - importer handlers for Pad, Resize (and the older
- * Upsample), ConvTranspose and InstanceNormalization, written with what
- * the .dp language has: cat/full/expand/slices for Pad, interpolate() for
- * Resize, the ConvTranspose2d and GroupNorm modules. Each honours the ONNX
- * operator's definition (onnx/defs, opsets to 17) exactly; a form whose
+ * Upsample), ConvTranspose, InstanceNormalization and GroupNormalization,
+ * written with what the .dp language has: cat/full/expand/slices for Pad,
+ * interpolate() for Resize, the ConvTranspose2d and GroupNorm modules.
+ * Each honours the ONNX
+ * operator's definition (onnx/defs, opsets to 21) exactly; a form whose
  * result dpc would compute differently is a located error, never an
  * approximation. Their rows are in onnx_ops.c's imp_ops[]. */
 #include "onnx_ops_nn.h"
@@ -146,8 +147,9 @@ static dpc_status pad_dim(imp *I, int out, int cur, int i, int64_t b, int64_t e,
     return imp_stmt_value(I, out, NULL, ex, kind, rank, d, uses, 1);
 }
 
-/* Pad: opsets 2-10 take pads and value as attributes, 11-17 as inputs
- * (pads, constant_value); modes constant, reflect and edge as np.pad. */
+/* Pad: opsets 2-10 take pads and value as attributes, 11 on as inputs
+ * (pads, constant_value; from 18 axes, the dims pads are for); modes
+ * constant, reflect and edge as np.pad (19's wrap is refused). */
 dpc_status imp_op_pad(imp *I, const Onnx__NodeProto *n) {
     int x = imp_in(I, n, 0), out = OUT(0);
     if (x < 0 || !V(x)->shaped)
@@ -189,6 +191,28 @@ dpc_status imp_op_pad(imp *I, const Onnx__NodeProto *n) {
             val = V(cv)->c->dtype == DPC_F32 ? ((const float *)V(cv)->c->data)[0]
                                              : (double)((const int64_t *)V(cv)->c->data)[0];
         }
+    }
+    int ax = I->opset >= 18 ? imp_in(I, n, 3) : -1;
+    if (ax >= 0) { /* opset 18: pads for the axes given only, the others 0 */
+        int64_t axes[DPC_MAX_RANK], full[2 * DPC_MAX_RANK] = {0};
+        int na = 0;
+        dpc_status s = const_ivec(I, ax, "axes", axes, DPC_MAX_RANK, &na);
+        if (s != DPC_OK)
+            return s;
+        if (np != 2 * na)
+            return imp_err(I, "pads has %d values for %d axes (%d expected)", np, na, 2 * na);
+        bool seen[DPC_MAX_RANK] = {0};
+        for (int i = 0; i < na; i++) {
+            if (axes[i] < -rank || axes[i] >= rank)
+                return imp_err(I, "axis %lld out of range for rank %d", (long long)axes[i], rank);
+            int a = (int)(axes[i] < 0 ? axes[i] + rank : axes[i]);
+            if (seen[a])
+                return imp_err(I, "axis %d given twice", a);
+            seen[a] = true;
+            full[a] = p[i], full[a + rank] = p[i + na];
+        }
+        memcpy(p, full, sizeof full);
+        np = 2 * rank;
     }
     if (np != 2 * rank)
         return imp_err(I, "pads has %d values for a rank-%d input (%d expected)", np, rank, 2 * rank);
@@ -314,7 +338,7 @@ static const char *scale_lit(imp *I, double s) {
     return imp_printf(I, "%s", b);
 }
 
-/* Resize (opsets 10-17) and Upsample (7-9) of a rank-4 [N, C, H, W] input
+/* Resize (opsets 10-21) and Upsample (7-9) of a rank-4 [N, C, H, W] input
  * over H and W, as interpolate(): nearest when ONNX's index map equals
  * dpc's for these sizes, linear as bilinear for the coordinate modes that
  * are PyTorch's (half_pixel, pytorch_half_pixel, align_corners). */
@@ -362,10 +386,39 @@ dpc_status imp_op_resize(imp *I, const Onnx__NodeProto *n) {
         return bad_string(I, "coordinate_transformation_mode", ctm);
     if (strcmp(nm, "floor") && strcmp(nm, "ceil") && strcmp(nm, "round_prefer_floor") && strcmp(nm, "round_prefer_ceil"))
         return bad_string(I, "nearest_mode", nm);
+    /* opset 18: the dims scales and sizes are for (the others kept), and
+     * antialiasing and a kept aspect ratio, which dpc's interpolate lacks */
+    int pos[4] = {0, 1, 2, 3}, nax = 4;
+    const int64_t *axes = NULL;
+    int na = imp_attr_ints(I, n, "axes", &axes);
+    if (na >= 0) {
+        if (na < 1 || na > 4)
+            return imp_err(I, "axes has %d values for a rank-4 input", na);
+        bool seen[4] = {0};
+        for (int i = 0; i < na; i++) {
+            if (axes[i] < -4 || axes[i] >= 4)
+                return imp_err(I, "axis %lld out of range for rank 4", (long long)axes[i]);
+            pos[i] = (int)(axes[i] < 0 ? axes[i] + 4 : axes[i]);
+            if (seen[pos[i]])
+                return imp_err(I, "axis %d given twice", pos[i]);
+            seen[pos[i]] = true;
+        }
+        nax = na;
+    }
+    const char *policy = imp_attr_s(I, n, "keep_aspect_ratio_policy", "stretch");
+    if (!policy)
+        return fail(I);
+    if (strcmp(policy, "stretch"))
+        return strcmp(policy, "not_larger") && strcmp(policy, "not_smaller")
+                   ? bad_string(I, "keep_aspect_ratio_policy", policy)
+                   : imp_err(I, "keep_aspect_ratio_policy=%s is not supported (stretch only)", policy);
+    bool antialias = imp_attr_i(I, n, "antialias", 0) != 0;
     /* the scales or the sizes */
     double sc[4] = {1, 1, 1, 1};
     bool have_scales = false, have_sizes = false;
     sdim sz[4];
+    for (int i = 0; i < 4; i++)
+        sz[i] = X->d[i];
     if (up && I->opset < 9) {
         const Onnx__AttributeProto *a = imp_attr(n, "scales");
         if (!a || a->n_floats != 4)
@@ -379,17 +432,17 @@ dpc_status imp_op_resize(imp *I, const Onnx__NodeProto *n) {
             if (!V(si)->c || V(si)->kind != VK_FLOAT)
                 return imp_err(I, "scales must be a constant float tensor (an initializer or Constant)");
             int64_t k = dpc_tensor_numel(V(si)->c);
-            if (k != 0 && k != 4)
-                return imp_err(I, "scales has %lld values (4 expected)", (long long)k);
+            if (k != 0 && k != nax)
+                return imp_err(I, "scales has %lld values (%d expected)", (long long)k, nax);
             for (int64_t i = 0; i < k; i++)
-                sc[i] = ((const float *)V(si)->c->data)[i];
-            have_scales = k == 4;
+                sc[pos[i]] = ((const float *)V(si)->c->data)[i];
+            have_scales = k == nax;
         }
         if (zi >= 0) {
-            if (!V(zi)->c || V(zi)->kind == VK_FLOAT || V(zi)->c->rank != 1 || V(zi)->c->shape[0] != 4)
-                return imp_err(I, "sizes must be a constant integer tensor of 4 values");
-            for (int i = 0; i < 4; i++)
-                sz[i] = (sdim){((const int64_t *)V(zi)->c->data)[i], V(zi)->csym ? V(zi)->csym[i] : 0};
+            if (!V(zi)->c || V(zi)->kind == VK_FLOAT || V(zi)->c->rank != 1 || V(zi)->c->shape[0] != nax)
+                return imp_err(I, "sizes must be a constant integer tensor of %d values", nax);
+            for (int i = 0; i < nax; i++)
+                sz[pos[i]] = (sdim){((const int64_t *)V(zi)->c->data)[i], V(zi)->csym ? V(zi)->csym[i] : 0};
             have_sizes = true;
         }
         if (have_scales == have_sizes)
@@ -420,6 +473,8 @@ dpc_status imp_op_resize(imp *I, const Onnx__NodeProto *n) {
     double ons[2]; /* ONNX's scale per spatial dim */
     for (int i = 0; i < 2; i++)
         ons[i] = have_scales ? sc[2 + i] : (double)o[i] / (double)in[i];
+    if (antialias && linear && (ons[0] < 1 || ons[1] < 1))
+        return imp_err(I, "antialias=1 when downscaling is not supported (dpc's interpolate does not antialias)");
     /* the interpolate() arguments: scale_factor when ONNX's scales were
      * given (dpc then uses 1/scale, as ONNX does), else size */
     bool use_sf = have_scales, align = false;
@@ -693,5 +748,64 @@ dpc_status imp_op_instancenorm(imp *I, const Onnx__NodeProto *n) {
         s = imp_weight(I, mem, "weight", V(sc)->c);
     if (s == DPC_OK)
         s = imp_weight(I, mem, "bias", V(bi)->c);
+    return s;
+}
+
+/* GroupNormalization (opsets 18 and 21) -> GroupNorm(num_groups, C): at
+ * 18 scale and bias hold one value a group (each channel of group g takes
+ * g's), from 21 one a channel, as PyTorch's. */
+dpc_status imp_op_groupnorm(imp *I, const Onnx__NodeProto *n) {
+    int x = imp_in(I, n, 0), sc = imp_in(I, n, 1), bi = imp_in(I, n, 2), out = OUT(0);
+    if (x < 0 || !V(x)->shaped)
+        return imp_err(I, "an input of unknown shape");
+    if (sc < 0 || bi < 0 || !V(sc)->c || !V(bi)->c || V(sc)->kind != VK_FLOAT || V(bi)->kind != VK_FLOAT ||
+        V(sc)->c->rank != 1 || V(bi)->c->rank != 1)
+        return imp_err(I, "scale and bias must be 1-D float initializers");
+    ival *X = V(x);
+    if (X->c || X->kind != VK_FLOAT)
+        return imp_err(I, "a GroupNormalization of a constant or a non-float tensor");
+    if (X->rank < 3)
+        return imp_err(I, "an input of rank %d (at least 3: [N, C, D1, ...])", X->rank);
+    for (int i = 1; i < X->rank; i++)
+        if (X->d[i].s)
+            return imp_err(I, "channels and spatial dims must be fixed (give --dim NAME=SIZE)");
+    int64_t C = X->d[1].v, G = imp_attr_i(I, n, "num_groups", 0);
+    if (G < 1 || C % G)
+        return imp_err(I, "num_groups %lld does not divide the %lld channels", (long long)G, (long long)C);
+    if (imp_attr_i(I, n, "stash_type", 1) != 1)
+        return imp_err(I, "stash_type other than float is not supported");
+    int64_t per = I->opset >= 21 ? C : G; /* the entries scale and bias hold */
+    if (V(sc)->c->shape[0] != per || V(bi)->c->shape[0] != per)
+        return imp_err(I, "scale and bias of %lld and %lld entries (%lld expected at opset %lld)",
+                       (long long)V(sc)->c->shape[0], (long long)V(bi)->c->shape[0], (long long)per,
+                       (long long)I->opset);
+    double eps = imp_attr_f(I, n, "epsilon", 1e-5);
+    if (!(eps >= 0) || !isfinite(eps))
+        return imp_err(I, "epsilon out of range");
+    dpc_tensor *w = imp_tensor(I, DPC_F32, 1, &C), *b = imp_tensor(I, DPC_F32, 1, &C);
+    if (!w || !b)
+        return fail(I);
+    for (int64_t c = 0; c < C; c++) {
+        int64_t k = per == C ? c : c / (C / G);
+        ((float *)w->data)[c] = ((const float *)V(sc)->c->data)[k];
+        ((float *)b->data)[c] = ((const float *)V(bi)->c->data)[k];
+    }
+    const char *mem = imp_member_name(I, n, sc, "gnorm");
+    int u;
+    const char *e = imp_ref(I, x, &u);
+    if (!mem || !e)
+        return fail(I);
+    char *decl = imp_member_line(I, imp_printf(I, "%s = GroupNorm(%lld, %lld, eps=%s)", mem, (long long)G, (long long)C,
+                                               imp_f32(I, eps)),
+                                 sc);
+    if (!decl)
+        return fail(I);
+    X = V(x);
+    int uses[1] = {u};
+    dpc_status s = imp_stmt_value(I, out, decl, imp_printf(I, "%s(%s)", mem, e), VK_FLOAT, X->rank, X->d, uses, 1);
+    if (s == DPC_OK)
+        s = imp_weight(I, mem, "weight", w);
+    if (s == DPC_OK)
+        s = imp_weight(I, mem, "bias", b);
     return s;
 }

@@ -10,6 +10,7 @@ dpc_status imp_op_pad(imp *I, const Onnx__NodeProto *n);
 dpc_status imp_op_resize(imp *I, const Onnx__NodeProto *n);
 dpc_status imp_op_convtranspose(imp *I, const Onnx__NodeProto *n);
 dpc_status imp_op_instancenorm(imp *I, const Onnx__NodeProto *n);
+dpc_status imp_op_groupnorm(imp *I, const Onnx__NodeProto *n);
 
 /* onnx_ops.c's member naming, shared: a member named after the initializer
  * of weight value w (or the node), and its declaration line with the
