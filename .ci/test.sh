@@ -37,7 +37,8 @@ asan_tests=(
   '^cuda_cudnn_(backend|emu_fake|emu_refuse)$'
   '^serve_(batcher|protocol|batching|faults|sequence)$'
   '^onnx_mha$'
-  'replay_onnx|^onnx_cli$|^onnx_ops$|^onnx_malformed$'
+  'replay_onnx|^onnx_cli$|^onnx_ops$|^onnx_opsets$|^onnx_malformed$'
+  '^run_tensor_members$'
 )
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:protect_shadow_gap=0 \
   ctest --test-dir build-asan -j"$jobs" --output-on-failure -R "$(IFS='|'; echo "${asan_tests[*]}")"

@@ -2,6 +2,7 @@
 """What changed in ONNX's default domain from opset 18 to 21, imported:
 
   opsets_check.py DPC WORKDIR
+  opsets_check.py --write-seed PATH   # one small opset-21 model for tests/corpus/onnx
 
 Debian's onnx (1.12) and torch (1.13) stop at opset 17, so each model is
 written here node by node (onnx.helper, which does not check a node
@@ -22,6 +23,7 @@ with NumPy or PyTorch (rel L2 <= 1e-5):
   groupnorm_18     GroupNormalization (18): a scale and bias a group
   groupnorm_21     GroupNormalization (21): a scale and bias a channel
   misc_21          Transpose, Unsqueeze, Squeeze, Flatten, Reshape, Cast at 21
+  seed_21          the fuzz seed (--write-seed): several of these in one model
 
 and each refusal below exits 1 with one located line containing the text
 given and writes no output:
@@ -120,7 +122,36 @@ def groupnorm_ref(x, G, scale, bias, eps, per_group):
     return y * scale.reshape(sh) + bias.reshape(sh)
 
 
+def seed():
+    """GroupNormalization, Pad and Resize with axes, Split by num_outputs,
+    Gelu and ReduceMean with an axes input, at opset 21, in one model."""
+    mk = helper.make_node
+    r = np.random.default_rng(3)
+    nodes = [mk("GroupNormalization", ["x", "s", "b"], ["g"], num_groups=2),
+             mk("Pad", ["g", "p", "", "pa"], ["pd"]),
+             mk("Resize", ["pd", "", "sc"], ["rs"], mode="nearest", axes=[2, 3]),
+             mk("Split", ["rs"], ["a", "c"], axis=1, num_outputs=2),
+             mk("Gelu", ["a"], ["ge"], approximate="tanh"),
+             mk("ReduceMean", ["ge", "ra"], ["y"], keepdims=1)]
+    return model(nodes, [4, 3, 3], ["y"],
+                 [("s", r.standard_normal(4).astype(np.float32)), ("b", r.standard_normal(4).astype(np.float32)),
+                  ("p", i64(1, 1, 1, 1)), ("pa", i64(2, 3)), ("sc", np.array([2.0, 2.0], np.float32)),
+                  ("ra", i64(-1))], opset=21)
+
+
+def seed_ref(x):
+    inits = {i.name: numpy_helper.to_array(i) for i in seed().graph.initializer}
+    g = torch.nn.functional.group_norm(t(x), 2, t(inits["s"]).double(), t(inits["b"]).double(), 1e-5)
+    pd = torch.nn.functional.pad(g, (1, 1, 1, 1))
+    rs = pd.repeat_interleave(2, dim=2).repeat_interleave(2, dim=3)
+    return torch.nn.functional.gelu(rs[:, 0:2], approximate="tanh").mean(dim=-1, keepdim=True).numpy()
+
+
 def main():
+    if sys.argv[1] == "--write-seed":
+        with open(sys.argv[2], "wb") as f:
+            f.write(seed().SerializeToString())
+        return 0
     dpc, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
     mk = helper.make_node
@@ -172,6 +203,7 @@ def main():
                 [("u", i64(1)), ("r", i64(0, 20, 6))], opset=21),
           X4, lambda x: x.transpose(0, 2, 1, 3).reshape(N, 20, 6))
 
+    check(dpc, work, "seed_21", seed(), [4, 3, 3], lambda x: seed_ref(x))
     relu = [mk("Relu", ["x"], ["y"])]
     refuse(dpc, work, "opset_22", model(relu, X4, ["y"], opset=22), X4, "opset 22 of the default domain is not supported")
     refuse(dpc, work, "pad_wrap_19",
