@@ -702,21 +702,20 @@ dpc_status imp_op_convtranspose(imp *I, const Onnx__NodeProto *n) {
                 VK_FLOAT, 4, d, uses, 1);
 }
 
-/* ------------------------------------------------- InstanceNormalization */
+/* ----------------------------------- InstanceNormalization, GroupNormalization */
 
-/* InstanceNormalization(x, scale, B) = GroupNorm(C, C) with weight scale
- * and bias B: each (n, c) normalised over the spatial dims with the
- * biased variance, then scaled. */
-dpc_status imp_op_instancenorm(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), sc = imp_in(I, n, 1), bi = imp_in(I, n, 2), out = OUT(0);
+/* What both take: x a computed float tensor of rank >= 3 with fixed
+ * channels and spatial dims, scale sc and bias bi (`bname`) 1-D float
+ * initializers, epsilon (into *eps) finite and >= 0. */
+static dpc_status norm_inputs(imp *I, const Onnx__NodeProto *n, int x, int sc, int bi, const char *bname, double *eps) {
     if (x < 0 || !V(x)->shaped)
         return imp_err(I, "an input of unknown shape");
     if (sc < 0 || bi < 0 || !V(sc)->c || !V(bi)->c || V(sc)->kind != VK_FLOAT || V(bi)->kind != VK_FLOAT ||
         V(sc)->c->rank != 1 || V(bi)->c->rank != 1)
-        return imp_err(I, "scale and B must be 1-D float initializers");
+        return imp_err(I, "scale and %s must be 1-D float initializers", bname);
     ival *X = V(x);
     if (X->c)
-        return imp_err(I, "an InstanceNormalization of a constant");
+        return imp_err(I, "an %s of a constant", n->op_type);
     if (X->kind != VK_FLOAT)
         return imp_err(I, "on a non-float tensor");
     if (X->rank < 3)
@@ -724,31 +723,50 @@ dpc_status imp_op_instancenorm(imp *I, const Onnx__NodeProto *n) {
     for (int i = 1; i < X->rank; i++)
         if (X->d[i].s)
             return imp_err(I, "channels and spatial dims must be fixed (give --dim NAME=SIZE)");
-    int64_t C = X->d[1].v;
-    if (V(sc)->c->shape[0] != C || V(bi)->c->shape[0] != C)
-        return imp_err(I, "scale and B of %lld and %lld entries for %lld channels", (long long)V(sc)->c->shape[0],
-                       (long long)V(bi)->c->shape[0], (long long)C);
-    double eps = imp_attr_f(I, n, "epsilon", 1e-5);
-    if (!(eps >= 0) || !isfinite(eps))
+    *eps = imp_attr_f(I, n, "epsilon", 1e-5);
+    if (!(*eps >= 0) || !isfinite(*eps))
         return imp_err(I, "epsilon out of range");
-    const char *mem = imp_member_name(I, n, sc, "inorm");
+    return DPC_OK;
+}
+
+/* out = GroupNorm(G, C, eps)(x) with weight w and bias b ([C] each), the
+ * member named after the initializer sc (else `prefix`). */
+static dpc_status groupnorm_stmt(imp *I, const Onnx__NodeProto *n, int x, int sc, int out, int64_t G, double eps,
+                                 dpc_tensor *w, dpc_tensor *b, const char *prefix) {
+    const char *mem = imp_member_name(I, n, sc, prefix);
     int u;
     const char *e = imp_ref(I, x, &u);
     if (!mem || !e)
         return fail(I);
-    char *decl = imp_member_line(I, imp_printf(I, "%s = GroupNorm(%lld, %lld, eps=%s)", mem, (long long)C, (long long)C,
-                                               imp_f32(I, eps)),
-                                 sc);
+    char *decl = imp_member_line(
+        I, imp_printf(I, "%s = GroupNorm(%lld, %lld, eps=%s)", mem, (long long)G, (long long)V(x)->d[1].v, imp_f32(I, eps)),
+        sc);
     if (!decl)
         return fail(I);
-    X = V(x);
+    ival *X = V(x);
     int uses[1] = {u};
     dpc_status s = imp_stmt_value(I, out, decl, imp_printf(I, "%s(%s)", mem, e), VK_FLOAT, X->rank, X->d, uses, 1);
     if (s == DPC_OK)
-        s = imp_weight(I, mem, "weight", V(sc)->c);
+        s = imp_weight(I, mem, "weight", w);
     if (s == DPC_OK)
-        s = imp_weight(I, mem, "bias", V(bi)->c);
+        s = imp_weight(I, mem, "bias", b);
     return s;
+}
+
+/* InstanceNormalization(x, scale, B) = GroupNorm(C, C) with weight scale
+ * and bias B: each (n, c) normalised over the spatial dims with the
+ * biased variance, then scaled. */
+dpc_status imp_op_instancenorm(imp *I, const Onnx__NodeProto *n) {
+    int x = imp_in(I, n, 0), sc = imp_in(I, n, 1), bi = imp_in(I, n, 2), out = OUT(0);
+    double eps;
+    dpc_status s = norm_inputs(I, n, x, sc, bi, "B", &eps);
+    if (s != DPC_OK)
+        return s;
+    int64_t C = V(x)->d[1].v;
+    if (V(sc)->c->shape[0] != C || V(bi)->c->shape[0] != C)
+        return imp_err(I, "scale and B of %lld and %lld entries for %lld channels", (long long)V(sc)->c->shape[0],
+                       (long long)V(bi)->c->shape[0], (long long)C);
+    return groupnorm_stmt(I, n, x, sc, out, C, eps, V(sc)->c, V(bi)->c, "inorm");
 }
 
 /* GroupNormalization (opsets 18 and 21) -> GroupNorm(num_groups, C): at
@@ -756,20 +774,11 @@ dpc_status imp_op_instancenorm(imp *I, const Onnx__NodeProto *n) {
  * g's), from 21 one a channel, as PyTorch's. */
 dpc_status imp_op_groupnorm(imp *I, const Onnx__NodeProto *n) {
     int x = imp_in(I, n, 0), sc = imp_in(I, n, 1), bi = imp_in(I, n, 2), out = OUT(0);
-    if (x < 0 || !V(x)->shaped)
-        return imp_err(I, "an input of unknown shape");
-    if (sc < 0 || bi < 0 || !V(sc)->c || !V(bi)->c || V(sc)->kind != VK_FLOAT || V(bi)->kind != VK_FLOAT ||
-        V(sc)->c->rank != 1 || V(bi)->c->rank != 1)
-        return imp_err(I, "scale and bias must be 1-D float initializers");
-    ival *X = V(x);
-    if (X->c || X->kind != VK_FLOAT)
-        return imp_err(I, "a GroupNormalization of a constant or a non-float tensor");
-    if (X->rank < 3)
-        return imp_err(I, "an input of rank %d (at least 3: [N, C, D1, ...])", X->rank);
-    for (int i = 1; i < X->rank; i++)
-        if (X->d[i].s)
-            return imp_err(I, "channels and spatial dims must be fixed (give --dim NAME=SIZE)");
-    int64_t C = X->d[1].v, G = imp_attr_i(I, n, "num_groups", 0);
+    double eps;
+    dpc_status s = norm_inputs(I, n, x, sc, bi, "bias", &eps);
+    if (s != DPC_OK)
+        return s;
+    int64_t C = V(x)->d[1].v, G = imp_attr_i(I, n, "num_groups", 0);
     if (G < 1 || C % G)
         return imp_err(I, "num_groups %lld does not divide the %lld channels", (long long)G, (long long)C);
     if (imp_attr_i(I, n, "stash_type", 1) != 1)
@@ -779,9 +788,6 @@ dpc_status imp_op_groupnorm(imp *I, const Onnx__NodeProto *n) {
         return imp_err(I, "scale and bias of %lld and %lld entries (%lld expected at opset %lld)",
                        (long long)V(sc)->c->shape[0], (long long)V(bi)->c->shape[0], (long long)per,
                        (long long)I->opset);
-    double eps = imp_attr_f(I, n, "epsilon", 1e-5);
-    if (!(eps >= 0) || !isfinite(eps))
-        return imp_err(I, "epsilon out of range");
     dpc_tensor *w = imp_tensor(I, DPC_F32, 1, &C), *b = imp_tensor(I, DPC_F32, 1, &C);
     if (!w || !b)
         return fail(I);
@@ -790,22 +796,5 @@ dpc_status imp_op_groupnorm(imp *I, const Onnx__NodeProto *n) {
         ((float *)w->data)[c] = ((const float *)V(sc)->c->data)[k];
         ((float *)b->data)[c] = ((const float *)V(bi)->c->data)[k];
     }
-    const char *mem = imp_member_name(I, n, sc, "gnorm");
-    int u;
-    const char *e = imp_ref(I, x, &u);
-    if (!mem || !e)
-        return fail(I);
-    char *decl = imp_member_line(I, imp_printf(I, "%s = GroupNorm(%lld, %lld, eps=%s)", mem, (long long)G, (long long)C,
-                                               imp_f32(I, eps)),
-                                 sc);
-    if (!decl)
-        return fail(I);
-    X = V(x);
-    int uses[1] = {u};
-    dpc_status s = imp_stmt_value(I, out, decl, imp_printf(I, "%s(%s)", mem, e), VK_FLOAT, X->rank, X->d, uses, 1);
-    if (s == DPC_OK)
-        s = imp_weight(I, mem, "weight", w);
-    if (s == DPC_OK)
-        s = imp_weight(I, mem, "bias", b);
-    return s;
+    return groupnorm_stmt(I, n, x, sc, out, G, eps, w, b, "gnorm");
 }
