@@ -91,6 +91,7 @@ static bool shape_matches(const dpc_sig_param *p, const dpc_st_tensor *t) {
 }
 
 static bool float_dtype(dpc_dtype t) { return t == DPC_F32 || t == DPC_F64 || t == DPC_F16 || t == DPC_BF16; }
+static bool int_dtype(dpc_dtype t) { return t == DPC_I64 || t == DPC_I32; }
 
 /* The tensor for parameter p: its key, or "module.<key>" as a state_dict
  * saved from DataParallel has it. */
@@ -111,7 +112,7 @@ static void check_param(const dpc_sig_param *p, const dpc_st_tensor *t, item_lis
         dpc_shape_str(p->rank, p->shape, want, sizeof want);
         dpc_shape_str(t->rank, t->shape, got, sizeof got);
         list_add(wrong, "%s is %s, the model needs %s", p->key, got, want);
-    } else if (p->is_int ? t->dtype != DPC_I64 && t->dtype != DPC_I32 : !float_dtype(t->dtype)) {
+    } else if (p->is_int ? !int_dtype(t->dtype) : !float_dtype(t->dtype)) {
         list_add(wrong, "%s has dtype %s, the model needs %s", p->key, dpc_dtype_name(t->dtype),
                  p->is_int ? "an integer" : "a float");
     }
@@ -206,21 +207,27 @@ static dpc_status int_param(const dpc_sig_param *p, const dpc_st_tensor *t, floa
 }
 
 /* f32 copies of the picked tensors, each replacing the parameter's old one
- * (int64 ones for the integer buffers: int_param, every one, since a model
- * compiled per run-time dim knows which ones forward reads only when
- * specialised); the non-persistent buffers forward reads, from their
- * constant values. */
+ * (int64 ones for the integer buffers: int_param, every one that is an
+ * integer tensor of its shape, since a model compiled per run-time dim
+ * knows which ones forward reads only when specialised; dpc_weights_match
+ * checked only those it reads, so the others are checked here, and one
+ * that does not fit stays unbound: check_devices refuses it if read); the
+ * non-persistent buffers forward reads, from their constant values. */
 static dpc_status keep_f32(dpc_model *m, const dpc_st_tensor **picks, dpc_err *e) {
     const dpc_signature *sig = dpc_model_gsig(m);
     for (int i = 0; i < sig->nparams; i++) {
         const dpc_sig_param *sp = &sig->params[i];
-        if (sp->is_int && (picks[i] || (sp->nonpersistent && !m->params[i]))) {
-            float *v = NULL;
-            dpc_status s = int_param(sp, picks[i], &v, e);
+        const dpc_st_tensor *t = picks[i];
+        if (sp->is_int) {
+            if (sp->nonpersistent && m->params[i])
+                continue; /* its constant, made at an earlier bind */
+            free(m->params[i]); /* (not an earlier weights' values) */
+            m->params[i] = NULL;
+            if (!sp->nonpersistent && !(t && int_dtype(t->dtype) && shape_matches(sp, t)))
+                continue;
+            dpc_status s = int_param(sp, sp->nonpersistent ? NULL : t, &m->params[i], e);
             if (s != DPC_OK)
                 return s;
-            free(m->params[i]);
-            m->params[i] = v;
             continue;
         }
         if (sp->nonpersistent && !sp->ignored && !m->params[i]) {
@@ -229,7 +236,6 @@ static dpc_status keep_f32(dpc_model *m, const dpc_st_tensor **picks, dpc_err *e
                 return s;
             continue;
         }
-        const dpc_st_tensor *t = picks[i];
         if (!t || sp->ignored)
             continue;
         dpc_tensor src = {.dtype = t->dtype, .rank = t->rank, .data = t->data, .nbytes = t->nbytes};
@@ -336,8 +342,10 @@ static dpc_status check_devices(const dpc_model *m, const dpc_device *devs, int 
      * been missing from weights bound before */
     for (int i = 0; i < m->sig->nparams; i++)
         if (!m->sig->params[i].ignored && !m->params[i])
-            return dpc_errf(e, DPC_EUSER, "the weights lack %s, which %s's forward reads", m->sig->params[i].key,
-                            m->sig->model_name);
+            return dpc_errf(e, DPC_EUSER,
+                            "the weights have no usable %s (missing, or not an integer tensor of its shape), "
+                            "which %s's forward reads",
+                            m->sig->params[i].key, m->sig->model_name);
     return DPC_OK;
 }
 

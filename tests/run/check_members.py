@@ -17,7 +17,8 @@ to every replica (over 1, 2 and 3 CPU replicas), and checked in full. And
 members/int_buffers.dp: int64 and bool buffers read in forward (a persistent
 position_ids, loaded from the weights, here not arange; non-persistent
 int64 and bool constants), at two run-time lengths, against PyTorch; the
-weights without position_ids are refused by name.
+weights without position_ids, or with one of another shape or dtype, are
+refused by name.
 """
 import json
 import os
@@ -148,11 +149,22 @@ def int_buffers(dpc):
             ok = p.returncode == 0
             err = np.linalg.norm(np.load(out).astype(np.float64) - want) / np.linalg.norm(want) if ok else None
             need(ok and err < 1e-5, f"int buffers at S = {S} equal PyTorch (rel err {err}): {p.stderr.strip()}")
-        del got["position_ids"]
-        st.save(w, got)
-        p = run(dpc, "run", model, "--weights", w, "--input", xp, "-o", out)
-        need(p.returncode != 0 and "position_ids" in p.stderr and "Traceback" not in p.stderr
-             and p.returncode > 0, "int buffers: weights without position_ids are refused: " + p.stderr.strip())
+        # the model is compiled per S: position_ids is checked when S is bound,
+        # so a missing one, one of another shape or a float one are refused then
+        bad = {"missing": None, "shape": np.arange(3, dtype=np.int64).reshape(1, 3),
+               "dtype": np.arange(12, dtype=np.float32).reshape(1, 12)}
+        for what, v in bad.items():
+            w2 = dict(got)
+            if v is None:
+                del w2["position_ids"]
+            else:
+                w2["position_ids"] = v
+            st.save(w, w2)
+            if os.path.exists(out):
+                os.remove(out)
+            p = run(dpc, "run", model, "--weights", w, "--input", xp, "-o", out)
+            need(p.returncode == 1 and "position_ids" in p.stderr and len(p.stderr.strip().splitlines()) == 1
+                 and not os.path.exists(out), f"int buffers: position_ids {what} is refused: " + p.stderr.strip())
 
 
 def main():
