@@ -159,9 +159,11 @@ const char *imp_member_name(imp *I, const Onnx__NodeProto *n, int w, const char 
 char *imp_member_line(imp *I, const char *decl, int w);
 /* The transpose of a constant 2-D float tensor (onnx_ops.c). */
 dpc_tensor *imp_transposed(imp *I, const dpc_tensor *w);
+/* A Reduce* node's axes into ax[*na] (-1: none given), from its
+ * attribute or, from opset 18 (ReduceSum's 13), its input (onnx_ops.c). */
+dpc_status imp_reduce_axes(imp *I, const Onnx__NodeProto *n, int64_t *ax, int *na);
 /* fn(e) over the dims red marks (dpc's sum/mean/amax, one dim a call),
  * and the result's dims in d[*rank] (onnx_ops.c). */
-dpc_status imp_reduce_axes(imp *I, const Onnx__NodeProto *n, int64_t *ax, int *na);
 const char *imp_reduce_text(imp *I, const char *fn, const char *e, const ival *X, const bool *red, bool keep,
                             sdim *d, int *rank);
 

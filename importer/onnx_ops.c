@@ -1818,11 +1818,11 @@ static dpc_status op_layernorm(imp *I, const Onnx__NodeProto *n) {
  * attribute `axes`, or from ReduceSum's opset 13 and every other Reduce*'s
  * opset 18 on the constant input 1. */
 dpc_status imp_reduce_axes(imp *I, const Onnx__NodeProto *n, int64_t *ax, int *na) {
-    bool axes_input = !strcmp(n->op_type, "ReduceSum") ? I->opset >= 13 : I->opset >= 18;
-    if (axes_input) {
+    int from = !strcmp(n->op_type, "ReduceSum") ? 13 : 18; /* the opset axes became an input */
+    if (I->opset >= from) {
         *na = -1;
         if (imp_attr(n, "axes"))
-            return imp_err(I, "axes is an input from opset %d", !strcmp(n->op_type, "ReduceSum") ? 13 : 18);
+            return imp_err(I, "axes is an input from opset %d", from);
         return imp_in(I, n, 1) < 0 ? DPC_OK : const_ints(I, imp_in(I, n, 1), ax, na, DPC_MAX_RANK, "axes");
     }
     const int64_t *a;
