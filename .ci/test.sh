@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 export PATH=/usr/local/cuda/bin:$PATH
 jobs=$(nproc)
 
-bash .ci/setup.sh >/dev/null
+# The main build is Release (-O3) with warnings as errors: a user's build of
+# any type must not meet a warning that CI has not seen.
+DPC_BUILD_TYPE=Release DPC_WERROR=ON bash .ci/setup.sh >/dev/null
 
 echo "== release build: ctest"
 ctest --test-dir build -j"$jobs" --output-on-failure
@@ -22,7 +24,7 @@ echo "== ASan+UBSan build: parsers, bad input, fuzz corpus replay, the escaper, 
 # itself, the injection regression and the .dpa case.
 # OpenBLAS (pthreads) under the sanitizers: oneDNN's OpenMP runtime is not
 # instrumented, so TSan would report its internal synchronisation.
-cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDPC_SANITIZE=address -DDPC_BLAS=openblas >/dev/null
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDPC_WERROR=ON -DDPC_SANITIZE=address -DDPC_BLAS=openblas >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 # One pattern a line, so that each feature adds its own line.
 asan_tests=(
@@ -44,6 +46,6 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:protect_shadow_gap=0 \
   ctest --test-dir build-asan -j"$jobs" --output-on-failure -R "$(IFS='|'; echo "${asan_tests[*]}")"
 
 echo "== TSan build: data-parallel runtime"
-cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDPC_SANITIZE=thread -DDPC_BLAS=openblas >/dev/null
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDPC_WERROR=ON -DDPC_SANITIZE=thread -DDPC_BLAS=openblas >/dev/null
 cmake --build build-tsan -j"$jobs" >/dev/null
 TSAN_OPTIONS=halt_on_error=1 ctest --test-dir build-tsan -j"$jobs" --output-on-failure -R '^dp'

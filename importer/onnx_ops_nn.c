@@ -758,7 +758,7 @@ static dpc_status groupnorm_stmt(imp *I, const Onnx__NodeProto *n, int x, int sc
  * biased variance, then scaled. */
 dpc_status imp_op_instancenorm(imp *I, const Onnx__NodeProto *n) {
     int x = imp_in(I, n, 0), sc = imp_in(I, n, 1), bi = imp_in(I, n, 2), out = OUT(0);
-    double eps;
+    double eps = 0; /* set by norm_inputs when it succeeds */
     dpc_status s = norm_inputs(I, n, x, sc, bi, "B", &eps);
     if (s != DPC_OK)
         return s;
@@ -774,7 +774,7 @@ dpc_status imp_op_instancenorm(imp *I, const Onnx__NodeProto *n) {
  * g's), from 21 one a channel, as PyTorch's. */
 dpc_status imp_op_groupnorm(imp *I, const Onnx__NodeProto *n) {
     int x = imp_in(I, n, 0), sc = imp_in(I, n, 1), bi = imp_in(I, n, 2), out = OUT(0);
-    double eps;
+    double eps = 0; /* set by norm_inputs when it succeeds */
     dpc_status s = norm_inputs(I, n, x, sc, bi, "bias", &eps);
     if (s != DPC_OK)
         return s;

@@ -8,7 +8,7 @@
 #
 #     tests/gpu/run.sh                 (from anywhere; works in the repo root)
 #
-# Build: configures build-gpu-run (RelWithDebInfo, warnings not errors, Ninja
+# Build: configures build-gpu-run (RelWithDebInfo, warnings not errors (DPC_WERROR's default), Ninja
 # if present) and builds what
 # it needs. Where that fails (a CUDA image without bison, flex, cJSON or a
 # BLAS) or DPC_GPU_BUNDLE=1, it uses the binaries of build-gpu-bundle/ made
@@ -100,7 +100,6 @@ if [ "${DPC_GPU_BUNDLE:-0}" != 1 ]; then
     gen=Ninja
     command -v ninja >/dev/null 2>&1 || gen="Unix Makefiles"
     if timeout 200 cmake -S "$root" -B "$BUILD" -G "$gen" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDPC_PYTHON="$PY" \
-        -DCMAKE_C_COMPILER_LAUNCHER="$root/tests/gpu/nowerror.sh" \
         >"$OUT/build.log" 2>&1 &&
         timeout 200 cmake --build "$BUILD" -j"$(nproc)" --target dpc test_backend_cuda test_nccl bench_gpu >>"$OUT/build.log" 2>&1; then
         DPC=$BUILD/dpc
