@@ -28,7 +28,7 @@ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DDPC_WERROR=ON -DDPC_SANITIZE
 cmake --build build-asan -j"$jobs" >/dev/null
 # One pattern a line, so that each feature adds its own line.
 asan_tests=(
-  'replay_npy|replay_safetensors|replay_dpa|replay_dp$'
+  'replay_npy|replay_safetensors|replay_dpa|replay_dp$|replay_serve'
   '^security_(escape|inject_regression|inject_dpa)$'
   'print_|^ir_|bad_|front_|^io_|run_bad_input|run_outputs'
   '^dp_'
@@ -37,7 +37,7 @@ asan_tests=(
   '^artifact_api|^artifact_cli'
   '^cuda\.(backend|nccl|driver|cli)'
   '^cuda_cudnn_(backend|emu_fake|emu_refuse)$'
-  '^serve_(batcher|protocol|batching|faults|sequence)$'
+  '^serve_(batcher|protocol|batching|faults|sequence|hostile)$'
   '^onnx_mha$'
   'replay_onnx|^onnx_cli$|^onnx_ops$|^onnx_opsets$|^onnx_malformed$'
   '^run_tensor_members$'

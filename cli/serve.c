@@ -15,6 +15,7 @@
 #include "serve.h"
 #include "cli.h"
 #include "import.h"
+#include "serve_req.h"
 
 #include "artifact.h"
 #include "base.h"
@@ -45,23 +46,14 @@
 #define DEFAULT_MAX_BODY (64L << 20)
 #define DRAIN_TIMEOUT_S 30.0
 
-typedef struct srv_input {
-    const char *name;
-    dpc_dtype dtype; /* DPC_F32 or DPC_I64 */
-    int rank;
-    int64_t shape[DPC_MAX_RANK]; /* -1 for a batch or run-time dim (metadata) */
-} srv_input;
-
 typedef struct server {
     dpc_program *p;
     dpc_batcher *b;
-    const char *name;
-    int nin, nout, nsc;
-    srv_input in[DPC_MAX_IO];
+    srv_sig sig; /* name, inputs, output count, body limit: what requests are parsed against */
+    int nsc;
     int out_rank[DPC_MAX_IO];
     int64_t out_shape[DPC_MAX_IO][DPC_MAX_RANK];
     int max_batch;
-    long max_body;
     struct MHD_Daemon *d;
     _Atomic bool draining;
     _Atomic long inflight; /* submitted, response not finished */
@@ -120,15 +112,27 @@ static void putf(buf *b, const char *fmt, ...) {
         put(b, tmp, (size_t)n);
     }
 }
-/* A JSON string, escaped by cJSON. */
+/* A JSON string, escaped by cJSON; made valid UTF-8 first (a request's
+ * "id" may hold any bytes, and cJSON passes them through). */
 static void put_jstr(buf *b, const char *s) {
-    cJSON *j = cJSON_CreateString(s);
+    size_t len = strlen(s);
+    char *u = NULL;
+    if (!dpc_utf8_valid(s, len, NULL)) {
+        size_t n = 3 * len + 1; /* each byte at most U+FFFD */
+        if (!(u = malloc(n))) {
+            b->oom = true;
+            return;
+        }
+        srv_utf8(s, u, n);
+    }
+    cJSON *j = cJSON_CreateString(u ? u : s);
     char *t = j ? cJSON_PrintUnformatted(j) : NULL;
     if (t)
         puts_(b, t);
     else
         b->oom = true;
     free(t);
+    free(u);
     cJSON_Delete(j);
 }
 
@@ -183,13 +187,17 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned code, cJSON 
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static enum MHD_Result send_error(struct MHD_Connection *c, unsigned code, const char *fmt, ...) {
-    char msg[DPC_ERR_MSG];
+    char msg[DPC_ERR_MSG], clean[DPC_ERR_MSG];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* Names in messages come from requests and models, and vsnprintf may
+     * cut one mid-character: the body is valid UTF-8 whatever they hold
+     * (Python's json cannot read it otherwise). */
+    srv_utf8(msg, clean, sizeof clean);
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "error", msg);
+    cJSON_AddStringToObject(j, "error", clean);
     return send_json(c, code, j);
 }
 
@@ -202,15 +210,7 @@ typedef struct infer_ctx {
     bool too_big;
     long header_len; /* Inference-Header-Content-Length, -1 none */
     struct MHD_Connection *conn;
-    cJSON *req;
-    dpc_tensor *in[DPC_MAX_IO];
-    const char *kw_names[DPC_MAX_IO];
-    double kw_values[DPC_MAX_IO];
-    int nkw;
-    int sel[DPC_MAX_IO];  /* outputs to return, in order */
-    bool bin[DPC_MAX_IO]; /* binary for sel[i] */
-    int nsel;             /* -1: all */
-    bool bin_all;
+    srv_req q; /* the parsed request (serve_req.h) */
     dpc_request *r;
     _Atomic int state; /* 0 reading, 1 submitted, 2 done */
     bool submitted;
@@ -219,10 +219,8 @@ typedef struct infer_ctx {
 static void ctx_free(infer_ctx *x) {
     if (!x)
         return;
-    for (int i = 0; i < DPC_MAX_IO; i++)
-        dpc_tensor_free(x->in[i]);
     dpc_request_free(x->r);
-    cJSON_Delete(x->req);
+    srv_req_free(&x->q);
     free(x->body);
     free(x);
 }
@@ -232,326 +230,6 @@ static void on_done(dpc_request *r, void *user) {
     (void)r;
     atomic_store(&x->state, 2);
     MHD_resume_connection(x->conn);
-}
-
-typedef struct dt_info {
-    const char *name;
-    size_t size;
-} dt_info;
-enum { DT_FP32, DT_FP16, DT_INT64, DT_INT32, DT_BOOL, DT_N };
-static const dt_info DTS[DT_N] = {{"FP32", 4}, {"FP16", 2}, {"INT64", 8}, {"INT32", 4}, {"BOOL", 1}};
-
-static int dt_of(const char *s) {
-    for (int i = 0; s && i < DT_N; i++)
-        if (strcmp(s, DTS[i].name) == 0)
-            return i;
-    return -1;
-}
-
-/* Flat (or nested) JSON array elements into dst as the input's dtype. */
-static bool json_elems(const cJSON *a, int dt, bool want_f32, void *dst, int64_t n, int64_t *k, char *err,
-                       size_t errn) {
-    const cJSON *e;
-    cJSON_ArrayForEach(e, a) {
-        if (cJSON_IsArray(e)) {
-            if (!json_elems(e, dt, want_f32, dst, n, k, err, errn))
-                return false;
-            continue;
-        }
-        double v;
-        if (dt == DT_BOOL) {
-            if (cJSON_IsBool(e))
-                v = cJSON_IsTrue(e);
-            else if (cJSON_IsNumber(e) && (e->valuedouble == 0 || e->valuedouble == 1))
-                v = e->valuedouble;
-            else {
-                snprintf(err, errn, "BOOL data holds a value that is not true or false");
-                return false;
-            }
-        } else if (cJSON_IsNumber(e)) {
-            v = e->valuedouble;
-            if ((dt == DT_INT64 || dt == DT_INT32) &&
-                (v != floor(v) || fabs(v) > (dt == DT_INT32 ? 2147483647.0 : 9007199254740992.0))) {
-                snprintf(err, errn, "%s data holds %g, not an integer in range", DTS[dt].name, v);
-                return false;
-            }
-        } else {
-            snprintf(err, errn, "data holds a value that is not a number");
-            return false;
-        }
-        if (*k >= n) {
-            (*k)++;
-            continue; /* counted, reported by the caller */
-        }
-        if (want_f32)
-            ((float *)dst)[*k] = (float)v;
-        else
-            ((int64_t *)dst)[*k] = (int64_t)v;
-        (*k)++;
-    }
-    return true;
-}
-
-/* Binary data of datatype dt into the tensor's dtype. */
-static void bin_elems(const unsigned char *src, int dt, bool want_f32, void *dst, int64_t n) {
-    for (int64_t i = 0; i < n; i++) {
-        double v = 0;
-        switch (dt) {
-        case DT_FP32: {
-            float f;
-            memcpy(&f, src + 4 * i, 4);
-            v = f;
-            break;
-        }
-        case DT_FP16: {
-            uint16_t h;
-            float f;
-            memcpy(&h, src + 2 * i, 2);
-            dpc_f32_widen(&h, &f, 1, DPC_F16);
-            v = f;
-            break;
-        }
-        case DT_INT64: {
-            int64_t q;
-            memcpy(&q, src + 8 * i, 8);
-            if (!want_f32) {
-                ((int64_t *)dst)[i] = q;
-                continue;
-            }
-            v = (double)q;
-            break;
-        }
-        case DT_INT32: {
-            int32_t q;
-            memcpy(&q, src + 4 * i, 4);
-            v = q;
-            break;
-        }
-        default: v = src[i] != 0; break;
-        }
-        if (want_f32)
-            ((float *)dst)[i] = (float)v;
-        else
-            ((int64_t *)dst)[i] = (int64_t)v;
-    }
-}
-
-static int find_input(const char *name) {
-    for (int i = 0; name && i < g_srv.nin; i++)
-        if (strcmp(g_srv.in[i].name, name) == 0)
-            return i;
-    return -1;
-}
-
-static int output_index(const char *name) {
-    if (!name || strncmp(name, "output", 6) != 0 || !name[6])
-        return -1;
-    char *end;
-    long v = strtol(name + 6, &end, 10);
-    if (*end || v < 0 || v >= DPC_MAX_IO || (name[6] == '0' && name[7]))
-        return -1;
-    return (int)v;
-}
-
-static bool param_true(const cJSON *params, const char *key) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(params, key);
-    return v && (cJSON_IsTrue(v) || (cJSON_IsNumber(v) && v->valuedouble != 0));
-}
-
-/* Parses the request body into x (tensors, keywords, output selection);
- * false with a message in err (a 400). */
-static bool parse_infer(infer_ctx *x, char *err, size_t errn) {
-    size_t jlen = x->len;
-    if (x->header_len >= 0) {
-        if ((size_t)x->header_len > x->len) {
-            snprintf(err, errn, "Inference-Header-Content-Length %ld is larger than the body (%zu bytes)",
-                     x->header_len, x->len);
-            return false;
-        }
-        jlen = (size_t)x->header_len;
-    }
-    const char *endp = NULL;
-    x->req = cJSON_ParseWithLengthOpts(x->body ? x->body : "", jlen, &endp, 0);
-    if (!x->req || !cJSON_IsObject(x->req)) {
-        size_t at = endp && x->body ? (size_t)(endp - x->body) : 0;
-        snprintf(err, errn, "malformed JSON in the request body (near byte %zu)", at);
-        return false;
-    }
-    const cJSON *inputs = cJSON_GetObjectItemCaseSensitive(x->req, "inputs");
-    if (!cJSON_IsArray(inputs)) {
-        snprintf(err, errn, "the request has no \"inputs\" array");
-        return false;
-    }
-    size_t boff = jlen; /* binary data follows the JSON, in input order */
-    bool seen[DPC_MAX_IO] = {0};
-    const cJSON *it;
-    cJSON_ArrayForEach(it, inputs) {
-        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
-        const cJSON *shape = cJSON_GetObjectItemCaseSensitive(it, "shape");
-        const cJSON *dtype = cJSON_GetObjectItemCaseSensitive(it, "datatype");
-        const cJSON *data = cJSON_GetObjectItemCaseSensitive(it, "data");
-        const cJSON *params = cJSON_GetObjectItemCaseSensitive(it, "parameters");
-        if (!cJSON_IsString(nm)) {
-            snprintf(err, errn, "an input has no \"name\"");
-            return false;
-        }
-        int i = find_input(nm->valuestring);
-        if (i < 0) {
-            char list[512] = "";
-            for (int k = 0, l = 0; k < g_srv.nin && l < (int)sizeof list; k++)
-                l += snprintf(list + l, sizeof list - (size_t)l, "%s%s", k ? ", " : "", g_srv.in[k].name);
-            snprintf(err, errn, "unknown input '%.100s' (%s takes %s)", nm->valuestring, g_srv.name, list);
-            return false;
-        }
-        if (seen[i]) {
-            snprintf(err, errn, "input '%s' given twice", g_srv.in[i].name);
-            return false;
-        }
-        seen[i] = true;
-        const srv_input *si = &g_srv.in[i];
-        int dt = cJSON_IsString(dtype) ? dt_of(dtype->valuestring) : -1;
-        if (dt < 0) {
-            snprintf(err, errn, "input '%s': datatype must be one of FP32, FP16, INT64, INT32, BOOL", si->name);
-            return false;
-        }
-        bool want_f32 = si->dtype == DPC_F32;
-        if (want_f32 ? (dt == DT_INT64 || dt == DT_INT32) : (dt == DT_FP32 || dt == DT_FP16)) {
-            snprintf(err, errn, "input '%s' is %s, got %s", si->name, want_f32 ? "FP32 (or FP16)" : "INT64 (or INT32)",
-                     DTS[dt].name);
-            return false;
-        }
-        if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > DPC_MAX_RANK) {
-            snprintf(err, errn, "input '%s': \"shape\" must be an array of at most %d dims", si->name, DPC_MAX_RANK);
-            return false;
-        }
-        int64_t dims[DPC_MAX_RANK];
-        int rank = 0;
-        int64_t numel = 1;
-        const cJSON *d;
-        cJSON_ArrayForEach(d, shape) {
-            if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble != floor(d->valuedouble) ||
-                d->valuedouble > 1e12) {
-                snprintf(err, errn, "input '%s': shape holds a dim that is not a non-negative integer", si->name);
-                return false;
-            }
-            dims[rank] = (int64_t)d->valuedouble;
-            if (dims[rank] && numel > (INT64_MAX / 16) / dims[rank]) {
-                snprintf(err, errn, "input '%s': shape too large", si->name);
-                return false;
-            }
-            numel *= dims[rank++];
-        }
-        if ((uint64_t)numel * 8 > (uint64_t)g_srv.max_body * 8 + 64) {
-            snprintf(err, errn, "input '%s': shape of %lld elements is over the body limit", si->name,
-                     (long long)numel);
-            return false;
-        }
-        dpc_tensor *t = NULL;
-        if (dpc_tensor_create(si->dtype, rank, dims, NULL, &t) != DPC_OK) {
-            snprintf(err, errn, "input '%s': %s", si->name, dpc_last_error());
-            return false;
-        }
-        x->in[i] = t;
-        const cJSON *bsz = params ? cJSON_GetObjectItemCaseSensitive(params, "binary_data_size") : NULL;
-        if (bsz) {
-            if (!cJSON_IsNumber(bsz) || bsz->valuedouble < 0) {
-                snprintf(err, errn, "input '%s': binary_data_size must be a non-negative number", si->name);
-                return false;
-            }
-            size_t want = (size_t)numel * DTS[dt].size;
-            if ((double)want != bsz->valuedouble) {
-                snprintf(err, errn, "input '%s': binary_data_size %.0f does not match shape and %s (%zu bytes)",
-                         si->name, bsz->valuedouble, DTS[dt].name, want);
-                return false;
-            }
-            if (x->header_len < 0 || boff + want > x->len) {
-                snprintf(err, errn, "input '%s': %zu bytes of binary data missing after the JSON header", si->name,
-                         want);
-                return false;
-            }
-            bin_elems((const unsigned char *)x->body + boff, dt, want_f32, dpc_tensor_data(t), numel);
-            boff += want;
-        } else {
-            if (!cJSON_IsArray(data)) {
-                snprintf(err, errn, "input '%s' has no \"data\" array (nor binary_data_size)", si->name);
-                return false;
-            }
-            int64_t k = 0;
-            if (!json_elems(data, dt, want_f32, dpc_tensor_data(t), numel, &k, err, errn)) {
-                char tmp[512];
-                snprintf(tmp, sizeof tmp, "%.400s", err);
-                snprintf(err, errn, "input '%s': %s", si->name, tmp);
-                return false;
-            }
-            if (k != numel) {
-                char sh[256];
-                dpc_shape_str(rank, dims, sh, sizeof sh);
-                snprintf(err, errn, "input '%s': shape %s needs %lld elements, data holds %lld", si->name, sh,
-                         (long long)numel, (long long)k);
-                return false;
-            }
-        }
-    }
-    if (boff != x->len) {
-        snprintf(err, errn, "%zu bytes after the JSON header are not any input's binary data", x->len - boff);
-        return false;
-    }
-    for (int i = 0; i < g_srv.nin; i++)
-        if (!seen[i]) {
-            snprintf(err, errn, "input '%s' is missing", g_srv.in[i].name);
-            return false;
-        }
-    /* keyword scalars: the request's parameters, less the protocol's own */
-    const cJSON *params = cJSON_GetObjectItemCaseSensitive(x->req, "parameters");
-    x->bin_all = param_true(params, "binary_data_output");
-    const cJSON *p;
-    if (params && !cJSON_IsObject(params)) {
-        snprintf(err, errn, "\"parameters\" must be an object");
-        return false;
-    }
-    cJSON_ArrayForEach(p, params) {
-        static const char *reserved[] = {"binary_data_output", "sequence_id", "sequence_start", "sequence_end",
-                                         "priority", "timeout", "headers"};
-        bool skip = false;
-        for (size_t r = 0; r < sizeof reserved / sizeof *reserved; r++)
-            skip |= strcmp(p->string, reserved[r]) == 0;
-        if (skip)
-            continue;
-        if (x->nkw >= DPC_MAX_IO) {
-            snprintf(err, errn, "too many parameters");
-            return false;
-        }
-        if (!cJSON_IsNumber(p) && !cJSON_IsBool(p)) {
-            snprintf(err, errn, "parameter '%.100s' must be a number or a boolean", p->string);
-            return false;
-        }
-        x->kw_names[x->nkw] = p->string;
-        x->kw_values[x->nkw++] = cJSON_IsBool(p) ? cJSON_IsTrue(p) : p->valuedouble;
-    }
-    /* outputs to return */
-    x->nsel = -1;
-    const cJSON *outs = cJSON_GetObjectItemCaseSensitive(x->req, "outputs");
-    if (outs) {
-        if (!cJSON_IsArray(outs)) {
-            snprintf(err, errn, "\"outputs\" must be an array");
-            return false;
-        }
-        x->nsel = 0;
-        const cJSON *o;
-        cJSON_ArrayForEach(o, outs) {
-            const cJSON *nm = cJSON_GetObjectItemCaseSensitive(o, "name");
-            int j = cJSON_IsString(nm) ? output_index(nm->valuestring) : -1;
-            if (j < 0 || (g_srv.nout > 0 && j >= g_srv.nout) || x->nsel >= DPC_MAX_IO) {
-                snprintf(err, errn, "unknown output '%.100s' (%s returns output0..output%d)",
-                         cJSON_IsString(nm) ? nm->valuestring : "", g_srv.name, g_srv.nout - 1);
-                return false;
-            }
-            const cJSON *op = cJSON_GetObjectItemCaseSensitive(o, "parameters");
-            x->bin[x->nsel] = param_true(op, "binary_data") || (x->bin_all && !cJSON_GetObjectItem(op, "binary_data"));
-            x->sel[x->nsel++] = j;
-        }
-    }
-    return true;
 }
 
 static const char *dtype_kserve(dpc_dtype d) {
@@ -582,23 +260,23 @@ static enum MHD_Result respond_infer(struct MHD_Connection *c, infer_ctx *x) {
     int nout = dpc_request_num_outputs(r);
     int sel[DPC_MAX_IO];
     bool bin[DPC_MAX_IO];
-    int nsel = x->nsel;
+    int nsel = x->q.nsel;
     if (nsel < 0) {
         nsel = nout < DPC_MAX_IO ? nout : DPC_MAX_IO;
         for (int j = 0; j < nsel; j++)
-            sel[j] = j, bin[j] = x->bin_all;
+            sel[j] = j, bin[j] = x->q.bin_all;
     } else {
-        memcpy(sel, x->sel, sizeof sel);
-        memcpy(bin, x->bin, sizeof bin);
+        memcpy(sel, x->q.sel, sizeof sel);
+        memcpy(bin, x->q.bin, sizeof bin);
     }
     for (int k = 0; k < nsel; k++)
         if (sel[k] >= nout)
-            return send_error(c, 400, "unknown output 'output%d' (%s returns %d)", sel[k], g_srv.name, nout);
+            return send_error(c, 400, "unknown output 'output%d' (%s returns %d)", sel[k], g_srv.sig.name, nout);
     buf b = {0};
     puts_(&b, "{\"model_name\":");
-    put_jstr(&b, g_srv.name);
+    put_jstr(&b, g_srv.sig.name);
     puts_(&b, ",\"model_version\":\"1\"");
-    const cJSON *id = cJSON_GetObjectItemCaseSensitive(x->req, "id");
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(x->q.json, "id");
     if (cJSON_IsString(id)) {
         puts_(&b, ",\"id\":");
         put_jstr(&b, id->valuestring);
@@ -648,7 +326,7 @@ static enum MHD_Result infer_step(struct MHD_Connection *c, infer_ctx *x, const 
     if (*upload_size) { /* a piece of the body */
         size_t n = *upload_size;
         *upload_size = 0;
-        if (x->too_big || x->len + n > (size_t)g_srv.max_body) {
+        if (x->too_big || x->len + n > (size_t)g_srv.sig.max_body) {
             x->too_big = true; /* read and dropped, answered at the end */
             return MHD_YES;
         }
@@ -672,17 +350,17 @@ static enum MHD_Result infer_step(struct MHD_Connection *c, infer_ctx *x, const 
     if (st == 1)
         return MHD_YES; /* resumed spuriously: still running */
     if (x->too_big)
-        return send_error(c, 400, "the request body is over the limit of %ld bytes", g_srv.max_body);
+        return send_error(c, 400, "the request body is over the limit of %ld bytes", g_srv.sig.max_body);
     char err[DPC_ERR_MSG];
-    if (!parse_infer(x, err, sizeof err))
+    if (!srv_req_parse(&g_srv.sig, x->body, x->len, x->header_len, &x->q, err, sizeof err))
         return send_error(c, 400, "%s", err);
     if (atomic_load(&g_srv.draining))
         return send_error(c, 503, "the server is shutting down");
     x->conn = c;
     atomic_store(&x->state, 1);
     MHD_suspend_connection(c); /* before the submit: the batch may finish at once */
-    dpc_status s = dpc_batcher_submit(g_srv.b, (const dpc_tensor *const *)x->in, g_srv.nin, x->kw_names,
-                                      x->kw_values, x->nkw, on_done, x, &x->r);
+    dpc_status s = dpc_batcher_submit(g_srv.b, (const dpc_tensor *const *)x->q.in, g_srv.sig.nin, x->q.kw_names,
+                                      x->q.kw_values, x->q.nkw, on_done, x, &x->r);
     if (s != DPC_OK) {
         MHD_resume_connection(c);
         atomic_store(&x->state, 0);
@@ -705,20 +383,20 @@ static cJSON *shape_json(int rank, const int64_t *shape) {
 
 static cJSON *model_metadata(void) {
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "name", g_srv.name);
+    cJSON_AddStringToObject(j, "name", g_srv.sig.name);
     cJSON *v = cJSON_AddArrayToObject(j, "versions");
     cJSON_AddItemToArray(v, cJSON_CreateString("1"));
     cJSON_AddStringToObject(j, "platform", "dpc");
     cJSON *in = cJSON_AddArrayToObject(j, "inputs");
-    for (int i = 0; i < g_srv.nin; i++) {
+    for (int i = 0; i < g_srv.sig.nin; i++) {
         cJSON *t = cJSON_CreateObject();
-        cJSON_AddStringToObject(t, "name", g_srv.in[i].name);
-        cJSON_AddStringToObject(t, "datatype", g_srv.in[i].dtype == DPC_I64 ? "INT64" : "FP32");
-        cJSON_AddItemToObject(t, "shape", shape_json(g_srv.in[i].rank, g_srv.in[i].shape));
+        cJSON_AddStringToObject(t, "name", g_srv.sig.in[i].name);
+        cJSON_AddStringToObject(t, "datatype", g_srv.sig.in[i].dtype == DPC_I64 ? "INT64" : "FP32");
+        cJSON_AddItemToObject(t, "shape", shape_json(g_srv.sig.in[i].rank, g_srv.sig.in[i].shape));
         cJSON_AddItemToArray(in, t);
     }
     cJSON *out = cJSON_AddArrayToObject(j, "outputs");
-    for (int i = 0; i < g_srv.nout; i++) {
+    for (int i = 0; i < g_srv.sig.nout; i++) {
         cJSON *t = cJSON_CreateObject();
         char nm[32];
         snprintf(nm, sizeof nm, "output%d", i);
@@ -746,7 +424,7 @@ static cJSON *model_metadata(void) {
 
 static cJSON *model_config(void) {
     cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "name", g_srv.name);
+    cJSON_AddStringToObject(j, "name", g_srv.sig.name);
     cJSON_AddStringToObject(j, "platform", "dpc");
     cJSON_AddNumberToObject(j, "max_batch_size", 0); /* shapes carry the batch dim themselves */
     cJSON *db = cJSON_AddObjectToObject(j, "dynamic_batching");
@@ -762,11 +440,11 @@ static void metric_hist(buf *b, const char *name, const char *help, const uint64
         cum += counts[i];
         double le = dpc_batcher_bucket(size, i);
         if (isinf(le))
-            putf(b, "%s_bucket{model=\"%s\",le=\"+Inf\"} %llu\n", name, g_srv.name, (unsigned long long)cum);
+            putf(b, "%s_bucket{model=\"%s\",le=\"+Inf\"} %llu\n", name, g_srv.sig.name, (unsigned long long)cum);
         else
-            putf(b, "%s_bucket{model=\"%s\",le=\"%g\"} %llu\n", name, g_srv.name, le, (unsigned long long)cum);
+            putf(b, "%s_bucket{model=\"%s\",le=\"%g\"} %llu\n", name, g_srv.sig.name, le, (unsigned long long)cum);
     }
-    putf(b, "%s_sum{model=\"%s\"} %.9g\n%s_count{model=\"%s\"} %llu\n", name, g_srv.name, sum, name, g_srv.name,
+    putf(b, "%s_sum{model=\"%s\"} %.9g\n%s_count{model=\"%s\"} %llu\n", name, g_srv.sig.name, sum, name, g_srv.sig.name,
          (unsigned long long)cum);
 }
 
@@ -774,7 +452,7 @@ static enum MHD_Result metrics(struct MHD_Connection *c) {
     dpc_batcher_stats st;
     dpc_batcher_get_stats(g_srv.b, &st);
     buf b = {0};
-    const char *m = g_srv.name;
+    const char *m = g_srv.sig.name;
 #define COUNTER(n, h, v)                                                                                           \
     putf(&b, "# HELP " n " " h "\n# TYPE " n " counter\n" n "{model=\"%s\"} %llu\n", m, (unsigned long long)(v))
 #define GAUGE(n, h, v) putf(&b, "# HELP " n " " h "\n# TYPE " n " gauge\n" n "{model=\"%s\"} %lld\n", m, (long long)(v))
@@ -810,6 +488,77 @@ static enum MHD_Result metrics(struct MHD_Connection *c) {
 
 /* ------------------------------------------------------------- routing */
 
+/* Request bytes in a message: serve_req.h's srv_echo into out. */
+static const char *echo(char *out, size_t n, const char *s, size_t len) {
+    srv_echo(s, len, out, n);
+    return out;
+}
+
+/* A POST to /v2/models/NAME/infer: the context its body is read into. */
+static enum MHD_Result infer_start(struct MHD_Connection *c, void **con_cls) {
+    char q[256];
+    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+    if (cl && strtod(cl, NULL) > (double)g_srv.sig.max_body)
+        return send_error(c, 400, "the request body (%s bytes) is over the limit of %ld bytes",
+                          echo(q, sizeof q, cl, strlen(cl)), g_srv.sig.max_body);
+    infer_ctx *x = calloc(1, sizeof *x);
+    if (!x)
+        return send_error(c, 500, "out of memory");
+    x->is_infer = true;
+    x->header_len = -1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
+    if (h) {
+        char *end;
+        long v = strtol(h, &end, 10);
+        if (*end || v < 0 || end == h) {
+            free(x);
+            return send_error(c, 400, "bad Inference-Header-Content-Length '%s'", echo(q, sizeof q, h, strlen(h)));
+        }
+        x->header_len = v;
+    }
+    *con_cls = x;
+    return MHD_YES;
+}
+
+/* /v2/models/NAME[/versions/1][/ready|/config|/infer]; name points after
+ * /v2/models/. The URL was unescaped by srv_unescape, so a name or
+ * version holding a control byte (%00) holds it still escaped and cannot
+ * match. */
+static enum MHD_Result model_route(struct MHD_Connection *c, const char *url, const char *name, bool get, bool post,
+                                   void **con_cls) {
+    char q[256];
+    const char *slash = strchr(name, '/');
+    size_t nl = slash ? (size_t)(slash - name) : strlen(name);
+    const char *rest = slash ? slash : "";
+    if (strncmp(rest, "/versions/", 10) == 0) {
+        const char *v = rest + 10;
+        const char *vs = strchr(v, '/');
+        size_t vl = vs ? (size_t)(vs - v) : strlen(v);
+        if (vl != 1 || v[0] != '1')
+            return send_error(c, 400, "unknown version '%s' of model '%s' (it has version 1)", echo(q, sizeof q, v, vl),
+                              g_srv.sig.name);
+        rest = vs ? vs : "";
+    }
+    if (nl != strlen(g_srv.sig.name) || strncmp(name, g_srv.sig.name, nl) != 0)
+        return send_error(c, 400, "unknown model '%s' (this server serves '%s')", echo(q, sizeof q, name, nl),
+                          g_srv.sig.name);
+    if (!*rest || strcmp(rest, "/") == 0)
+        return get ? send_json(c, 200, model_metadata()) : send_error(c, 405, "use GET");
+    if (strcmp(rest, "/ready") == 0) {
+        if (!get)
+            return send_error(c, 405, "use GET");
+        return atomic_load(&g_srv.draining) ? send_error(c, 503, "the server is shutting down")
+                                            : send_json(c, 200, cJSON_CreateObject());
+    }
+    if (strcmp(rest, "/config") == 0)
+        return get ? send_json(c, 200, model_config()) : send_error(c, 405, "use GET");
+    if (strcmp(rest, "/infer") != 0)
+        return send_error(c, 404, "unknown path '%s'", echo(q, sizeof q, url, strlen(url)));
+    if (!post)
+        return send_error(c, 405, "use POST for infer");
+    return infer_start(c, con_cls);
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url, const char *method,
                                const char *version, const char *upload, size_t *upload_size, void **con_cls) {
     (void)cls, (void)version;
@@ -838,58 +587,17 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (strcmp(url, "/metrics") == 0)
         return get ? metrics(c) : send_error(c, 405, "use GET");
     static const char pre[] = "/v2/models/";
-    if (strncmp(url, pre, sizeof pre - 1) != 0)
-        return send_error(c, 404, "unknown path '%.200s'", url);
-    const char *name = url + sizeof pre - 1;
-    const char *slash = strchr(name, '/');
-    size_t nl = slash ? (size_t)(slash - name) : strlen(name);
-    const char *rest = slash ? slash : "";
-    if (strncmp(rest, "/versions/", 10) == 0) {
-        const char *v = rest + 10;
-        const char *vs = strchr(v, '/');
-        size_t vl = vs ? (size_t)(vs - v) : strlen(v);
-        if (vl != 1 || v[0] != '1')
-            return send_error(c, 400, "unknown version '%.*s' of model '%s' (it has version 1)", (int)(vl > 100 ? 100 : vl),
-                              v, g_srv.name);
-        rest = vs ? vs : "";
+    if (strncmp(url, pre, sizeof pre - 1) != 0) {
+        char q[256];
+        return send_error(c, 404, "unknown path '%s'", echo(q, sizeof q, url, strlen(url)));
     }
-    if (nl != strlen(g_srv.name) || strncmp(name, g_srv.name, nl) != 0)
-        return send_error(c, 400, "unknown model '%.*s' (this server serves '%s')", (int)(nl > 200 ? 200 : nl), name,
-                          g_srv.name);
-    if (!*rest || strcmp(rest, "/") == 0)
-        return get ? send_json(c, 200, model_metadata()) : send_error(c, 405, "use GET");
-    if (strcmp(rest, "/ready") == 0) {
-        if (!get)
-            return send_error(c, 405, "use GET");
-        return atomic_load(&g_srv.draining) ? send_error(c, 503, "the server is shutting down")
-                                            : send_json(c, 200, cJSON_CreateObject());
-    }
-    if (strcmp(rest, "/config") == 0)
-        return get ? send_json(c, 200, model_config()) : send_error(c, 405, "use GET");
-    if (strcmp(rest, "/infer") != 0)
-        return send_error(c, 404, "unknown path '%.200s'", url);
-    if (!post)
-        return send_error(c, 405, "use POST for infer");
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtod(cl, NULL) > (double)g_srv.max_body)
-        return send_error(c, 400, "the request body (%s bytes) is over the limit of %ld bytes", cl, g_srv.max_body);
-    infer_ctx *x = calloc(1, sizeof *x);
-    if (!x)
-        return send_error(c, 500, "out of memory");
-    x->is_infer = true;
-    x->header_len = -1;
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Inference-Header-Content-Length");
-    if (h) {
-        char *end;
-        long v = strtol(h, &end, 10);
-        if (*end || v < 0 || end == h) {
-            free(x);
-            return send_error(c, 400, "bad Inference-Header-Content-Length '%.40s'", h);
-        }
-        x->header_len = v;
-    }
-    *con_cls = x;
-    return MHD_YES;
+    return model_route(c, url, url + sizeof pre - 1, get, post, con_cls);
+}
+
+/* URL unescaping that leaves control bytes escaped (srv_unescape). */
+static size_t unescape(void *cls, struct MHD_Connection *c, char *s) {
+    (void)cls, (void)c;
+    return srv_unescape(s);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode why) {
@@ -989,21 +697,23 @@ static int load_program(const char *path, dpc_program **p) {
 }
 
 static bool signature(dpc_program *p) {
-    g_srv.name = dpc_program_name(p);
-    g_srv.nin = dpc_program_num_inputs(p);
+    g_srv.sig.name = dpc_program_name(p);
+    g_srv.sig.nin = dpc_program_num_inputs(p);
     g_srv.nsc = dpc_program_num_scalars(p);
     /* outputs before any run, with -1 (0 here) for dims that follow a
      * run-time dim (`ids: i64[N, S]`), as KServe lists dynamic dims */
-    if (dpc_program_outputs_any(p, &g_srv.nout) != DPC_OK)
-        g_srv.nout = dpc_program_num_outputs(p);
-    if (g_srv.nin > DPC_MAX_IO || g_srv.nout > DPC_MAX_IO)
+    if (dpc_program_outputs_any(p, &g_srv.sig.nout) != DPC_OK)
+        g_srv.sig.nout = dpc_program_num_outputs(p);
+    if (g_srv.sig.nin > DPC_MAX_IO || g_srv.sig.nout > DPC_MAX_IO)
         return false;
-    for (int i = 0; i < g_srv.nin; i++) {
-        srv_input *t = &g_srv.in[i];
+    for (int i = 0; i < g_srv.sig.nin; i++) {
+        srv_input *t = &g_srv.sig.in[i];
         if (dpc_program_input(p, i, &t->name, &t->dtype, &t->rank, t->shape) != DPC_OK)
             return false;
+        for (int d = 0; d < t->rank; d++)
+            t->rtdim[d] = dpc_program_input_rtdim(p, i, d);
     }
-    for (int j = 0; j < g_srv.nout; j++)
+    for (int j = 0; j < g_srv.sig.nout; j++)
         if (dpc_program_output_any(p, j, NULL, &g_srv.out_rank[j], g_srv.out_shape[j]) != DPC_OK &&
             dpc_program_output(p, j, NULL, &g_srv.out_rank[j], g_srv.out_shape[j]) != DPC_OK)
             return false;
@@ -1079,7 +789,7 @@ int dpc_cmd_serve(int argc, char **argv) {
         goto fail;
     g_srv.p = p;
     g_srv.max_batch = (int)max_batch;
-    g_srv.max_body = max_body;
+    g_srv.sig.max_body = max_body;
     dpc_batcher_opts bo = {.max_batch = (int)max_batch, .max_delay_us = max_delay, .max_queue = (int)max_queue};
     if (dpc_batcher_new(p, &bo, &g_srv.b) != DPC_OK) {
         fprintf(stderr, "dpc: error: %s\n", dpc_last_error());
@@ -1115,7 +825,7 @@ int dpc_cmd_serve(int argc, char **argv) {
                                MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS, MHD_OPTION_CONNECTION_LIMIT,
                                (unsigned)CONN_LIMIT, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONN_TIMEOUT_S,
                                MHD_OPTION_NOTIFY_COMPLETED, completed, NULL, MHD_OPTION_LISTEN_BACKLOG_SIZE,
-                               (unsigned)512, MHD_OPTION_END);
+                               (unsigned)512, MHD_OPTION_UNESCAPE_CALLBACK, unescape, NULL, MHD_OPTION_END);
     if (!g_srv.d) {
         fprintf(stderr, "dpc: error: cannot listen on %s port %ld (in use, or not an address of this machine)\n", host,
                 port);
@@ -1126,7 +836,7 @@ int dpc_cmd_serve(int argc, char **argv) {
     unsigned bound = di ? di->port : (unsigned)port;
     freeaddrinfo(ai);
     bool v6 = strchr(host, ':') != NULL;
-    printf("dpc serve: model %s listening on http://%s%s%s:%u\n", g_srv.name, v6 ? "[" : "", host, v6 ? "]" : "",
+    printf("dpc serve: model %s listening on http://%s%s%s:%u\n", g_srv.sig.name, v6 ? "[" : "", host, v6 ? "]" : "",
            bound);
     fflush(stdout);
     atomic_store(&g_phase, 1);

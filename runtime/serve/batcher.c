@@ -195,11 +195,13 @@ static dpc_status check_scalars(const dpc_batcher *b, const char *const *names, 
         while (i < b->nsc && (!names[k] || strcmp(names[k], b->sc[i].name) != 0))
             i++;
         if (i == b->nsc) {
-            char list[512] = "";
+            char list[512] = "", q[256];
             for (int j = 0, l = 0; j < b->nsc && l < (int)sizeof list; j++)
                 l += snprintf(list + l, sizeof list - (size_t)l, "%s%s", j ? ", " : "", b->sc[j].name);
-            return failmsg(DPC_EUSER, "unknown keyword '%.100s' (forward of %s takes %s)", names[k] ? names[k] : "",
-                           dpc_program_name(b->p), b->nsc ? list : "none");
+            /* the name is the caller's (a request's): cut at a character, control bytes escaped */
+            dpc_quote(names[k] ? names[k] : "", names[k] ? strlen(names[k]) : 0, q, sizeof q);
+            return failmsg(DPC_EUSER, "unknown keyword '%s' (forward of %s takes %s)", q, dpc_program_name(b->p),
+                           b->nsc ? list : "none");
         }
         if (given[i])
             return failmsg(DPC_EUSER, "keyword '%s' given twice", b->sc[i].name);
