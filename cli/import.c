@@ -1,8 +1,8 @@
 /* import.c - `dpc import MODEL.onnx -o MODEL.dp [--weights-out W.safetensors]
  * [--dim NAME=SIZE ...] [--list-ops]`, and the one function every other
- * verb calls on its model path: an .onnx file is imported in memory and
- * staged as a .dp plus its weights in a private temporary directory,
- * removed when the process exits. */
+ * verb calls on its model path: an .onnx file is imported in memory, and
+ * its .dp text and weights are handed to the compiler and the runtime from
+ * there (nothing is staged on disk). */
 #include "import.h"
 
 #include "onnx.h"
@@ -62,6 +62,27 @@ static int list_ops(void) {
     return fflush(stdout) == 0 ? 0 : 1;
 }
 
+/* An output (option opt, path) that names file, what the command reads or
+ * the other output: refused, as every verb refuses it (cli/main.c). */
+static int refuse_output(const char *opt, const char *path, const char *what, const char *file) {
+    char msg[8400];
+    snprintf(msg, sizeof msg, "%s '%.4000s' is %s ('%.3000s'): it would be overwritten; choose another output file",
+             opt, path, what, file);
+    return usage("%s", msg);
+}
+
+/* Refuses an output that is one of the files the model reads past the
+ * .onnx (checked before the import): its external data. Writing it would
+ * replace the user's weights. */
+static int check_read_files(const dpc_onnx_result *r, const char *out, const char *wout) {
+    for (size_t k = 1; k < r->nfiles; k++)
+        if (dpc_same_file(out, r->files[k]) || dpc_same_file(wout, r->files[k])) {
+            bool o = dpc_same_file(out, r->files[k]);
+            return refuse_output(o ? "-o" : "--weights-out", o ? out : wout, "the model's external data", r->files[k]);
+        }
+    return 0;
+}
+
 int cli_import(int argc, char **argv) {
     const char *model = NULL, *out = NULL, *wout = NULL;
     dpc_onnx_dim dims[DPC_ONNX_MAX_DIMS];
@@ -105,14 +126,23 @@ int cli_import(int argc, char **argv) {
         default_weights(out, wdef, sizeof wdef);
         wout = wdef;
     }
-    if (dpc_same_file(out, model) || dpc_same_file(wout, model) || dpc_same_file(out, wout))
-        return usage("%s", "the outputs must differ from each other and from the model");
+    if (dpc_same_file(out, model))
+        return refuse_output("-o", out, "the model", model);
+    if (dpc_same_file(wout, model))
+        return refuse_output("--weights-out", wout, "the model", model);
+    if (dpc_same_file(out, wout))
+        return refuse_output("--weights-out", wout, "the other output", out);
     dpc_onnx_import_opts io = {.path = model, .dims = dims, .ndims = ndims};
     dpc_onnx_result r;
     dpc_err e;
     dpc_status s = dpc_onnx_import(&io, &r, &e);
     if (s != DPC_OK)
         return fail(s, &e);
+    int rc = check_read_files(&r, out, wout); /* its external data, now that they are known */
+    if (rc) {
+        dpc_onnx_result_free(&r);
+        return rc;
+    }
     dpc_buf img;
     s = dpc_st_serialize(r.weights, r.nweights, NULL, NULL, 0, &img, &e);
     if (s == DPC_OK) {
@@ -126,64 +156,88 @@ int cli_import(int argc, char **argv) {
     return s == DPC_OK ? 0 : fail(s, &e);
 }
 
-/* ---- .onnx wherever a .dp is accepted ---- */
+/* ---- .onnx wherever a .dp is accepted ----
+ * The import stays in memory (docs/onnx.md): the .dp text reaches the
+ * compiler as dpc_compile_opts.text under the name MODEL.dp beside the
+ * .onnx (never read from disk), the weights reach the runtime as a parsed
+ * safetensors. Nothing is written, so neither a signal nor a crash can
+ * leave a copy of the model behind. */
 
-static char g_dir[4096], g_dp[4200], g_w[4200], g_orig[4096];
+static struct {
+    const char *orig;          /* the .onnx as given */
+    char *name;                /* its .dp's name */
+    char *dp;                  /* the .dp text */
+    size_t dp_len;
+    dpc_safetensors *weights;  /* until a verb takes them */
+    char **files;              /* what the model reads (dpc_onnx_result.files) */
+    size_t nfiles;
+} g_onnx;
 
-static void cleanup(void) {
-    if (g_dp[0])
-        unlink(g_dp);
-    if (g_w[0])
-        unlink(g_w);
-    if (g_dir[0])
-        rmdir(g_dir);
+static void release(void) {
+    dpc_free(g_onnx.name);
+    dpc_free(g_onnx.dp);
+    if (g_onnx.weights)
+        dpc_st_free(g_onnx.weights);
+    dpc_onnx_files_free(g_onnx.files, g_onnx.nfiles);
+    memset(&g_onnx, 0, sizeof g_onnx);
 }
 
-const char *cli_onnx_original(void) { return g_orig[0] ? g_orig : NULL; }
+const char *cli_onnx_original(void) { return g_onnx.orig; }
 
-int cli_onnx_stage(const char **model, const char **weights) {
+bool cli_onnx_source(const char *path, const char **text, size_t *len) {
+    if (!g_onnx.dp || !path || strcmp(path, g_onnx.name) != 0)
+        return false;
+    *text = g_onnx.dp;
+    *len = g_onnx.dp_len;
+    return true;
+}
+
+dpc_safetensors *cli_onnx_take_weights(void) {
+    dpc_safetensors *w = g_onnx.weights;
+    g_onnx.weights = NULL;
+    return w;
+}
+
+size_t cli_onnx_files(const char *const **files) {
+    *files = (const char *const *)g_onnx.files;
+    return g_onnx.nfiles;
+}
+
+dpc_safetensors *cli_onnx_artifact(const char *path, bool weights, dpc_artifact_opts *ao) {
+    if (!cli_onnx_source(path, &ao->text, &ao->len) || !weights)
+        return NULL;
+    dpc_safetensors *w = cli_onnx_take_weights();
+    ao->weights_st = w;
+    ao->weights = g_onnx.orig; /* names them in messages */
+    return w;
+}
+
+int cli_onnx_stage(const char **model) {
     if (!dpc_onnx_path(*model))
         return 0;
-    if (g_dir[0]) {
+    if (g_onnx.orig) {
         fprintf(stderr, "dpc: error: one ONNX model per command\n");
         return 1;
     }
-    const char *tmp = getenv("TMPDIR");
-    snprintf(g_dir, sizeof g_dir, "%s/dpc-onnx-XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    if (!mkdtemp(g_dir)) {
-        fprintf(stderr, "dpc: error: cannot create a temporary directory in %s: %s\n", tmp && *tmp ? tmp : "/tmp",
-                strerror(errno));
-        g_dir[0] = 0;
-        return 1;
-    }
-    atexit(cleanup);
-    snprintf(g_orig, sizeof g_orig, "%s", *model);
     dpc_onnx_import_opts io = {.path = *model};
     dpc_onnx_result r;
     dpc_err e;
     dpc_status s = dpc_onnx_import(&io, &r, &e);
     if (s != DPC_OK)
         return fail(s, &e);
-    /* the model's own name, so that messages and `dpc print` read well */
-    const char *base = strrchr(*model, '/');
-    base = base ? base + 1 : *model;
-    size_t L = strlen(base);
-    snprintf(g_dp, sizeof g_dp, "%s/%.*s.dp", g_dir, (int)(L > 5 ? L - 5 : L), base);
-    snprintf(g_w, sizeof g_w, "%s/weights.safetensors", g_dir);
-    dpc_buf img;
-    s = dpc_st_serialize(r.weights, r.nweights, NULL, NULL, 0, &img, &e);
-    if (s == DPC_OK) {
-        const char *paths[2] = {g_dp, g_w};
-        const void *data[2] = {r.dp, img.data};
-        size_t lens[2] = {r.dp_len, img.len};
-        s = dpc_write_files_atomic(2, paths, data, lens, &e);
-        dpc_buf_free(&img);
-    }
+    atexit(release);
+    g_onnx.orig = *model;
+    g_onnx.dp = r.dp, g_onnx.dp_len = r.dp_len, r.dp = NULL;
+    g_onnx.files = r.files, g_onnx.nfiles = r.nfiles, r.files = NULL, r.nfiles = 0;
+    /* MODEL.dp beside MODEL.onnx, so that messages, `dpc print` and the
+     * default `dpc compile` output (MODEL.dpa) read as for the .dp */
+    size_t L = strlen(*model) - 5; /* ".onnx" (dpc_onnx_path) */
+    if ((g_onnx.name = dpc_malloc(L + 4)))
+        snprintf(g_onnx.name, L + 4, "%.*s.dp", (int)L, *model);
+    s = g_onnx.name ? dpc_onnx_result_weights(&r, &g_onnx.weights, &e) : dpc_errf(&e, DPC_ENOMEM, "out of memory");
     dpc_onnx_result_free(&r);
     if (s != DPC_OK)
         return fail(s, &e);
-    *model = g_dp;
-    if (!*weights)
-        *weights = g_w;
+    *model = g_onnx.name;
     return 0;
 }

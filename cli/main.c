@@ -157,7 +157,7 @@ static int parse_opts(int argc, char **argv, opts *o, const char *allowed) {
     }
     if (!o->model)
         return usage_error("%s", "missing the model file");
-    return cli_onnx_stage(&o->model, &o->weights); /* MODEL.onnx: imported first (cli/import.c) */
+    return cli_onnx_stage(&o->model); /* MODEL.onnx: imported in memory first (cli/import.c) */
 }
 
 /* A stream output (/dev/null, a pipe) cannot lose a file, so it may repeat. */
@@ -166,21 +166,25 @@ static bool is_stream(const char *path) {
     return stat(path, &st) == 0 && (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode));
 }
 
-/* Refuses an output that is also a file the command reads (the model, the
- * weights, an input) or another output: writing it would destroy what the
- * command needs, or one output would silently replace the other. outs
- * defaults to o->out; compile passes its derived default. */
+/* Refuses an output that is also a file the command reads (the model, an
+ * imported .onnx's external data, the weights, an input) or another
+ * output: writing it would destroy what the command needs, or one output
+ * would silently replace the other. outs defaults to o->out; compile
+ * passes its derived default. */
 static int check_outputs(const opts *o, const char *const *outs, int nout) {
     char msg[8400];
+    const char *const *files; /* an imported .onnx: [0] the .onnx; its .dp (o->model) is not on disk */
+    size_t nfiles = cli_onnx_files(&files);
     for (int i = 0; i < nout; i++) {
         const char *p = outs[i], *clash = NULL, *what = NULL;
         if (is_stream(p))
             continue;
-        if (dpc_same_file(p, o->model))
+        if (!nfiles && dpc_same_file(p, o->model))
             clash = o->model, what = "the model";
-        else if (cli_onnx_original() && dpc_same_file(p, cli_onnx_original()))
-            clash = cli_onnx_original(), what = "the model";
-        else if (o->weights && dpc_same_file(p, o->weights))
+        for (size_t k = 0; !clash && k < nfiles; k++)
+            if (dpc_same_file(p, files[k]))
+                clash = files[k], what = k ? "the model's external data" : "the model";
+        if (!clash && o->weights && dpc_same_file(p, o->weights))
             clash = o->weights, what = "the weights";
         for (int k = 0; !clash && k < o->ninputs; k++)
             if (dpc_same_file(p, o->inputs[k]))
@@ -222,6 +226,7 @@ static int front(const char *path, dpc_stage st, dpc_unit **u) {
     dpc_err e;
     dpc_buf_init(&diags);
     dpc_compile_opts co = {.path = path, .stage = st, .defer_dims = true};
+    cli_onnx_source(path, &co.text, &co.len); /* an imported .onnx: its .dp, in memory */
     dpc_status s = dpc_compile(&co, u, &diags, &e);
     if (compile_failed(s, &diags, &e))
         return s == DPC_EUSAGE ? 2 : 1;
@@ -524,11 +529,14 @@ static int cmd_compile(int argc, char **argv) {
     }
     dpc_artifact_opts ao = {.weights = o.weights, .archs = archs, .narchs = narchs,
                             .cuda_suffix = getenv("DPC_FAULT_CUDA_SOURCE")};
+    dpc_safetensors *imported = cli_onnx_artifact(o.model, !o.weights, &ao); /* MODEL.onnx: embeds its weights */
     dpc_buf img, diags, warn;
     dpc_buf_init(&diags);
     dpc_buf_init(&warn);
     dpc_err e;
     dpc_status s = dpc_artifact_build(o.model, &ao, &img, &diags, &warn, &e);
+    if (imported)
+        dpc_st_free(imported);
     if (warn.len)
         fprintf(stderr, "dpc: warning: %s\n", warn.data);
     dpc_buf_free(&warn);
@@ -550,7 +558,8 @@ static int cmd_inspect(int argc, char **argv) {
     if (rc)
         return rc;
     if (!dpc_artifact_path(o.model))
-        return usage_error("inspect takes a compiled artifact (.dpa), got '%s'", o.model);
+        return usage_error("inspect takes a compiled artifact (.dpa), got '%s'",
+                           cli_onnx_original() ? cli_onnx_original() : o.model);
     dpc_model *m;
     if ((rc = load_dpa(o.model, &m)))
         return rc;
@@ -832,12 +841,15 @@ static int needed_weights(const dpc_model *m) {
     return n;
 }
 
-/* The weights for run: --weights; else those embedded in the .dpa; else
- * none (*st NULL) for a model that needs none. */
+/* The weights for run: --weights; else an imported .onnx's initializers;
+ * else those embedded in the .dpa; else none (*st NULL) for a model that
+ * needs none. */
 static dpc_status run_weights(const opts *o, const dpc_model *m, dpc_safetensors **st, dpc_err *e) {
     *st = NULL;
     if (o->weights)
         return dpc_st_read(o->weights, st, e);
+    if ((*st = cli_onnx_take_weights()))
+        return DPC_OK;
     int n = needed_weights(m);
     if (g_dpa && (n || dpc_artifact_has_weights(g_dpa)))
         return dpa_weights(st, e); /* its message says to give --weights */
@@ -1095,7 +1107,9 @@ static int cmd_bench(int argc, char **argv) {
         return rc;
     }
     rc = 1;
-    if (!o.weights)
+    if (!o.weights && (st = cli_onnx_take_weights())) /* an imported .onnx's initializers */
+        s = dpc_model_bind(m, st, NULL, &e);
+    else if (!o.weights)
         s = dpc_model_bind_init(m, 0, &e); /* dpc init's weights, seed 0 */
     else if ((s = dpc_st_read(o.weights, &st, &e)) == DPC_OK)
         s = dpc_model_bind(m, st, NULL, &e);

@@ -661,7 +661,7 @@ static bool parse_long(const char *s, long min, long max, long *out) {
     return true;
 }
 
-static int load_program(const char *path, dpc_program **p) {
+static int load_program(const char *path, bool imported_weights, dpc_program **p) {
     if (dpc_artifact_path(path)) {
         if (dpc_program_load(path, p) != DPC_OK) {
             fprintf(stderr, "dpc: error: %s\n", dpc_last_error());
@@ -670,11 +670,14 @@ static int load_program(const char *path, dpc_program **p) {
         return 0;
     }
     dpc_artifact_opts ao = {0};
+    dpc_safetensors *iw = cli_onnx_artifact(path, imported_weights, &ao); /* MODEL.onnx: in memory (cli/import.c) */
     dpc_buf img, diags, warn;
     dpc_buf_init(&diags);
     dpc_buf_init(&warn);
     dpc_err e;
     dpc_status s = dpc_artifact_build(path, &ao, &img, &diags, &warn, &e);
+    if (iw)
+        dpc_st_free(iw);
     if (warn.len)
         fprintf(stderr, "dpc: warning: %s\n", warn.data);
     dpc_buf_free(&warn);
@@ -758,7 +761,7 @@ int dpc_cmd_serve(int argc, char **argv) {
     }
     if (!model)
         return serve_usage("%s", "missing the model file");
-    int staged = cli_onnx_stage(&model, &weights); /* MODEL.onnx: imported first (cli/import.c) */
+    int staged = cli_onnx_stage(&model); /* MODEL.onnx: imported in memory first (cli/import.c) */
     if (staged)
         return staged;
 
@@ -776,7 +779,7 @@ int dpc_cmd_serve(int argc, char **argv) {
     pthread_detach(st);
 
     dpc_program *p = NULL;
-    if (load_program(model, &p))
+    if (load_program(model, !weights, &p))
         return 1;
     int rc = 1;
     if (weights && dpc_program_bind_weights(p, weights) != DPC_OK)

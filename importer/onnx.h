@@ -51,6 +51,12 @@ typedef struct dpc_onnx_result {
     size_t dp_len;
     dpc_st_tensor *weights;   /* names and data owned */
     size_t nweights;
+    /* The files the model reads: [0] the .onnx (opts.path as given), then
+     * each external-data file a tensor of it names (its directory joined
+     * with the location), once each: what no output of the command may
+     * replace (the CLI's "an output names an input" refusal). Owned. */
+    char **files;
+    size_t nfiles;
 } dpc_onnx_result;
 
 /* Imports o->path. A model dpc cannot run (an op, attribute, dtype or shape
@@ -88,6 +94,14 @@ dpc_status dpc_onnx_parse(const void *buf, size_t len, const char *name, struct 
 void dpc_onnx_model_free(struct Onnx__ModelProto *m);
 /* The default domain's opset of m (checked by the reader). */
 int64_t dpc_onnx_opset(const struct Onnx__ModelProto *m);
+
+/* The files m reads (dpc_onnx_result.files): path, then dir joined with
+ * every external-data location named anywhere in its graphs, sorted, once
+ * each (read or not: a location the import skipped is still the user's
+ * data). *files is freed with dpc_onnx_files_free. */
+dpc_status dpc_onnx_model_files(const struct Onnx__ModelProto *m, const char *path, const char *dir, char ***files,
+                                size_t *n, dpc_err *e);
+void dpc_onnx_files_free(char **files, size_t n);
 
 /* A TensorProto as a dpc tensor: float types (FLOAT, DOUBLE, FLOAT16,
  * BFLOAT16) become F32, integer types and BOOL become I64 (*was_bool says

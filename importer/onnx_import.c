@@ -824,6 +824,7 @@ void dpc_onnx_result_free(dpc_onnx_result *r) {
         dpc_free(r->weights[i].data);
     }
     dpc_free(r->weights);
+    dpc_onnx_files_free(r->files, r->nfiles);
     memset(r, 0, sizeof *r);
 }
 
@@ -1005,6 +1006,8 @@ dpc_status dpc_onnx_import(const dpc_onnx_import_opts *o, dpc_onnx_result *out, 
         if ((s = import_node(&I, (int)k)) != DPC_OK)
             goto done;
     s = finish(&I, &sig, out);
+    if (s == DPC_OK) /* for the CLI: no output may replace one of them */
+        s = dpc_onnx_model_files(I.m, o->path, I.dir, &out->files, &out->nfiles, e);
 done:
     if (s != DPC_OK)
         dpc_onnx_result_free(out);

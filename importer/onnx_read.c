@@ -211,6 +211,95 @@ dpc_status dpc_onnx_read(const char *path, Onnx__ModelProto **out, dpc_err *e) {
     return s;
 }
 
+/* ---- the files a model reads ---- */
+
+/* Locations as pointers into the model: a shared data file named by every
+ * tensor costs one entry (consecutive repeats are skipped), and the rest
+ * are made unique by sorting, so that the list stays linear in the file. */
+typedef struct loc_list {
+    const char **v;
+    size_t n, cap;
+    bool oom;
+} loc_list;
+
+static void tensor_locs(const Onnx__TensorProto *t, loc_list *l) {
+    for (size_t i = 0; t && i < t->n_external_data; i++) {
+        const char *k = t->external_data[i]->key, *v = t->external_data[i]->value;
+        if (!k || !v || strcmp(k, "location") != 0 || !*v || (l->n && strcmp(l->v[l->n - 1], v) == 0))
+            continue;
+        if (l->n == l->cap) {
+            size_t cap = l->cap ? 2 * l->cap : 16;
+            const char **nv = dpc_realloc(l->v, cap * sizeof *nv);
+            if (!nv) {
+                l->oom = true;
+                return;
+            }
+            l->v = nv, l->cap = cap;
+        }
+        l->v[l->n++] = v;
+    }
+}
+
+/* Initializers and node attributes, subgraphs included (their nesting is
+ * bounded by the reader's pre-scan). */
+static void graph_locs(const Onnx__GraphProto *g, loc_list *l) {
+    for (size_t i = 0; g && i < g->n_initializer; i++)
+        tensor_locs(g->initializer[i], l);
+    for (size_t k = 0; g && k < g->n_node; k++)
+        for (size_t a = 0; a < g->node[k]->n_attribute; a++) {
+            const Onnx__AttributeProto *at = g->node[k]->attribute[a];
+            tensor_locs(at->t, l);
+            for (size_t j = 0; j < at->n_tensors; j++)
+                tensor_locs(at->tensors[j], l);
+            graph_locs(at->g, l);
+            for (size_t j = 0; j < at->n_graphs; j++)
+                graph_locs(at->graphs[j], l);
+        }
+}
+
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+void dpc_onnx_files_free(char **files, size_t n) {
+    for (size_t i = 0; files && i < n; i++)
+        dpc_free(files[i]);
+    dpc_free(files);
+}
+
+dpc_status dpc_onnx_model_files(const Onnx__ModelProto *m, const char *path, const char *dir, char ***files,
+                                size_t *n, dpc_err *e) {
+    *files = NULL;
+    *n = 0;
+    loc_list l = {0};
+    graph_locs(m->graph, &l);
+    if (l.n)
+        qsort(l.v, l.n, sizeof *l.v, cmp_str);
+    char **f = l.oom ? NULL : dpc_calloc(l.n + 1, sizeof *f);
+    size_t k = 0;
+    if (f && (f[k] = dpc_strdup(path)))
+        k++;
+    for (size_t i = 0; f && k && i < l.n; i++) {
+        if (i && strcmp(l.v[i], l.v[i - 1]) == 0)
+            continue;
+        size_t len = strlen(dir) + strlen(l.v[i]) + 2;
+        if (!(f[k] = dpc_malloc(len))) {
+            k = 0;
+            break;
+        }
+        snprintf(f[k], len, "%s%s%s", l.v[i][0] == '/' ? "" : dir, l.v[i][0] == '/' ? "" : "/", l.v[i]);
+        k++;
+    }
+    dpc_free(l.v);
+    if (!f || !k) {
+        dpc_onnx_files_free(f, l.n + 1);
+        return dpc_errf(e, DPC_ENOMEM, "out of memory");
+    }
+    *files = f;
+    *n = k;
+    return DPC_OK;
+}
+
 /* ---- tensors ---- */
 
 static size_t elem_size(int dt) {
@@ -310,17 +399,16 @@ static dpc_status external(const Onnx__TensorProto *t, const char *dir, const ch
     size_t dl = strlen(rdir);
     if (strncmp(rpath, rdir, dl) != 0 || (rpath[dl] != '/' && strcmp(rdir, "/") != 0))
         return dpc_errf(e, DPC_EUSER, "%s: external data file '%.200s' resolves outside the model's directory", what, loc);
-    int fd = open(rpath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    struct stat sb;
-    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        if (fd >= 0)
-            close(fd);
+    /* never a FIFO's blocking open (one inside the directory, or a link to
+     * one): dpc_open_regular opens without blocking, then refuses it */
+    int fd;
+    uint64_t size;
+    if (dpc_open_regular(rpath, O_NOFOLLOW, &fd, &size, NULL) != DPC_OK)
         return dpc_errf(e, DPC_EUSER, "%s: external data '%.200s' is not a readable regular file", what, loc);
-    }
-    if ((uint64_t)off > (uint64_t)sb.st_size || (uint64_t)sb.st_size - (uint64_t)off < want) {
+    if ((uint64_t)off > size || size - (uint64_t)off < want) {
         close(fd);
-        return dpc_errf(e, DPC_EUSER, "%s: external data '%.200s' holds %lld bytes, fewer than offset %lld + %zu", what,
-                        loc, (long long)sb.st_size, (long long)off, want);
+        return dpc_errf(e, DPC_EUSER, "%s: external data '%.200s' holds %llu bytes, fewer than offset %lld + %zu", what,
+                        loc, (unsigned long long)size, (long long)off, want);
     }
     uint8_t *b = dpc_malloc(want ? want : 1);
     if (!b) {

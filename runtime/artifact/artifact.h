@@ -85,6 +85,14 @@
 
 typedef struct dpc_artifact_opts {
     const char *weights;    /* safetensors file to embed, or NULL */
+    /* The weights to embed, in memory (an imported .onnx's initializers):
+     * used instead of reading `weights`, which then only names them in
+     * messages. Not freed. */
+    const dpc_safetensors *weights_st;
+    /* The root source (a .dp named path) in memory, len bytes, or NULL to
+     * read path: the text dpc_compile_opts.text takes. */
+    const char *text;
+    size_t len;
     const char *const *archs; /* "sm_90", "compute_80", ... */
     int narchs;
     const char *cuda_suffix; /* fault injection (tests): appended to the CUDA source given to NVRTC */

@@ -390,11 +390,13 @@ static dpc_status rebuild(const char *path, const dpc_artifact_opts *o, const ar
         snprintf(msg, sizeof msg, "%s", e->msg);
         s = dpc_errf(e, DPC_EUSER, "%s: its stored sources do not compile with this dpc (%s)", path, msg);
     }
-    if (s == DPC_OK && o && o->weights)
+    if (s == DPC_OK && o && o->weights && !o->weights_st)
         s = dpc_st_read(o->weights, &wst, e);
+    const dpc_safetensors *given_st = wst ? wst : o ? o->weights_st : NULL;
     if (s == DPC_OK)
-        s = write_image(&src, m, &plan, wst ? wst : dpc_artifact_has_weights(a) ? a->st : NULL,
-                        wst ? o->weights : path, o ? o->cuda_suffix : NULL, out, warnings, e);
+        s = write_image(&src, m, &plan, given_st ? given_st : dpc_artifact_has_weights(a) ? a->st : NULL,
+                        given_st && o->weights ? o->weights : given_st ? "<memory>" : path,
+                        o ? o->cuda_suffix : NULL, out, warnings, e);
     if (s != DPC_OK)
         dpc_buf_free(out);
     if (wst)
@@ -414,7 +416,8 @@ dpc_status dpc_artifact_build(const char *path, const dpc_artifact_opts *o, dpc_
     if (dpc_artifact_path(path))
         return rebuild(path, o, &plan, out, diags, warnings, e);
 
-    /* 1. the model as given, from disk: diagnostics name the user's paths */
+    /* 1. the model as given, from disk (or its root from memory: an
+     * imported .onnx): diagnostics name the user's paths */
     dpc_unit *disk = NULL;
     src_set src = {0};
     dpc_model *m = NULL;
@@ -422,7 +425,8 @@ dpc_status dpc_artifact_build(const char *path, const dpc_artifact_opts *o, dpc_
     char *repr_disk = NULL, *repr_mem = NULL;
     int disk_nodes = 0;
 
-    dpc_compile_opts co = {.path = path, .stage = DPC_STAGE_IR, .defer_dims = true};
+    dpc_compile_opts co = {.path = path, .text = o ? o->text : NULL, .len = o && o->text ? o->len : 0,
+                           .stage = DPC_STAGE_IR, .defer_dims = true};
     s = dpc_compile(&co, &disk, diags, e);
     if (s != DPC_OK)
         goto done;
@@ -457,9 +461,10 @@ dpc_status dpc_artifact_build(const char *path, const dpc_artifact_opts *o, dpc_
         goto done;
     }
 
-    if (o && o->weights && (s = dpc_st_read(o->weights, &wst, e)) != DPC_OK)
+    if (o && o->weights && !o->weights_st && (s = dpc_st_read(o->weights, &wst, e)) != DPC_OK)
         goto done;
-    s = write_image(&src, m, &plan, wst, o ? o->weights : NULL, o ? o->cuda_suffix : NULL, out, warnings, e);
+    s = write_image(&src, m, &plan, wst ? wst : o ? o->weights_st : NULL,
+                    o && o->weights ? o->weights : "<memory>", o ? o->cuda_suffix : NULL, out, warnings, e);
 done:
     if (s != DPC_OK)
         dpc_buf_free(out);

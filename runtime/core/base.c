@@ -147,32 +147,44 @@ char *dpc_buf_take(dpc_buf *b) {
     return p;
 }
 
+dpc_status dpc_open_regular(const char *path, int flags, int *fd, uint64_t *size, dpc_err *e) {
+    /* O_NONBLOCK so that opening a FIFO never blocks (a FIFO's open waits
+     * for a writer); it is refused below, and a regular file's reads ignore
+     * the flag. */
+    *fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | flags);
+    if (*fd < 0)
+        return dpc_errf(e, DPC_EUSER, "cannot open '%s': %s", path, strerror(errno));
+    struct stat st;
+    dpc_status s = DPC_OK;
+    if (fstat(*fd, &st) != 0)
+        s = dpc_errf(e, DPC_EUSER, "cannot stat '%s': %s", path, strerror(errno));
+    else if (S_ISDIR(st.st_mode))
+        s = dpc_errf(e, DPC_EUSER, "'%s' is a directory, not a file", path);
+    else if (!S_ISREG(st.st_mode))
+        s = dpc_errf(e, DPC_EUSER, "'%s' is not a regular file", path);
+    if (s != DPC_OK) {
+        close(*fd);
+        *fd = -1;
+        return s;
+    }
+    *size = (uint64_t)st.st_size;
+    return DPC_OK;
+}
+
 dpc_status dpc_read_file(const char *path, size_t max_bytes, char **data, size_t *len, dpc_err *e) {
     *data = NULL;
     *len = 0;
-    /* O_NONBLOCK so that opening a FIFO never blocks; we refuse it below. */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0)
-        return dpc_errf(e, DPC_EUSER, "cannot open '%s': %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
+    int fd;
+    uint64_t size;
+    dpc_status s = dpc_open_regular(path, 0, &fd, &size, e);
+    if (s != DPC_OK)
+        return s;
+    if (size > max_bytes) {
         close(fd);
-        return dpc_errf(e, DPC_EUSER, "cannot stat '%s': %s", path, strerror(errno));
+        return dpc_errf(e, DPC_EUSER, "'%s' is too large (%llu bytes, limit %zu)", path, (unsigned long long)size,
+                        max_bytes);
     }
-    if (S_ISDIR(st.st_mode)) {
-        close(fd);
-        return dpc_errf(e, DPC_EUSER, "'%s' is a directory, not a file", path);
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return dpc_errf(e, DPC_EUSER, "'%s' is not a regular file", path);
-    }
-    if ((uint64_t)st.st_size > max_bytes) {
-        close(fd);
-        return dpc_errf(e, DPC_EUSER, "'%s' is too large (%lld bytes, limit %zu)", path,
-                        (long long)st.st_size, max_bytes);
-    }
-    size_t n = (size_t)st.st_size;
+    size_t n = (size_t)size;
     char *buf = dpc_malloc(n + 1);
     if (!buf) {
         close(fd);

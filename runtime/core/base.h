@@ -91,6 +91,11 @@ char *dpc_buf_take(dpc_buf *b);
  * someone else planted it); directories, block devices and sockets are
  * refused. dpc_write_file_atomic is the one-file case. */
 dpc_status dpc_read_file(const char *path, size_t max_bytes, char **data, size_t *len, dpc_err *e);
+/* Opens a user-named file for reading as dpc_read_file does, for readers
+ * of part of a file: O_NONBLOCK (opening a FIFO never blocks), close-on-
+ * exec, plus flags (O_NOFOLLOW); anything but a regular file is refused.
+ * On success *fd is open and *size is the file's size; else *fd is -1. */
+dpc_status dpc_open_regular(const char *path, int flags, int *fd, uint64_t *size, dpc_err *e);
 dpc_status dpc_write_files_atomic(int n, const char *const *paths, const void *const *data, const size_t *lens,
                                   dpc_err *e);
 dpc_status dpc_write_file_atomic(const char *path, const void *data, size_t len, dpc_err *e);

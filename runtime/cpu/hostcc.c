@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -32,7 +33,7 @@ struct dpc_ccjob {
 
 /* What dpc_hostcc_abort may touch from a signal handler: a fixed table,
  * each entry published with atomics (dir is written before ready is set,
- * and ready is cleared before the directory is removed). */
+ * and ready is cleared once the directory is removed). */
 static struct {
     atomic_int used;  /* slot owned by a job */
     atomic_int ready; /* dir is valid */
@@ -100,6 +101,18 @@ static int take_slot(const char *dir) {
     return -1; /* more compiles at once than slots: cleaned on normal paths only */
 }
 
+/* The signals the CLI's handler answers with dpc_hostcc_abort: blocked
+ * between creating a job directory and publishing it, so that no moment
+ * leaves one behind. */
+static void block_fatal(sigset_t *old) {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGINT);
+    sigaddset(&s, SIGTERM);
+    sigaddset(&s, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &s, old);
+}
+
 dpc_status dpc_ccjob_begin(dpc_ccjob **out, dpc_err *e) {
     *out = NULL;
     const char *tmp = getenv("TMPDIR");
@@ -113,12 +126,16 @@ dpc_status dpc_ccjob_begin(dpc_ccjob **out, dpc_err *e) {
         dpc_free(j);
         return dpc_errf(e, DPC_EIO, "TMPDIR is too long");
     }
+    sigset_t old;
+    block_fatal(&old);
     if (!mkdtemp(j->dir)) {
         int err = errno;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
         dpc_free(j);
         return dpc_errf(e, DPC_EIO, "cannot create a temporary directory in '%s': %s", tmp, strerror(err));
     }
     j->slot = take_slot(j->dir);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     *out = j;
     return DPC_OK;
 }
@@ -128,11 +145,12 @@ const char *dpc_ccjob_dir(const dpc_ccjob *j) { return j->dir; }
 void dpc_ccjob_end(dpc_ccjob *j) {
     if (!j)
         return;
-    if (j->slot >= 0)
-        atomic_store(&g_jobs[j->slot].ready, 0);
+    /* removed while still published: a signal in between removes it too */
     remove_dir(j->dir);
-    if (j->slot >= 0)
+    if (j->slot >= 0) {
+        atomic_store(&g_jobs[j->slot].ready, 0);
         atomic_store(&g_jobs[j->slot].used, 0);
+    }
     dpc_free(j);
 }
 

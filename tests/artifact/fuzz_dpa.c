@@ -1,8 +1,8 @@
 /* fuzz_dpa.c - libFuzzer target for the .dpa loader (artifact.h): any input
  * must either load and verify, or fail with a one-line message; a loaded
  * artifact must describe itself. Replayed over tests/artifact/corpus by
- * replay_dpa (CTest); with -DDPC_FUZZ=ON, register it in tests/fuzz like
- * the other targets to fuzz it. */
+ * replay_dpa (CTest); with -DDPC_FUZZ=ON and clang it is also the libFuzzer
+ * binary fuzz_dpa (tests/fuzz/CMakeLists.txt's dpc_fuzz_target). */
 #include "artifact.h"
 
 #include <stdlib.h>
