@@ -45,6 +45,24 @@ asan_tests=(
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:protect_shadow_gap=0 \
   ctest --test-dir build-asan -j"$jobs" --output-on-failure -R "$(IFS='|'; echo "${asan_tests[*]}")"
 
+echo "== fuzz_onnx: 60 s of libFuzzer (clang, ASan+UBSan) grown from the committed corpus"
+# A bounded run on every landing, beyond the replay above: the importer is the
+# newest reader. A crash fails CI; its input is printed and kept in
+# build-fuzz/ (add it to tests/corpus/onnx/ with the fix).
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=Debug -DDPC_WERROR=ON -DDPC_FUZZ=ON -DDPC_BLAS=openblas >/dev/null
+cmake --build build-fuzz -j"$jobs" --target fuzz_onnx >/dev/null
+scratch=$(mktemp -d)
+if ! (cd build-fuzz && ./tests/fuzz/fuzz_onnx -max_total_time=60 -rss_limit_mb=2048 -timeout=30 -print_final_stats=1 \
+        "$scratch" ../tests/corpus/onnx >fuzz_onnx.log 2>&1); then
+  tail -60 build-fuzz/fuzz_onnx.log
+  ls build-fuzz/crash-* build-fuzz/timeout-* build-fuzz/oom-* 2>/dev/null | while read -r f; do echo "$f:"; od -c "$f" | head -20; done
+  rm -rf "$scratch"
+  echo "fuzz_onnx found a failure" >&2
+  exit 1
+fi
+rm -rf "$scratch"
+grep -E '^stat::(number_of_executed_units|average_exec_per_sec|peak_rss_mb)' build-fuzz/fuzz_onnx.log || true
+
 echo "== TSan build: data-parallel runtime"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=Debug -DDPC_WERROR=ON -DDPC_SANITIZE=thread -DDPC_BLAS=openblas >/dev/null
 cmake --build build-tsan -j"$jobs" >/dev/null
