@@ -55,9 +55,10 @@ static int list_ops(void) {
     for (int i = 0; i < dpc_onnx_nops(); i++) {
         int lo, hi;
         const char *note;
-        const char *name = dpc_onnx_op_name(i, &lo, &hi, &note);
-        printf("%s\t%d\t%d\t%s\n", name, lo < DPC_ONNX_MIN_OPSET ? DPC_ONNX_MIN_OPSET : lo,
-               hi ? hi : DPC_ONNX_MAX_OPSET, note ? note : "");
+        const char *name = dpc_onnx_op_name(i, &lo, &hi, &note), *ins = "", *outs = "";
+        dpc_onnx_op_arity(i, &ins, &outs);
+        printf("%s\t%d\t%d\t%s\t%s\t%s\n", name, lo < DPC_ONNX_MIN_OPSET ? DPC_ONNX_MIN_OPSET : lo,
+               hi ? hi : DPC_ONNX_MAX_OPSET, ins, outs, note ? note : "");
     }
     return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -72,6 +72,10 @@ dpc_status dpc_onnx_result_weights(const dpc_onnx_result *r, dpc_safetensors **o
  * *min_opset / *max_opset of the table row when asked for by index. */
 int dpc_onnx_nops(void);
 const char *dpc_onnx_op_name(int i, int *min_opset, int *max_opset, const char **note);
+/* The inputs and outputs row i takes, as the table writes them: "1",
+ * "2-3" (two required, a third optional), "1+" (one or more), and where
+ * an opset changed them "1, 11: 1-3" (from opset 11 on). */
+bool dpc_onnx_op_arity(int i, const char **ins, const char **outs);
 /* The opsets of the default domain the importer accepts. */
 #define DPC_ONNX_MIN_OPSET 6
 #define DPC_ONNX_MAX_OPSET 21
@@ -107,7 +111,9 @@ void dpc_onnx_files_free(char **files, size_t n);
  * BFLOAT16) become F32, integer types and BOOL become I64 (*was_bool says
  * which was BOOL). Data come from raw_data, the typed field, or external
  * data in a file under dir (relative, no '..', no links out of dir). dims,
- * counts and byte sizes are all checked. */
+ * counts and byte sizes are all checked. out NULL: only checked (every
+ * element too), nothing made (the importer converts integer initializers
+ * when a node reads them). */
 dpc_status dpc_onnx_tensor(const struct Onnx__TensorProto *t, const char *dir, const char *what, dpc_tensor **out,
                            bool *was_bool, dpc_err *e);
 

@@ -39,7 +39,7 @@ typedef struct ival {
 typedef struct istmt {
     char *line;        /* forward's text, or NULL */
     char *member;      /* a member declaration, or NULL */
-    int uses[8], nuses;
+    int *uses, nuses;  /* the values it reads (owned; as many as it has: a Concat may read hundreds) */
     int wfirst, wcount; /* its weights: I->w[wfirst .. wfirst + wcount) */
     bool live;
 } istmt;
@@ -76,6 +76,8 @@ typedef struct imp {
     size_t ucap;
     int tmpn;
     const char *bad_attr; /* an attribute read as the wrong type */
+    char bad_access[160]; /* an absent input/output or a value index out of range was looked up ("" none):
+                           * the importer's bug, refused as an internal error when the op returns */
     int *claim;         /* per node: 1 + the MultiheadAttention pattern that claimed it (onnx_mha.c), 0 none */
     struct imp_mha *mha;
     int nmha;
@@ -84,10 +86,36 @@ typedef struct imp {
 } imp;
 
 /* ---- values ---- */
+/* Value 0 is a placeholder, never a name's value: what a look-up gets
+ * where there is no value (an index out of range, a position the arity
+ * check should have ruled out). Such a look-up is recorded (bad_access)
+ * and the node refused with an internal error when its op returns; the
+ * placeholder keeps every read and write inside the values array. */
+enum { IMP_PLACEHOLDER = 0 };
 int imp_find(imp *I, const char *name);
 int imp_new_value(imp *I, const char *name);
-/* The ONNX input k of the current node, or -1 when absent ("" name). */
+/* The value of index v: &I->v[v], or the placeholder (recorded) when v is
+ * not an index of a value. */
+ival *imp_val(imp *I, int v);
+/* DPC_OK when v is a value's index (not the placeholder), else the
+ * internal error: for what writes a value (statements, shapes, constants). */
+dpc_status imp_check_value(imp *I, int v);
+
+/* ---- a node's inputs and outputs ----
+ * import_node checks each node against its row's arity (imp_op.ins and
+ * outs) before the op function runs: a required position is given (and
+ * defined), so the accessors of required positions return an index. */
+/* The value of input k, a position the row requires (or of a node already
+ * imported, for a pattern): always an index into the values. */
 int imp_in(imp *I, const Onnx__NodeProto *n, size_t k);
+/* An optional input k: true with *v its value when given, false (and *v
+ * untouched) when absent, past the inputs or named "". */
+bool imp_opt(imp *I, const Onnx__NodeProto *n, size_t k, int *v);
+/* The value of output k, a required position; imp_opt_out the optional. */
+int imp_out(imp *I, const Onnx__NodeProto *n, size_t k);
+bool imp_opt_out(imp *I, const Onnx__NodeProto *n, size_t k, int *v);
+/* Memory owned by the importer (freed with it); NULL after an error. */
+void *imp_alloc(imp *I, size_t n);
 dpc_tensor *imp_tensor(imp *I, dpc_dtype dt, int rank, const int64_t *shape);
 int64_t imp_numel(const ival *v);
 bool imp_const_scalar(const ival *v, double *x);
@@ -141,6 +169,12 @@ typedef dpc_status (*imp_op_fn)(imp *I, const Onnx__NodeProto *n);
 typedef struct imp_op {
     const char *name;
     int min_opset, max_opset;
+    /* Its inputs and outputs: "1" (one), "2-3" (two required, a third
+     * optional), "1+" (one or more, every one required: variadic), "0";
+     * where an opset changed them, "1, 11: 1-3" (from opset 11 on, 1-3).
+     * Positions below the minimum are required (a "" name there is
+     * refused), the others optional ("" or left out). */
+    const char *ins, *outs;
     const char *attrs; /* the attributes it reads, space-separated; any other is an error */
     imp_op_fn fn;
     const char *note;

@@ -107,7 +107,7 @@ int imp_new_value(imp *I, const char *name) {
             imp_oom(I);
             return -1;
         }
-        for (int i = 0; i < I->nv; i++)
+        for (int i = IMP_PLACEHOLDER + 1; i < I->nv; i++) /* the placeholder has no name */
             for (size_t h = hstr(I->v[i].name) & (nc - 1);; h = (h + 1) & (nc - 1))
                 if (!nh[h]) {
                     nh[h] = i + 1;
@@ -128,10 +128,89 @@ int imp_new_value(imp *I, const char *name) {
     return k;
 }
 
+/* The placeholder as made: no name, shape, constant or expression. */
+static void reset_placeholder(imp *I) {
+    ival *p = &I->v[IMP_PLACEHOLDER];
+    dpc_free(p->csym);
+    memset(p, 0, sizeof *p);
+    p->name = "", p->stmt = -1, p->node = -1, p->init = -1, p->merged = -1;
+}
+
+/* Value 0, the placeholder: made first, before any name's value; never in
+ * the name hash. */
+static dpc_status add_placeholder(imp *I) {
+    if (!grow((void **)&I->v, &I->capv, 1, sizeof *I->v)) /* zeroed */
+        return imp_oom(I);
+    reset_placeholder(I);
+    I->nv = 1;
+    return DPC_OK;
+}
+
+/* Records the importer's bug `what` (the first of a node) and hands out
+ * the placeholder, reset: whatever an earlier bad access wrote is gone. */
+static int bad_access(imp *I, const char *what) {
+    if (!I->bad_access[0])
+        snprintf(I->bad_access, sizeof I->bad_access, "%s", what);
+    reset_placeholder(I);
+    return IMP_PLACEHOLDER;
+}
+
+ival *imp_val(imp *I, int v) {
+    if (v >= 0 && v < I->nv)
+        return &I->v[v];
+    char w[64];
+    snprintf(w, sizeof w, "value index %d looked up (of %d)", v, I->nv);
+    return &I->v[bad_access(I, w)];
+}
+
+dpc_status imp_check_value(imp *I, int v) {
+    if (v > IMP_PLACEHOLDER && v < I->nv)
+        return DPC_OK;
+    char w[64];
+    snprintf(w, sizeof w, "value index %d written (of %d)", v, I->nv);
+    bad_access(I, w);
+    return imp_err(I, "internal: %s", I->bad_access);
+}
+
+/* The value of names[k] (a node's inputs or outputs) when given: present
+ * ones are defined (import_node checks inputs; outputs are made before the
+ * op runs), else the placeholder, recorded. */
+static bool io_value(imp *I, char **names, size_t count, size_t k, const char *what, int *v) {
+    if (k >= count || !names[k][0])
+        return false;
+    *v = imp_find(I, names[k]);
+    if (*v < 0) {
+        char w[64];
+        snprintf(w, sizeof w, "%s %zu is not a value", what, k);
+        *v = bad_access(I, w);
+    }
+    return true;
+}
+
 int imp_in(imp *I, const Onnx__NodeProto *n, size_t k) {
-    if (k >= n->n_input || !n->input[k][0])
-        return -1;
-    return imp_find(I, n->input[k]);
+    int v;
+    if (io_value(I, n->input, n->n_input, k, "input", &v))
+        return v;
+    char w[80];
+    snprintf(w, sizeof w, "input %zu (of %zu) read as required, but absent", k, n->n_input);
+    return bad_access(I, w);
+}
+
+bool imp_opt(imp *I, const Onnx__NodeProto *n, size_t k, int *v) {
+    return io_value(I, n->input, n->n_input, k, "input", v);
+}
+
+int imp_out(imp *I, const Onnx__NodeProto *n, size_t k) {
+    int v;
+    if (io_value(I, n->output, n->n_output, k, "output", &v))
+        return v;
+    char w[80];
+    snprintf(w, sizeof w, "output %zu (of %zu) written as required, but absent", k, n->n_output);
+    return bad_access(I, w);
+}
+
+bool imp_opt_out(imp *I, const Onnx__NodeProto *n, size_t k, int *v) {
+    return io_value(I, n->output, n->n_output, k, "output", v);
 }
 
 dpc_tensor *imp_tensor(imp *I, dpc_dtype dt, int rank, const int64_t *shape) {
@@ -172,6 +251,8 @@ bool imp_concrete(const ival *v) {
 }
 
 dpc_status imp_set_shape(imp *I, int v, int rank, const sdim *d) {
+    if (imp_check_value(I, v) != DPC_OK)
+        return I->e->code;
     if (rank < 0 || rank > DPC_MAX_RANK)
         return imp_err(I, "a result of rank %d (dpc allows at most %d)", rank, DPC_MAX_RANK);
     I->v[v].shaped = true;
@@ -330,6 +411,17 @@ char *imp_printf(imp *I, const char *fmt, ...) {
     }
     I->names[I->nnames++] = s; /* owned through the names list (not all are identifiers) */
     return s;
+}
+
+void *imp_alloc(imp *I, size_t n) {
+    char *p = dpc_calloc(n ? n : 1, 1);
+    if (!p || !grow((void **)&I->names, &I->capnames, I->nnames + 1, sizeof *I->names)) {
+        dpc_free(p);
+        imp_oom(I);
+        return NULL;
+    }
+    I->names[I->nnames++] = p; /* freed with the strings (a zeroed block is an empty string to them) */
+    return p;
 }
 
 /* Whether s is a name the list holds as an identifier: only idents are
@@ -491,8 +583,10 @@ static int materialise(imp *I, int v) {
 }
 
 const char *imp_ref(imp *I, int v, int *vi) {
-    ival *x = &I->v[v];
     *vi = -1;
+    if (imp_check_value(I, v) != DPC_OK)
+        return NULL;
+    ival *x = &I->v[v];
     if (x->var) {
         *vi = v;
         return x->var;
@@ -523,6 +617,16 @@ const char *imp_ref(imp *I, int v, int *vi) {
 /* ------------------------------------------------------------ statements */
 
 int imp_stmt(imp *I, int out, const char *member, const char *expr, const int *uses, int nuses) {
+    if (imp_check_value(I, out) != DPC_OK)
+        return -1;
+    int nu = 0; /* -1 entries (a literal operand) are skipped; the placeholder is no use either */
+    for (int i = 0; i < nuses; i++) {
+        if (uses[i] >= I->nv) {
+            imp_check_value(I, uses[i]);
+            return -1;
+        }
+        nu += uses[i] > IMP_PLACEHOLDER;
+    }
     if (!grow((void **)&I->st, &I->capst, I->nst + 1, sizeof *I->st)) {
         imp_oom(I);
         return -1;
@@ -540,17 +644,19 @@ int imp_stmt(imp *I, int out, const char *member, const char *expr, const int *u
     dpc_buf_printf(&b, ")\n        %s = %s\n", var, expr);
     char *line = dpc_buf_take(&b);
     char *mem = member ? dpc_strdup(member) : NULL;
-    if (!line || (member && !mem)) {
+    int *us = nu ? dpc_malloc((size_t)nu * sizeof *us) : NULL;
+    if (!line || (member && !mem) || (nu && !us)) {
         dpc_free(line);
         dpc_free(mem);
+        dpc_free(us);
         imp_oom(I);
         return -1;
     }
     istmt *s = &I->st[I->nst];
     memset(s, 0, sizeof *s);
-    s->line = line, s->member = mem;
-    for (int i = 0; i < nuses && s->nuses < 8; i++)
-        if (uses[i] >= 0)
+    s->line = line, s->member = mem, s->uses = us;
+    for (int i = 0; i < nuses; i++)
+        if (uses[i] > IMP_PLACEHOLDER)
             s->uses[s->nuses++] = uses[i];
     s->wfirst = I->nw;
     I->v[out].var = var;
@@ -567,6 +673,8 @@ dpc_status imp_stmt_value(imp *I, int out, const char *member, const char *expr,
 }
 
 dpc_status imp_weight(imp *I, const char *member, const char *suffix, dpc_tensor *t) {
+    if (!I->nst || !t)
+        return imp_err(I, "internal: a weight without its statement or tensor");
     if (!grow((void **)&I->w, &I->capw, I->nw + 1, sizeof *I->w))
         return imp_oom(I);
     char *key = suffix ? imp_printf(I, "%s.%s", member, suffix) : imp_printf(I, "%s", member);
@@ -600,6 +708,83 @@ const char *dpc_onnx_op_name(int i, int *min_opset, int *max_opset, const char *
     if (note)
         *note = imp_ops[i].note;
     return imp_ops[i].name;
+}
+
+bool dpc_onnx_op_arity(int i, const char **ins, const char **outs) {
+    if (i < 0 || i >= imp_nops)
+        return false;
+    *ins = imp_ops[i].ins, *outs = imp_ops[i].outs;
+    return true;
+}
+
+/* "2-3" at *p: lo and hi (-1 for "2+": unbounded, every position required) */
+static bool arity_range(const char **p, int *lo, int *hi) {
+    char *e;
+    long a = strtol(*p, &e, 10), b = a;
+    if (e == *p || a < 0 || a > 64)
+        return false;
+    if (*e == '-') {
+        const char *q = e + 1;
+        b = strtol(q, &e, 10);
+        if (e == q || b < a || b > 64)
+            return false;
+    } else if (*e == '+') {
+        b = -1;
+        e++;
+    }
+    *lo = (int)a, *hi = (int)b, *p = e;
+    return true;
+}
+
+/* A row's arity (imp_op.ins/outs) at this opset; false when the spec is
+ * malformed (the table's bug). */
+static bool arity_at(const char *spec, int64_t opset, int *lo, int *hi) {
+    const char *p = spec;
+    if (!p || !arity_range(&p, lo, hi))
+        return false;
+    while (*p) {
+        char *e;
+        if (p[0] != ',' || p[1] != ' ')
+            return false;
+        long from = strtol(p + 2, &e, 10);
+        if (e == p + 2 || e[0] != ':' || e[1] != ' ')
+            return false;
+        p = e + 2;
+        int a, b;
+        if (!arity_range(&p, &a, &b))
+            return false;
+        if (opset >= from)
+            *lo = a, *hi = b;
+    }
+    return true;
+}
+
+/* The node's input or output count against its row, and no "" at a
+ * required position: "takes 1 input, got 0", "input 1 (of 3) is required
+ * but empty". */
+static dpc_status check_arity(imp *I, const Onnx__NodeProto *n, const imp_op *op, bool outs) {
+    const char *what = outs ? "output" : "input";
+    size_t got = outs ? n->n_output : n->n_input;
+    char **names = outs ? n->output : n->input;
+    int lo, hi;
+    if (!arity_at(outs ? op->outs : op->ins, I->opset, &lo, &hi))
+        return imp_err(I, "internal: the op table's %s count of %s is malformed", what, op->name);
+    if (got < (size_t)lo || (hi >= 0 && got > (size_t)hi)) {
+        char takes[64];
+        if (hi < 0)
+            snprintf(takes, sizeof takes, "%d or more %ss", lo, what);
+        else if (hi == 0)
+            snprintf(takes, sizeof takes, "no %ss", what);
+        else if (lo == hi)
+            snprintf(takes, sizeof takes, "%d %s%s", lo, what, lo == 1 ? "" : "s");
+        else
+            snprintf(takes, sizeof takes, "%d to %d %ss", lo, hi, what);
+        return imp_err(I, "takes %s, got %zu", takes, got);
+    }
+    for (size_t k = 0; k < got; k++)
+        if (!names[k][0] && (k < (size_t)lo || hi < 0))
+            return imp_err(I, "%s %zu (of %zu) is required but empty", what, k, got);
+    return DPC_OK;
 }
 
 static bool attr_listed(const char *list, const char *name) {
@@ -661,6 +846,9 @@ static dpc_status import_node(imp *I, int k) {
             return imp_err(I, "attribute %s is not supported", an);
         }
     }
+    dpc_status s;
+    if ((s = check_arity(I, n, op, false)) != DPC_OK || (s = check_arity(I, n, op, true)) != DPC_OK)
+        return s;
     for (size_t i = 0; i < n->n_input; i++) {
         if (!n->input[i][0])
             continue;
@@ -677,7 +865,10 @@ static dpc_status import_node(imp *I, int k) {
         if (n->output[i][0] && imp_new_value(I, n->output[i]) < 0)
             return I->e->code ? I->e->code : DPC_EUSER;
     I->bad_attr = NULL;
-    dpc_status s = I->claim[k] ? imp_mha_node(I, n) : op->fn(I, n);
+    I->bad_access[0] = 0;
+    s = I->claim[k] ? imp_mha_node(I, n) : op->fn(I, n);
+    if (I->bad_access[0]) /* whatever the op made of the placeholder, the node is refused */
+        return imp_err(I, "internal: %s", I->bad_access);
     if (s == DPC_OK && I->bad_attr) {
         char an[260];
         comment_into(an, sizeof an, I->bad_attr);
@@ -803,6 +994,7 @@ static void free_imp(imp *I) {
     for (int i = 0; i < I->nst; i++) {
         dpc_free(I->st[i].line);
         dpc_free(I->st[i].member);
+        dpc_free(I->st[i].uses);
     }
     dpc_free(I->st);
     for (int i = 0; i < I->nv; i++)
@@ -945,6 +1137,8 @@ dpc_status dpc_onnx_import(const dpc_onnx_import_opts *o, dpc_onnx_result *out, 
         goto done;
     I.g = I.m->graph;
     I.opset = dpc_onnx_opset(I.m);
+    if ((s = add_placeholder(&I)) != DPC_OK)
+        goto done;
     for (int f = 0; f < o->ndims; f++) {
         bool found = false;
         for (size_t i = 0; i < I.g->n_input; i++) {

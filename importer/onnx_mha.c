@@ -35,7 +35,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define V(i) (&I->v[(i)])
+#define V(i) imp_val(I, (i)) /* never outside the values (onnx_imp.h) */
 
 enum {
     R_T0, R_MM_IN, R_ADD_IN, R_SL_Q, R_SL_K, R_SL_V, R_RS_Q, R_RS_K, R_RS_V, R_TR_Q, R_TR_K, R_TR_K2, R_TR_V,
@@ -128,7 +128,7 @@ static int next(imp *I, const char *name, int from, const char *op, int i) {
 bool imp_mha_match(imp *I, int t0) {
     const Onnx__NodeProto *n0 = gnode(I, t0);
     int x = imp_in(I, n0, 0);
-    if (!I->claim || x < 0 || !perm_is(I, t0, 1, 0, 2) || n0->n_output != 1 || V(x)->c || !V(x)->shaped ||
+    if (!I->claim || !perm_is(I, t0, 1, 0, 2) || n0->n_output != 1 || V(x)->c || !V(x)->shaped ||
         V(x)->rank != 3 || V(x)->d[0].s != 1 || V(x)->d[0].v != 1 || V(x)->d[2].s)
         return false;
     struct imp_mha M;
@@ -235,8 +235,8 @@ static bool sd_eq(sdim a, sdim b) { return a.v == b.v && a.s == b.s; }
 
 /* a constant float input of the given shape (rank 1 or 2) */
 static int const_f(imp *I, const Onnx__NodeProto *n, int i, int rank, int64_t d0, int64_t d1) {
-    int v = imp_in(I, n, (size_t)i);
-    if (v < 0 || !V(v)->c || V(v)->kind != VK_FLOAT || V(v)->c->rank != rank || V(v)->c->shape[0] != d0 ||
+    int v;
+    if (!imp_opt(I, n, (size_t)i, &v) || !V(v)->c || V(v)->kind != VK_FLOAT || V(v)->c->rank != rank || V(v)->c->shape[0] != d0 ||
         (rank == 2 && V(v)->c->shape[1] != d1))
         return -1;
     return v;
@@ -244,8 +244,8 @@ static int const_f(imp *I, const Onnx__NodeProto *n, int i, int rank, int64_t d0
 
 /* the single value of a constant int input (1 element, no run-time dim) */
 static bool const_int1(imp *I, const Onnx__NodeProto *n, int i, int64_t *out) {
-    int v = imp_in(I, n, (size_t)i);
-    if (v < 0 || !V(v)->c || V(v)->kind != VK_INT || dpc_tensor_numel(V(v)->c) != 1 || (V(v)->csym && V(v)->csym[0]))
+    int v;
+    if (!imp_opt(I, n, (size_t)i, &v) || !V(v)->c || V(v)->kind != VK_INT || dpc_tensor_numel(V(v)->c) != 1 || (V(v)->csym && V(v)->csym[0]))
         return false;
     *out = ((int64_t *)V(v)->c->data)[0];
     return true;
@@ -254,8 +254,8 @@ static bool const_int1(imp *I, const Onnx__NodeProto *n, int i, int64_t *out) {
 /* Reshape's shape operand against the expected dims (0 copies the input's
  * dim, one -1 takes the rest, which then is the expected one). */
 static bool shape_is(imp *I, const Onnx__NodeProto *n, const sdim *want, int r) {
-    int v = imp_in(I, n, 1), x = imp_in(I, n, 0);
-    if (v < 0 || !V(v)->c || V(v)->kind != VK_INT || V(v)->c->rank != 1 || V(v)->c->shape[0] != r ||
+    int v = imp_in(I, n, 1), x = imp_in(I, n, 0); /* a Reshape's: both required */
+    if (!V(v)->c || V(v)->kind != VK_INT || V(v)->c->rank != 1 || V(v)->c->shape[0] != r ||
         imp_attr_i(I, n, "allowzero", 0))
         return false;
     int neg = 0;
@@ -336,8 +336,8 @@ dpc_status imp_mha_node(imp *I, const Onnx__NodeProto *n) {
     int role = 0;
     while (role < R_COUNT && M->node[role] != k)
         role++;
-    int out = imp_find(I, n->output[0]);
-    if (role == R_COUNT || out < 0)
+    int out = imp_out(I, n, 0); /* every claimed op's row requires its output 0 */
+    if (role == R_COUNT)
         return imp_err(I, "internal: a claimed node without its role");
     if (role == R_END)
         return write_module(I, M, out);
@@ -381,7 +381,7 @@ dpc_status imp_mha_node(imp *I, const Onnx__NodeProto *n) {
         /* [L, N * H, hd]: H from the shape operand */
         int v = imp_in(I, n, 1);
         int64_t H = 0;
-        if (v >= 0 && V(v)->c && V(v)->kind == VK_INT && V(v)->c->rank == 1 && V(v)->c->shape[0] == 3) {
+        if (V(v)->c && V(v)->kind == VK_INT && V(v)->c->rank == 1 && V(v)->c->shape[0] == 3) {
             const int64_t *w = (const int64_t *)V(v)->c->data;
             if (V(v)->csym && V(v)->csym[1] == 1)
                 H = w[1];
@@ -404,7 +404,7 @@ dpc_status imp_mha_node(imp *I, const Onnx__NodeProto *n) {
             int c = imp_in(I, n, 1);
             double s;
             bool div = strcmp(n->op_type, "Div") == 0;
-            if (c < 0 || !V(c)->c || V(c)->kind != VK_FLOAT || !imp_const_scalar(V(c), &s) ||
+            if (!V(c)->c || V(c)->kind != VK_FLOAT || !imp_const_scalar(V(c), &s) ||
                 !near(s, div ? sqrt((double)hd) : 1 / sqrt((double)hd)))
                 return bad(I, "q must be scaled by 1 / sqrt(E / heads)");
         }

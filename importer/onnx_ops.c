@@ -14,8 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define V(i) (&I->v[(i)])
-#define OUT(k) ((k) < (int)n->n_output && n->output[k][0] ? imp_find(I, n->output[k]) : -1)
+#define V(i) imp_val(I, (i)) /* never outside the values (onnx_imp.h) */
 
 /* ------------------------------------------------------------- helpers */
 
@@ -34,6 +33,10 @@ static bool batched(const ival *x) { return x->rank > 0 && x->d[0].s == 1 && x->
 
 /* Makes v the constant t (kind, with per-element symbols csym, owned). */
 static dpc_status set_const(imp *I, int v, dpc_tensor *t, int kind, int *csym) {
+    if (imp_check_value(I, v) != DPC_OK || !t) {
+        dpc_free(csym);
+        return t ? I->e->code : imp_err(I, "internal: a constant without its tensor");
+    }
     ival *x = V(v);
     x->c = t, x->kind = kind, x->csym = csym;
     sdim d[DPC_MAX_RANK];
@@ -173,6 +176,8 @@ static int *copy_sym(imp *I, const ival *x) {
 
 /* Alias: out is in (Identity, Dropout, a Cast to the same kind). */
 static dpc_status alias(imp *I, int out, int in) {
+    if (imp_check_value(I, out) != DPC_OK || imp_check_value(I, in) != DPC_OK)
+        return I->e->code;
     ival *o = V(out), *x = V(in);
     o->kind = x->kind, o->c = x->c, o->var = x->var, o->stmt = x->stmt;
     o->csym = copy_sym(I, x);
@@ -184,7 +189,7 @@ static dpc_status alias(imp *I, int out, int in) {
 /* ------------------------------------------------- constants and shapes */
 
 static dpc_status op_constant(imp *I, const Onnx__NodeProto *n) {
-    int out = OUT(0);
+    int out = imp_out(I, n, 0);
     if (n->n_attribute != 1)
         return imp_err(I, "a Constant needs exactly one value attribute");
     const Onnx__AttributeProto *a = n->attribute[0];
@@ -227,7 +232,7 @@ static dpc_status op_constant(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_shape(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     if (!V(x)->shaped || V(x)->merged >= 0)
         return imp_err(I, "the input's shape is unknown (or merges the batch with another dim)");
     int r = V(x)->rank;
@@ -286,7 +291,7 @@ static dpc_status op_constant_of_shape(imp *I, const Onnx__NodeProto *n) {
             ((int64_t *)t->data)[i] = ((int64_t *)val->data)[0];
     }
     dpc_tensor_free(val);
-    return set_const(I, OUT(0), t, dt == DPC_F32 ? VK_FLOAT : isb ? VK_BOOL : VK_INT, NULL);
+    return set_const(I, imp_out(I, n, 0), t, dt == DPC_F32 ? VK_FLOAT : isb ? VK_BOOL : VK_INT, NULL);
 }
 
 static dpc_status op_range(imp *I, const Onnx__NodeProto *n) {
@@ -296,7 +301,7 @@ static dpc_status op_range(imp *I, const Onnx__NodeProto *n) {
         dl == 1 && is_const(I, b) && V(b)->csym && V(b)->csym[0] && V(b)->c->rank == 0) {
         /* arange(S): a run-time length */
         sdim len = {I64(V(b))[0], V(b)->csym[0]};
-        return add_stmt(I, OUT(0), NULL, imp_printf(I, "arange(%s)", imp_dim(I, len)), VK_INT, 1, &len, -1, -1, -1);
+        return add_stmt(I, imp_out(I, n, 0), NULL, imp_printf(I, "arange(%s)", imp_dim(I, len)), VK_INT, 1, &len, -1, -1, -1);
     }
     if (a < 0 || b < 0 || c < 0 || !imp_const_scalar(V(a), &st) || !imp_const_scalar(V(b), &lim) ||
         !imp_const_scalar(V(c), &dl))
@@ -317,7 +322,7 @@ static dpc_status op_range(imp *I, const Onnx__NodeProto *n) {
         else
             ((int64_t *)t->data)[i] = (int64_t)st + i * (int64_t)dl;
     }
-    return set_const(I, OUT(0), t, fl ? VK_FLOAT : VK_INT, NULL);
+    return set_const(I, imp_out(I, n, 0), t, fl ? VK_FLOAT : VK_INT, NULL);
 }
 
 /* strides of a shape */
@@ -344,7 +349,7 @@ static int64_t bsrc(int64_t o, const int64_t *oshape, int orank, const int64_t *
 }
 
 static dpc_status op_gather(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), ix = imp_in(I, n, 1), out = OUT(0);
+    int x = imp_in(I, n, 0), ix = imp_in(I, n, 1), out = imp_out(I, n, 0);
     ival *X = V(x);
     if (!X->shaped)
         return imp_err(I, "the input's shape is unknown");
@@ -451,7 +456,7 @@ static dpc_status op_gather(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_unsqueeze(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     int64_t ax[DPC_MAX_RANK];
     int na;
     dpc_status s;
@@ -499,13 +504,14 @@ static dpc_status op_unsqueeze(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_squeeze(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     ival *X = V(x);
     int64_t ax[DPC_MAX_RANK];
     int na = -1;
     dpc_status s;
     if (I->opset >= 13) {
-        if (imp_in(I, n, 1) >= 0 && (s = const_ints(I, imp_in(I, n, 1), ax, &na, DPC_MAX_RANK, "axes")) != DPC_OK)
+        int av;
+        if (imp_opt(I, n, 1, &av) && (s = const_ints(I, av, ax, &na, DPC_MAX_RANK, "axes")) != DPC_OK)
             return s;
     } else {
         const int64_t *a;
@@ -551,10 +557,8 @@ static dpc_status op_squeeze(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_concat(imp *I, const Onnx__NodeProto *n) {
-    int out = OUT(0);
-    if (n->n_input < 1 || n->n_input > 64)
-        return imp_err(I, "1 to 64 inputs expected");
-    int x0 = imp_in(I, n, 0);
+    int out = imp_out(I, n, 0);
+    int x0 = imp_in(I, n, 0); /* 1 or more inputs (the row's "1+"), each given */
     int axis = 0;
     dpc_status s = axis_norm(I, imp_attr_i(I, n, "axis", 0), V(x0)->rank, &axis);
     if (s != DPC_OK)
@@ -565,7 +569,7 @@ static dpc_status op_concat(imp *I, const Onnx__NodeProto *n) {
     d[axis] = (sdim){0, 0};
     for (size_t i = 0; i < n->n_input; i++) {
         int v = imp_in(I, n, i);
-        if (v < 0 || V(v)->rank != V(x0)->rank)
+        if (V(v)->rank != V(x0)->rank)
             return imp_err(I, "inputs of different ranks");
         all &= is_const(I, v);
         for (int k = 0; k < V(v)->rank; k++)
@@ -613,8 +617,8 @@ static dpc_status op_concat(imp *I, const Onnx__NodeProto *n) {
     dpc_buf b;
     dpc_buf_init(&b);
     dpc_buf_puts(&b, "cat([");
-    int uses[8], nu = 0;
-    for (size_t i = 0; i < n->n_input; i++) {
+    int *uses = imp_alloc(I, n->n_input * sizeof *uses), nu = 0; /* every reader recorded: the liveness pass */
+    for (size_t i = 0; i < n->n_input && uses; i++) {
         int u;
         const char *e = ref(I, imp_in(I, n, i), &u);
         if (!e) {
@@ -622,15 +626,14 @@ static dpc_status op_concat(imp *I, const Onnx__NodeProto *n) {
             return I->e->code;
         }
         dpc_buf_printf(&b, "%s%s", i ? ", " : "", e);
-        if (u >= 0 && nu < 8)
-            uses[nu++] = u;
+        uses[nu++] = u;
     }
     dpc_buf_printf(&b, "], %d)", axis);
     char *t = dpc_buf_take(&b);
     const char *ex = t ? imp_printf(I, "%s", t) : NULL;
     dpc_free(t);
-    if (!ex)
-        return DPC_ENOMEM;
+    if (!ex || !uses)
+        return I->e->code ? I->e->code : DPC_ENOMEM;
     if (imp_stmt(I, out, NULL, ex, uses, nu) < 0)
         return I->e->code;
     V(out)->kind = V(x0)->kind;
@@ -731,7 +734,7 @@ static dpc_status const_reshape(imp *I, int out, int x, const sdim *d, int r) {
 }
 
 static dpc_status op_reshape(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     sdim want[DPC_MAX_RANK], d[DPC_MAX_RANK];
     int r;
     dpc_status s = const_dims(I, imp_in(I, n, 1), want, &r, DPC_MAX_RANK, "the shape");
@@ -771,7 +774,7 @@ static dpc_status op_reshape(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_flatten(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     ival *X = V(x);
     int axis = 0;
     int64_t ax = imp_attr_i(I, n, "axis", 1); /* in [-r, r]; -k is r - k */
@@ -799,7 +802,7 @@ static dpc_status op_flatten(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_transpose(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     ival *X = V(x);
     int r = X->rank;
     int64_t perm[DPC_MAX_RANK];
@@ -861,20 +864,20 @@ static dpc_status op_transpose(imp *I, const Onnx__NodeProto *n) {
     return add_stmt(I, out, NULL, ex, X->kind, r, d, u, -1, -1);
 }
 
+/* Identity, Dropout: Dropout's mask output (optional) is never computed, so
+ * a node reading it is refused where it reads it. */
 static dpc_status op_identity(imp *I, const Onnx__NodeProto *n) {
-    if (OUT(1) >= 0 && strcmp(n->op_type, "Dropout") == 0) {
-        /* the mask output: only allowed when nothing reads it (checked when read) */
-    }
-    if (strcmp(n->op_type, "Dropout") == 0 && imp_in(I, n, 2) >= 0) {
-        double tm;
-        if (!imp_const_scalar(V(imp_in(I, n, 2)), &tm) || tm != 0)
+    int tm;
+    if (strcmp(n->op_type, "Dropout") == 0 && imp_opt(I, n, 2, &tm)) {
+        double t;
+        if (!imp_const_scalar(V(tm), &t) || t != 0)
             return imp_err(I, "training_mode must be a constant false");
     }
-    return alias(I, OUT(0), imp_in(I, n, 0));
+    return alias(I, imp_out(I, n, 0), imp_in(I, n, 0));
 }
 
 static dpc_status op_cast(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     int64_t to = imp_attr_i(I, n, "to", 0);
     int kind;
     switch (to) {
@@ -968,7 +971,7 @@ static dpc_status op_unary(imp *I, const Onnx__NodeProto *n) {
     for (size_t i = 0; i < sizeof unops / sizeof *unops; i++)
         if (strcmp(unops[i].onnx, n->op_type) == 0)
             u = &unops[i];
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     ival *X = V(x);
     int kind = strcmp(n->op_type, "Not") == 0 ? VK_BOOL : X->kind;
     bool sym = false;
@@ -998,7 +1001,7 @@ static dpc_status op_unary(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_act(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     ival *X = V(x);
     if (X->kind != VK_FLOAT || X->c)
         return imp_err(I, "on a constant or a non-float tensor");
@@ -1034,7 +1037,7 @@ static dpc_status op_act(imp *I, const Onnx__NodeProto *n) {
 
 /* Clip(x, min, max) (attributes before opset 11) */
 static dpc_status op_clip(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     double lo = -INFINITY, hi = INFINITY;
     bool has_lo = false, has_hi = false;
     if (I->opset < 11) {
@@ -1044,10 +1047,10 @@ static dpc_status op_clip(imp *I, const Onnx__NodeProto *n) {
         if ((a = imp_attr(n, "max")))
             hi = imp_attr_f(I, n, "max", 0), has_hi = true;
     } else {
-        int a = imp_in(I, n, 1), b = imp_in(I, n, 2);
-        if (a >= 0 && !(has_lo = imp_const_scalar(V(a), &lo)))
+        int a, b;
+        if (imp_opt(I, n, 1, &a) && !(has_lo = imp_const_scalar(V(a), &lo)))
             return imp_err(I, "min must be a constant scalar");
-        if (b >= 0 && !(has_hi = imp_const_scalar(V(b), &hi)))
+        if (imp_opt(I, n, 2, &b) && !(has_hi = imp_const_scalar(V(b), &hi)))
             return imp_err(I, "max must be a constant scalar");
     }
     ival *X = V(x);
@@ -1313,9 +1316,7 @@ static const char *binop_text(const char *op) {
 }
 
 static dpc_status op_binary(imp *I, const Onnx__NodeProto *n) {
-    int a = imp_in(I, n, 0), b = imp_in(I, n, 1), out = OUT(0);
-    if (a < 0 || b < 0 || n->n_input != 2)
-        return imp_err(I, "two inputs expected");
+    int a = imp_in(I, n, 0), b = imp_in(I, n, 1), out = imp_out(I, n, 0);
     /* ONNX types both operands T (Pow alone has T and T1): a float and an
      * integer tensor is an invalid model, not a promotion */
     if (strcmp(n->op_type, "Pow") != 0 && V(a)->kind != V(b)->kind)
@@ -1392,7 +1393,7 @@ static dpc_status op_binary(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_where(imp *I, const Onnx__NodeProto *n) {
-    int c = imp_in(I, n, 0), a = imp_in(I, n, 1), b = imp_in(I, n, 2), out = OUT(0);
+    int c = imp_in(I, n, 0), a = imp_in(I, n, 1), b = imp_in(I, n, 2), out = imp_out(I, n, 0);
     int r1, r;
     sdim d1[DPC_MAX_RANK], d[DPC_MAX_RANK];
     dpc_status s = imp_broadcast(I, V(c), V(a), &r1, d1);
@@ -1443,7 +1444,7 @@ static dpc_status op_where(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_expand(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     sdim want[DPC_MAX_RANK], d[DPC_MAX_RANK];
     int r;
     dpc_status s = const_dims(I, imp_in(I, n, 1), want, &r, DPC_MAX_RANK, "the shape");
@@ -1547,7 +1548,9 @@ static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil
 }
 
 static dpc_status op_conv(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), w = imp_in(I, n, 1), b = imp_in(I, n, 2), out = OUT(0);
+    int x = imp_in(I, n, 0), w = imp_in(I, n, 1), b, out = imp_out(I, n, 0);
+    if (!imp_opt(I, n, 2, &b))
+        b = -1; /* no bias */
     ival *X = V(x);
     if (!is_const(I, w) || (b >= 0 && !is_const(I, b)))
         return imp_err(I, "weights that are not initializers are not supported");
@@ -1607,7 +1610,7 @@ static dpc_status op_conv(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_batchnorm(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     int p[4];
     for (int i = 0; i < 4; i++) {
         p[i] = imp_in(I, n, (size_t)i + 1);
@@ -1616,10 +1619,11 @@ static dpc_status op_batchnorm(imp *I, const Onnx__NodeProto *n) {
     }
     if (imp_attr_i(I, n, "training_mode", 0) != 0)
         return imp_err(I, "training_mode=1 is not supported");
-    if (n->n_output > 1 && (OUT(1) >= 0 || OUT(2) >= 0))
-        for (size_t k = 1; k < n->n_output; k++)
-            if (n->output[k][0])
-                return imp_err(I, "the running statistics outputs (training) are not supported");
+    for (size_t k = 1; k < n->n_output; k++) {
+        int o;
+        if (imp_opt_out(I, n, k, &o))
+            return imp_err(I, "the running statistics outputs (training) are not supported");
+    }
     ival *X = V(x);
     if (X->rank != 4 && X->rank != 3 && X->rank != 2)
         return imp_err(I, "an input of rank %d", X->rank);
@@ -1647,14 +1651,15 @@ static dpc_status op_batchnorm(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_pool(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     ival *X = V(x);
     if (X->rank != 4 || X->c)
         return imp_err(I, "only 2-D pooling of a computed rank-4 tensor is supported");
     if (X->d[1].s || X->d[2].s || X->d[3].s)
         return imp_err(I, "channels and spatial dims must be fixed");
     bool mx = n->op_type[0] == 'M';
-    if (OUT(1) >= 0)
+    int ix;
+    if (imp_opt_out(I, n, 1, &ix))
         return imp_err(I, "the Indices output is not supported");
     int64_t kh, kw, sh, sw, dh = 1, dw = 1, ph, pw;
     dpc_status s;
@@ -1696,7 +1701,7 @@ static dpc_status op_pool(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_global_pool(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     ival *X = V(x);
     if (X->rank != 4 || X->c)
         return imp_err(I, "only a computed rank-4 input is supported");
@@ -1713,7 +1718,9 @@ static dpc_status op_global_pool(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_gemm(imp *I, const Onnx__NodeProto *n) {
-    int a = imp_in(I, n, 0), b = imp_in(I, n, 1), c = imp_in(I, n, 2), out = OUT(0);
+    int a = imp_in(I, n, 0), b = imp_in(I, n, 1), c, out = imp_out(I, n, 0);
+    if (!imp_opt(I, n, 2, &c))
+        c = -1; /* no C: a Linear without bias */
     if (imp_attr_f(I, n, "alpha", 1) != 1 || imp_attr_f(I, n, "beta", 1) != 1)
         return imp_err(I, "alpha or beta other than 1 is not supported");
     if (imp_attr_i(I, n, "transA", 0))
@@ -1750,7 +1757,7 @@ static dpc_status op_gemm(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_matmul(imp *I, const Onnx__NodeProto *n) {
-    int a = imp_in(I, n, 0), b = imp_in(I, n, 1), out = OUT(0);
+    int a = imp_in(I, n, 0), b = imp_in(I, n, 1), out = imp_out(I, n, 0);
     if (is_const(I, b) && !is_const(I, a) && V(b)->c->rank == 2 && V(b)->kind == VK_FLOAT) {
         /* read only by an Add of a bias: that Add makes the Linear (op_binary) */
         int first;
@@ -1795,7 +1802,9 @@ static dpc_status op_matmul(imp *I, const Onnx__NodeProto *n) {
 }
 
 static dpc_status op_layernorm(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), g = imp_in(I, n, 1), b = imp_in(I, n, 2), out = OUT(0);
+    int x = imp_in(I, n, 0), g = imp_in(I, n, 1), b, out = imp_out(I, n, 0), o;
+    if (!imp_opt(I, n, 2, &b))
+        b = -1; /* no bias: layernorm_stmt's bias=False */
     ival *X = V(x);
     int axis = 0;
     dpc_status s = axis_norm(I, imp_attr_i(I, n, "axis", -1), X->rank, &axis);
@@ -1803,7 +1812,7 @@ static dpc_status op_layernorm(imp *I, const Onnx__NodeProto *n) {
         return s;
     if (axis != X->rank - 1)
         return imp_err(I, "normalising over more than the last axis is not supported");
-    if (OUT(1) >= 0 || OUT(2) >= 0)
+    if (imp_opt_out(I, n, 1, &o) || imp_opt_out(I, n, 2, &o))
         return imp_err(I, "the Mean and InvStdDev outputs are not supported");
     if (imp_attr_i(I, n, "stash_type", 1) != 1)
         return imp_err(I, "stash_type other than float is not supported");
@@ -1823,7 +1832,8 @@ dpc_status imp_reduce_axes(imp *I, const Onnx__NodeProto *n, int64_t *ax, int *n
         *na = -1;
         if (imp_attr(n, "axes"))
             return imp_err(I, "axes is an input from opset %d", from);
-        return imp_in(I, n, 1) < 0 ? DPC_OK : const_ints(I, imp_in(I, n, 1), ax, na, DPC_MAX_RANK, "axes");
+        int av;
+        return imp_opt(I, n, 1, &av) ? const_ints(I, av, ax, na, DPC_MAX_RANK, "axes") : DPC_OK;
     }
     const int64_t *a;
     *na = imp_attr_ints(I, n, "axes", &a);
@@ -1835,7 +1845,7 @@ dpc_status imp_reduce_axes(imp *I, const Onnx__NodeProto *n, int64_t *ax, int *n
 }
 
 static dpc_status op_reduce(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     ival *X = V(x);
     int64_t ax[DPC_MAX_RANK];
     int na;
@@ -1890,13 +1900,14 @@ const char *imp_reduce_text(imp *I, const char *fn, const char *e, const ival *X
 static dpc_status slice_symbolic(imp *I, const Onnx__NodeProto *n, int x, const sdim *st, const sdim *en, int ns,
                                  int ne) {
     ival *X = V(x);
-    int out = OUT(0);
+    int out = imp_out(I, n, 0);
     if (ns != ne || X->rank < 1)
         return imp_err(I, "starts and ends differ in length");
-    if (imp_in(I, n, 4) >= 0) {
+    int sv, av;
+    if (imp_opt(I, n, 4, &sv)) {
         int64_t sp[DPC_MAX_RANK];
         int nsp;
-        dpc_status s2 = const_ints(I, imp_in(I, n, 4), sp, &nsp, DPC_MAX_RANK, "steps");
+        dpc_status s2 = const_ints(I, sv, sp, &nsp, DPC_MAX_RANK, "steps");
         if (s2 != DPC_OK)
             return s2;
         for (int i = 0; i < nsp; i++)
@@ -1906,8 +1917,8 @@ static dpc_status slice_symbolic(imp *I, const Onnx__NodeProto *n, int x, const 
     int64_t ax[DPC_MAX_RANK];
     int na = ns;
     dpc_status s;
-    if (imp_in(I, n, 3) >= 0) {
-        if ((s = const_ints(I, imp_in(I, n, 3), ax, &na, DPC_MAX_RANK, "axes")) != DPC_OK)
+    if (imp_opt(I, n, 3, &av)) {
+        if ((s = const_ints(I, av, ax, &na, DPC_MAX_RANK, "axes")) != DPC_OK)
             return s;
         if (na != ns)
             return imp_err(I, "axes and starts differ in length");
@@ -2009,7 +2020,7 @@ static dpc_status slice_symbolic(imp *I, const Onnx__NodeProto *n, int x, const 
 }
 
 static dpc_status op_slice(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     ival *X = V(x);
     int64_t st[DPC_MAX_RANK], en[DPC_MAX_RANK], ax[DPC_MAX_RANK], sp[DPC_MAX_RANK];
     int ns, ne, na, nsp;
@@ -2029,14 +2040,15 @@ static dpc_status op_slice(imp *I, const Onnx__NodeProto *n) {
         return slice_symbolic(I, n, x, sst, sen, ns, ne);
     if (ns != ne)
         return imp_err(I, "starts and ends differ in length");
-    if (imp_in(I, n, 3) >= 0) {
-        if ((s = const_ints(I, imp_in(I, n, 3), ax, &na, DPC_MAX_RANK, "axes")))
+    int av, sv;
+    if (imp_opt(I, n, 3, &av)) {
+        if ((s = const_ints(I, av, ax, &na, DPC_MAX_RANK, "axes")))
             return s;
     } else
         for (na = 0; na < ns; na++)
             ax[na] = na;
-    if (imp_in(I, n, 4) >= 0) {
-        if ((s = const_ints(I, imp_in(I, n, 4), sp, &nsp, DPC_MAX_RANK, "steps")))
+    if (imp_opt(I, n, 4, &sv)) {
+        if ((s = const_ints(I, sv, sp, &nsp, DPC_MAX_RANK, "steps")))
             return s;
     } else
         for (nsp = 0; nsp < ns; nsp++)
@@ -2145,7 +2157,8 @@ static dpc_status op_split(imp *I, const Onnx__NodeProto *n) {
     int64_t sz[64];
     int ns = -1;
     if (I->opset >= 13) {
-        if (imp_in(I, n, 1) >= 0 && (s = const_ints(I, imp_in(I, n, 1), sz, &ns, 64, "split")) != DPC_OK)
+        int sp;
+        if (imp_opt(I, n, 1, &sp) && (s = const_ints(I, sp, sz, &ns, 64, "split")) != DPC_OK)
             return s;
     } else {
         const int64_t *p;
@@ -2185,23 +2198,21 @@ static dpc_status op_split(imp *I, const Onnx__NodeProto *n) {
     /* one statement per output: x[..., a:b] */
     int64_t off = 0;
     for (int i = 0; i < k; i++) {
-        int o = OUT(i);
-        if (o >= 0) {
-            dpc_buf b;
-            dpc_buf_init(&b);
-            dpc_buf_printf(&b, "%s[", e);
-            for (int j = 0; j < axis; j++)
-                dpc_buf_puts(&b, ":, ");
-            dpc_buf_printf(&b, "%lld:%lld]", (long long)off, (long long)(off + sz[i]));
-            char *t = dpc_buf_take(&b);
-            const char *ex = t ? imp_printf(I, "%s", t) : NULL;
-            dpc_free(t);
-            sdim d[DPC_MAX_RANK];
-            memcpy(d, X->d, sizeof d);
-            d[axis] = (sdim){sz[i], 0};
-            if ((s = add_stmt(I, o, NULL, ex, X->kind, X->rank, d, u, -1, -1)) != DPC_OK)
-                return s;
-        }
+        int o = imp_out(I, n, (size_t)i); /* every output is required (the row's "1+") */
+        dpc_buf b;
+        dpc_buf_init(&b);
+        dpc_buf_printf(&b, "%s[", e);
+        for (int j = 0; j < axis; j++)
+            dpc_buf_puts(&b, ":, ");
+        dpc_buf_printf(&b, "%lld:%lld]", (long long)off, (long long)(off + sz[i]));
+        char *t = dpc_buf_take(&b);
+        const char *ex = t ? imp_printf(I, "%s", t) : NULL;
+        dpc_free(t);
+        sdim d[DPC_MAX_RANK];
+        memcpy(d, X->d, sizeof d);
+        d[axis] = (sdim){sz[i], 0};
+        if ((s = add_stmt(I, o, NULL, ex, X->kind, X->rank, d, u, -1, -1)) != DPC_OK)
+            return s;
         off += sz[i];
     }
     return DPC_OK;
@@ -2211,100 +2222,101 @@ static dpc_status op_split(imp *I, const Onnx__NodeProto *n) {
 
 #define ACT "alpha beta"
 const imp_op imp_ops[] = {
-    {"Abs", 6, 0, "", op_unary, NULL},
-    {"Add", 7, 0, "", op_binary, "MatMul + Add -> Linear; the end of a decomposed LayerNorm -> LayerNorm"},
-    {"And", 7, 0, "", op_binary, NULL},
-    {"AveragePool", 7, 0, "kernel_shape strides pads auto_pad ceil_mode count_include_pad dilations", op_pool,
+    {"Abs", 6, 0, "1", "1", "", op_unary, NULL},
+    {"Add", 7, 0, "2", "1", "", op_binary, "MatMul + Add -> Linear; the end of a decomposed LayerNorm -> LayerNorm"},
+    {"And", 7, 0, "2", "1", "", op_binary, NULL},
+    {"AveragePool", 7, 0, "1", "1", "kernel_shape strides pads auto_pad ceil_mode count_include_pad dilations", op_pool,
      "2-D, symmetric pads, not dilated"},
-    {"BatchNormalization", 7, 0, "epsilon momentum training_mode spatial", op_batchnorm, "-> BatchNorm2d/1d"},
-    {"Cast", 6, 0, "to saturate", op_cast, "float32, bool, int64; int32/16/8 and uint8 of floats, bools and constants"},
-    {"Celu", 12, 0, "alpha", imp_op_act_extra, NULL},
-    {"Clip", 6, 0, "min max", op_clip, "Clip(0, 6) -> relu6"},
-    {"Concat", 4, 0, "axis", op_concat, NULL},
-    {"Constant", 9, 0, "value value_float value_floats value_int value_ints", op_constant, NULL},
-    {"ConstantOfShape", 9, 0, "value", op_constant_of_shape, "constant shapes"},
-    {"Conv", 1, 0, "kernel_shape strides pads dilations group auto_pad", op_conv, "2-D, symmetric pads -> Conv2d"},
-    {"ConvTranspose", 1, 0, "auto_pad dilations group kernel_shape output_padding output_shape pads strides",
+    {"BatchNormalization", 7, 0, "5", "1-5, 14: 1-3", "epsilon momentum training_mode spatial", op_batchnorm,
+     "-> BatchNorm2d/1d"},
+    {"Cast", 6, 0, "1", "1", "to saturate", op_cast, "float32, bool, int64; int32/16/8 and uint8 of floats, bools and constants"},
+    {"Celu", 12, 0, "1", "1", "alpha", imp_op_act_extra, NULL},
+    {"Clip", 6, 0, "1, 11: 1-3", "1", "min max", op_clip, "Clip(0, 6) -> relu6"},
+    {"Concat", 4, 0, "1+", "1", "axis", op_concat, NULL},
+    {"Constant", 9, 0, "0", "1", "value value_float value_floats value_int value_ints", op_constant, NULL},
+    {"ConstantOfShape", 9, 0, "1", "1", "value", op_constant_of_shape, "constant shapes"},
+    {"Conv", 1, 0, "2-3", "1", "kernel_shape strides pads dilations group auto_pad", op_conv, "2-D, symmetric pads -> Conv2d"},
+    {"ConvTranspose", 1, 0, "2-3", "1", "auto_pad dilations group kernel_shape output_padding output_shape pads strides",
      imp_op_convtranspose, "2-D -> ConvTranspose2d; asymmetric pads cropped"},
-    {"Div", 7, 0, "", op_binary, NULL},
-    {"Dropout", 7, 0, "ratio seed", op_identity, "identity (inference)"},
-    {"Elu", 6, 0, "alpha", imp_op_act_extra, NULL},
-    {"Equal", 7, 0, "", op_binary, NULL},
-    {"Erf", 9, 0, "", op_unary, "x * (1 + erf(x / sqrt 2)) * 0.5 -> gelu"},
-    {"Exp", 6, 0, "", op_unary, NULL},
-    {"Expand", 8, 0, "", op_expand, NULL},
-    {"Flatten", 1, 0, "axis", op_flatten, "axis 1"},
-    {"Gather", 1, 0, "axis", op_gather, "constants; Gather(table, ids) -> Embedding; a constant index"},
-    {"Gelu", 20, 0, "approximate", imp_op_act_extra, "-> gelu (none, tanh)"},
-    {"Gemm", 7, 0, "alpha beta transA transB", op_gemm, "-> Linear"},
-    {"GlobalAveragePool", 1, 0, "", op_global_pool, NULL},
-    {"GlobalMaxPool", 1, 0, "", op_global_pool, NULL},
-    {"Greater", 7, 0, "", op_binary, NULL},
-    {"GreaterOrEqual", 12, 0, "", op_binary, NULL},
-    {"GroupNormalization", 18, 0, "epsilon num_groups stash_type", imp_op_groupnorm,
+    {"Div", 7, 0, "2", "1", "", op_binary, NULL},
+    {"Dropout", 7, 0, "1, 12: 1-3", "1-2", "ratio seed", op_identity, "identity (inference)"},
+    {"Elu", 6, 0, "1", "1", "alpha", imp_op_act_extra, NULL},
+    {"Equal", 7, 0, "2", "1", "", op_binary, NULL},
+    {"Erf", 9, 0, "1", "1", "", op_unary, "x * (1 + erf(x / sqrt 2)) * 0.5 -> gelu"},
+    {"Exp", 6, 0, "1", "1", "", op_unary, NULL},
+    {"Expand", 8, 0, "2", "1", "", op_expand, NULL},
+    {"Flatten", 1, 0, "1", "1", "axis", op_flatten, "axis 1"},
+    {"Gather", 1, 0, "2", "1", "axis", op_gather, "constants; Gather(table, ids) -> Embedding; a constant index"},
+    {"Gelu", 20, 0, "1", "1", "approximate", imp_op_act_extra, "-> gelu (none, tanh)"},
+    {"Gemm", 7, 0, "3, 11: 2-3", "1", "alpha beta transA transB", op_gemm, "-> Linear"},
+    {"GlobalAveragePool", 1, 0, "1", "1", "", op_global_pool, NULL},
+    {"GlobalMaxPool", 1, 0, "1", "1", "", op_global_pool, NULL},
+    {"Greater", 7, 0, "2", "1", "", op_binary, NULL},
+    {"GreaterOrEqual", 12, 0, "2", "1", "", op_binary, NULL},
+    {"GroupNormalization", 18, 0, "3", "1", "epsilon num_groups stash_type", imp_op_groupnorm,
      "-> GroupNorm (18: a scale and bias a group, 21: a channel)"},
-    {"HardSigmoid", 6, 0, ACT, op_act, NULL},
-    {"HardSwish", 14, 0, "", op_unary, NULL},
-    {"Identity", 1, 0, "", op_identity, NULL},
-    {"InstanceNormalization", 6, 0, "epsilon", imp_op_instancenorm, "-> GroupNorm(C, C)"},
-    {"LayerNormalization", 17, 0, "axis epsilon stash_type", op_layernorm, "-> LayerNorm"},
-    {"LeakyRelu", 6, 0, "alpha", op_act, NULL},
-    {"Less", 7, 0, "", op_binary, NULL},
-    {"LessOrEqual", 12, 0, "", op_binary, NULL},
-    {"Log", 6, 0, "", op_unary, NULL},
-    {"LogSoftmax", 1, 0, "axis", op_act, NULL},
-    {"MatMul", 1, 0, "", op_matmul, "a constant 2-D right operand -> Linear"},
-    {"Max", 8, 0, "", imp_op_variadic, "1 to 8 inputs; NaN propagates"},
-    {"MaxPool", 8, 0, "kernel_shape strides pads dilations auto_pad ceil_mode storage_order", op_pool, "2-D"},
-    {"Mean", 8, 0, "", imp_op_variadic, "1 to 8 inputs"},
-    {"Min", 8, 0, "", imp_op_variadic, "1 to 8 inputs; NaN propagates"},
-    {"Mish", 18, 0, "", imp_op_act_extra, NULL},
-    {"Mul", 7, 0, "", op_binary, "x * sigmoid(x) -> silu; the end of an Erf GELU -> gelu"},
-    {"Neg", 6, 0, "", op_unary, NULL},
-    {"Not", 1, 0, "", op_unary, NULL},
-    {"Or", 7, 0, "", op_binary, NULL},
-    {"PRelu", 7, 0, "", imp_op_prelu, "slope broadcast to x"},
-    {"Pad", 2, 0, "mode pads value", imp_op_pad, "constant, reflect, edge (not wrap); constant pads and axes, not of the batch dim"},
-    {"Pow", 7, 0, "", op_binary, NULL},
-    {"Range", 11, 0, "", op_range, "constant bounds"},
-    {"Reciprocal", 6, 0, "", op_unary, NULL},
-    {"ReduceL1", 1, 0, "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
-    {"ReduceL2", 1, 0, "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
-    {"ReduceLogSum", 1, 0, "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
-    {"ReduceLogSumExp", 1, 0, "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
-    {"ReduceMax", 1, 0, "axes keepdims noop_with_empty_axes", op_reduce, "not over the batch dim"},
-    {"ReduceMean", 1, 0, "axes keepdims noop_with_empty_axes", op_reduce, "not over the batch dim"},
-    {"ReduceMin", 1, 0, "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
-    {"ReduceSum", 1, 0, "axes keepdims noop_with_empty_axes", op_reduce, "not over the batch dim"},
-    {"ReduceSumSquare", 1, 0, "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
-    {"Relu", 6, 0, "", op_unary, NULL},
-    {"Reshape", 5, 0, "allowzero", op_reshape, "a constant shape (run-time dims folded); the batch dim kept"},
-    {"Resize", 10, 0,
+    {"HardSigmoid", 6, 0, "1", "1", ACT, op_act, NULL},
+    {"HardSwish", 14, 0, "1", "1", "", op_unary, NULL},
+    {"Identity", 1, 0, "1", "1", "", op_identity, NULL},
+    {"InstanceNormalization", 6, 0, "3", "1", "epsilon", imp_op_instancenorm, "-> GroupNorm(C, C)"},
+    {"LayerNormalization", 17, 0, "2-3", "1-3", "axis epsilon stash_type", op_layernorm, "-> LayerNorm"},
+    {"LeakyRelu", 6, 0, "1", "1", "alpha", op_act, NULL},
+    {"Less", 7, 0, "2", "1", "", op_binary, NULL},
+    {"LessOrEqual", 12, 0, "2", "1", "", op_binary, NULL},
+    {"Log", 6, 0, "1", "1", "", op_unary, NULL},
+    {"LogSoftmax", 1, 0, "1", "1", "axis", op_act, NULL},
+    {"MatMul", 1, 0, "2", "1", "", op_matmul, "a constant 2-D right operand -> Linear"},
+    {"Max", 8, 0, "1+", "1", "", imp_op_variadic, "NaN propagates"},
+    {"MaxPool", 8, 0, "1", "1-2", "kernel_shape strides pads dilations auto_pad ceil_mode storage_order", op_pool, "2-D"},
+    {"Mean", 8, 0, "1+", "1", "", imp_op_variadic, NULL},
+    {"Min", 8, 0, "1+", "1", "", imp_op_variadic, "NaN propagates"},
+    {"Mish", 18, 0, "1", "1", "", imp_op_act_extra, NULL},
+    {"Mul", 7, 0, "2", "1", "", op_binary, "x * sigmoid(x) -> silu; the end of an Erf GELU -> gelu"},
+    {"Neg", 6, 0, "1", "1", "", op_unary, NULL},
+    {"Not", 1, 0, "1", "1", "", op_unary, NULL},
+    {"Or", 7, 0, "2", "1", "", op_binary, NULL},
+    {"PRelu", 7, 0, "2", "1", "", imp_op_prelu, "slope broadcast to x"},
+    {"Pad", 2, 0, "1, 11: 2-3, 18: 2-4", "1", "mode pads value", imp_op_pad, "constant, reflect, edge (not wrap); constant pads and axes, not of the batch dim"},
+    {"Pow", 7, 0, "2", "1", "", op_binary, NULL},
+    {"Range", 11, 0, "3", "1", "", op_range, "constant bounds"},
+    {"Reciprocal", 6, 0, "1", "1", "", op_unary, NULL},
+    {"ReduceL1", 1, 0, "1, 18: 1-2", "1", "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceL2", 1, 0, "1, 18: 1-2", "1", "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceLogSum", 1, 0, "1, 18: 1-2", "1", "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceLogSumExp", 1, 0, "1, 18: 1-2", "1", "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceMax", 1, 0, "1, 18: 1-2", "1", "axes keepdims noop_with_empty_axes", op_reduce, "not over the batch dim"},
+    {"ReduceMean", 1, 0, "1, 18: 1-2", "1", "axes keepdims noop_with_empty_axes", op_reduce, "not over the batch dim"},
+    {"ReduceMin", 1, 0, "1, 18: 1-2", "1", "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
+    {"ReduceSum", 1, 0, "1, 13: 1-2", "1", "axes keepdims noop_with_empty_axes", op_reduce, "not over the batch dim"},
+    {"ReduceSumSquare", 1, 0, "1, 18: 1-2", "1", "axes keepdims noop_with_empty_axes", imp_op_reduce_extra, "not over the batch dim"},
+    {"Relu", 6, 0, "1", "1", "", op_unary, NULL},
+    {"Reshape", 5, 0, "2", "1", "allowzero", op_reshape, "a constant shape (run-time dims folded); the batch dim kept"},
+    {"Resize", 10, 0, "2, 11: 1-4", "1",
      "coordinate_transformation_mode cubic_coeff_a exclude_outside extrapolation_value mode nearest_mode antialias axes "
      "keep_aspect_ratio_policy",
      imp_op_resize, "rank 4, H and W: nearest where its pixels are dpc's, linear half_pixel/align_corners"},
-    {"Selu", 6, 0, "alpha gamma", imp_op_act_extra, NULL},
-    {"Shape", 1, 0, "start end", op_shape, "folded"},
-    {"Shrink", 9, 0, "lambd bias", imp_op_act_extra, NULL},
-    {"Sigmoid", 6, 0, "", op_unary, NULL},
-    {"Sign", 9, 0, "", imp_op_act_extra, "float"},
-    {"Sin", 7, 0, "", op_unary, NULL},
-    {"Slice", 10, 0, "", op_slice, "constant bounds, steps >= 1, not on the batch dim"},
-    {"Softmax", 1, 0, "axis", op_act, NULL},
-    {"Softplus", 1, 0, "", imp_op_act_extra, NULL},
-    {"Softsign", 1, 0, "", imp_op_act_extra, NULL},
-    {"Split", 2, 0, "axis split num_outputs", op_split, "not along the batch dim"},
-    {"Sqrt", 6, 0, "", op_unary, NULL},
-    {"Squeeze", 1, 0, "axes", op_squeeze, NULL},
-    {"Sub", 7, 0, "", op_binary, NULL},
-    {"Sum", 8, 0, "", imp_op_variadic, "1 to 8 inputs"},
-    {"Tanh", 6, 0, "", op_unary, NULL},
-    {"ThresholdedRelu", 10, 0, "alpha", imp_op_act_extra, NULL},
-    {"Tile", 6, 0, "", imp_op_tile, "constant repeats, not of the batch dim"},
-    {"Transpose", 1, 0, "perm", op_transpose,
+    {"Selu", 6, 0, "1", "1", "alpha gamma", imp_op_act_extra, NULL},
+    {"Shape", 1, 0, "1", "1", "start end", op_shape, "folded"},
+    {"Shrink", 9, 0, "1", "1", "lambd bias", imp_op_act_extra, NULL},
+    {"Sigmoid", 6, 0, "1", "1", "", op_unary, NULL},
+    {"Sign", 9, 0, "1", "1", "", imp_op_act_extra, "float"},
+    {"Sin", 7, 0, "1", "1", "", op_unary, NULL},
+    {"Slice", 10, 0, "3-5", "1", "", op_slice, "constant bounds, steps >= 1, not on the batch dim"},
+    {"Softmax", 1, 0, "1", "1", "axis", op_act, NULL},
+    {"Softplus", 1, 0, "1", "1", "", imp_op_act_extra, NULL},
+    {"Softsign", 1, 0, "1", "1", "", imp_op_act_extra, NULL},
+    {"Split", 2, 0, "1, 13: 1-2", "1+", "axis split num_outputs", op_split, "not along the batch dim"},
+    {"Sqrt", 6, 0, "1", "1", "", op_unary, NULL},
+    {"Squeeze", 1, 0, "1, 13: 1-2", "1", "axes", op_squeeze, NULL},
+    {"Sub", 7, 0, "2", "1", "", op_binary, NULL},
+    {"Sum", 8, 0, "1+", "1", "", imp_op_variadic, NULL},
+    {"Tanh", 6, 0, "1", "1", "", op_unary, NULL},
+    {"ThresholdedRelu", 10, 0, "1", "1", "alpha", imp_op_act_extra, NULL},
+    {"Tile", 6, 0, "2", "1", "", imp_op_tile, "constant repeats, not of the batch dim"},
+    {"Transpose", 1, 0, "1", "1", "perm", op_transpose,
      "the batch dim stays first; nn.MultiheadAttention's export -> MultiheadAttention"},
-    {"Unsqueeze", 1, 0, "axes", op_unsqueeze, NULL},
-    {"Upsample", 7, 9, "mode scales", imp_op_resize, "as Resize (asymmetric)"},
-    {"Where", 9, 0, "", op_where, NULL},
+    {"Unsqueeze", 1, 0, "1, 13: 2", "1", "axes", op_unsqueeze, NULL},
+    {"Upsample", 7, 9, "1, 9: 2", "1", "mode scales", imp_op_resize, "as Resize (asymmetric)"},
+    {"Where", 9, 0, "3", "1", "", op_where, NULL},
 };
 const int imp_nops = (int)(sizeof imp_ops / sizeof *imp_ops);

@@ -12,8 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#define V(i) (&I->v[(i)])
-#define OUT(k) ((k) < (int)n->n_output && n->output[k][0] ? imp_find(I, n->output[k]) : -1)
+#define V(i) imp_val(I, (i)) /* never outside the values (onnx_imp.h) */
 
 /* a float attribute as a literal (ONNX attributes are float32) */
 static const char *flit(imp *I, double v) {
@@ -25,10 +24,6 @@ static const char *flit(imp *I, double v) {
 /* the float tensor input 0 (a constant becomes a Parameter through imp_ref) */
 static const char *float_in(imp *I, const Onnx__NodeProto *n, int *x, int *u) {
     *x = imp_in(I, n, 0);
-    if (*x < 0) {
-        imp_err(I, "the input is missing");
-        return NULL;
-    }
     if (V(*x)->kind != VK_FLOAT || !V(*x)->shaped) {
         imp_err(I, "on a non-float tensor (dpc computes this op in float32 only)");
         return NULL;
@@ -37,7 +32,7 @@ static const char *float_in(imp *I, const Onnx__NodeProto *n, int *x, int *u) {
 }
 
 dpc_status imp_op_act_extra(imp *I, const Onnx__NodeProto *n) {
-    int x, u, out = OUT(0);
+    int x, u, out = imp_out(I, n, 0);
     const char *e = float_in(I, n, &x, &u), *ex = NULL, *op = n->op_type;
     if (!e)
         return I->e->code;
@@ -83,11 +78,11 @@ dpc_status imp_op_act_extra(imp *I, const Onnx__NodeProto *n) {
 
 /* PRelu(x, slope): slope broadcasts to x (unidirectionally) */
 dpc_status imp_op_prelu(imp *I, const Onnx__NodeProto *n) {
-    int x, u, out = OUT(0), sl = imp_in(I, n, 1);
+    int x, u, out = imp_out(I, n, 0), sl = imp_in(I, n, 1);
     const char *e = float_in(I, n, &x, &u);
     if (!e)
         return I->e->code;
-    if (sl < 0 || V(sl)->kind != VK_FLOAT || !V(sl)->shaped)
+    if (V(sl)->kind != VK_FLOAT || !V(sl)->shaped)
         return imp_err(I, "slope must be a float tensor");
     int r;
     sdim d[DPC_MAX_RANK];
@@ -104,73 +99,99 @@ dpc_status imp_op_prelu(imp *I, const Onnx__NodeProto *n) {
     return imp_stmt_value(I, out, NULL, imp_printf(I, "where(%s < 0.0, %s * %s, %s)", e, e, es, e), VK_FLOAT, r, d, uses, 2);
 }
 
-/* Sum, Mean, Max, Min of 1 to 8 inputs, broadcasting (multidirectionally) */
-dpc_status imp_op_variadic(imp *I, const Onnx__NodeProto *n) {
-    int out = OUT(0), in[8], uses[8], m = 0, kind = VK_INT;
-    const char *op = n->op_type;
-    if (n->n_input < 1 || n->n_input > 8)
-        return imp_err(I, "%zu inputs (dpc takes 1 to 8)", n->n_input);
-    int r = 0;
-    sdim d[DPC_MAX_RANK];
+/* A fresh value for a partial result of this node (a name no ONNX file
+ * can give: it starts with \x01). */
+static int tmp_value(imp *I) {
+    char nm[40];
+    snprintf(nm, sizeof nm, "\x01ex%d", I->nv);
+    const char *s = imp_printf(I, "%s", nm);
+    return s ? imp_new_value(I, s) : -1;
+}
+
+/* The inputs of Sum, Mean, Max, Min: shaped, not bool, of one element
+ * type (*kind); Mean's float. */
+static dpc_status variadic_inputs(imp *I, const Onnx__NodeProto *n, int *kind) {
+    *kind = VK_INT;
     for (size_t i = 0; i < n->n_input; i++) {
-        int v = imp_in(I, n, i);
-        if (v < 0)
-            return imp_err(I, "input %zu is missing", i);
-        if (!V(v)->shaped)
+        const ival *v = V(imp_in(I, n, i)); /* every one given (the row's "1+") */
+        if (!v->shaped)
             return imp_err(I, "an input of unknown shape");
-        if (V(v)->kind == VK_BOOL)
+        if (v->kind == VK_BOOL)
             return imp_err(I, "on a bool tensor");
-        if (V(v)->kind == VK_FLOAT)
-            kind = VK_FLOAT;
-        if (m == 0) {
-            r = V(v)->rank;
-            memcpy(d, V(v)->d, sizeof *d * (size_t)r);
-        } else {
-            ival acc = {.shaped = true, .rank = r};
-            memcpy(acc.d, d, sizeof *d * (size_t)r);
-            dpc_status s = imp_broadcast(I, &acc, V(v), &r, d);
-            if (s != DPC_OK)
-                return s;
-        }
-        in[m++] = v;
+        if (v->kind == VK_FLOAT)
+            *kind = VK_FLOAT;
     }
-    for (int i = 0; i < m; i++)
-        if (V(in[i])->kind != kind)
+    for (size_t i = 0; i < n->n_input; i++)
+        if (V(imp_in(I, n, i))->kind != *kind)
             return imp_err(I, "inputs of different element types");
-    if (!strcmp(op, "Mean") && kind != VK_FLOAT)
+    if (!strcmp(n->op_type, "Mean") && *kind != VK_FLOAT)
         return imp_err(I, "on integer tensors");
-    const char *acc = NULL;
-    for (int i = 0; i < m; i++) {
-        const char *e = imp_ref(I, in[i], &uses[i]);
-        if (!e)
+    return DPC_OK;
+}
+
+/* Sum, Mean, Max, Min of any number of inputs, broadcasting
+ * (multidirectionally): a chain of statements, each joining the partial
+ * result so far with the next inputs (Sum and Mean 8 terms a statement,
+ * Max and Min one pair, whose text names each operand three times), so
+ * the text grows with the inputs, not faster. */
+dpc_status imp_op_variadic(imp *I, const Onnx__NodeProto *n) {
+    int kind, part = -1, r = 0;
+    dpc_status s = variadic_inputs(I, n, &kind);
+    if (s != DPC_OK)
+        return s;
+    const char *op = n->op_type;
+    bool add = !strcmp(op, "Sum") || !strcmp(op, "Mean");
+    size_t m = n->n_input, i = 0;
+    sdim d[DPC_MAX_RANK];
+    do {
+        int uses[8], nu = 0;
+        const char *acc = part >= 0 ? imp_ref(I, part, &uses[nu++]) : NULL;
+        if (part >= 0 && !acc)
             return I->e->code;
-        if (!acc)
-            acc = e;
-        else if (!strcmp(op, "Sum") || !strcmp(op, "Mean"))
-            acc = imp_printf(I, "%s + %s", acc, e);
-        else {
-            /* np.maximum / np.minimum: a NaN on either side gives NaN */
-            const char *t = imp_printf(I, "(%s)", acc);
-            acc = imp_printf(I, "where((%s %s %s) | (%s != %s), %s, %s)", t, op[1] == 'a' ? ">=" : "<=", e, t, t, t, e);
+        for (size_t take = (add ? 8 : 2) - (part >= 0); take > 0 && i < m; take--, i++) {
+            int v = imp_in(I, n, i);
+            const char *e = imp_ref(I, v, &uses[nu++]);
+            if (!e)
+                return I->e->code;
+            if (!acc) { /* the first input */
+                r = V(v)->rank;
+                memcpy(d, V(v)->d, sizeof *d * (size_t)r);
+                acc = e;
+                continue;
+            }
+            ival sh = {.shaped = true, .rank = r};
+            memcpy(sh.d, d, sizeof *d * (size_t)r);
+            if ((s = imp_broadcast(I, &sh, V(v), &r, d)) != DPC_OK)
+                return s;
+            if (add)
+                acc = imp_printf(I, "%s + %s", acc, e);
+            else { /* np.maximum / np.minimum: a NaN on either side gives NaN */
+                const char *t = imp_printf(I, "(%s)", acc);
+                acc = t ? imp_printf(I, "where((%s %s %s) | (%s != %s), %s, %s)", t, op[1] == 'a' ? ">=" : "<=", e, t,
+                                     t, t, e)
+                        : NULL;
+            }
+            if (!acc)
+                return I->e->code;
         }
-        if (!acc)
-            return I->e->code;
-    }
-    if (m == 1) {
-        /* one input: a copy (a statement, so the output is a computed value) */
-        acc = imp_printf(I, "%s %s", acc, kind == VK_FLOAT ? "+ 0.0" : "+ 0");
-    }
-    if (!strcmp(op, "Mean") && m > 1)
-        acc = imp_printf(I, "(%s) / %d.0", acc, m);
-    else if (!strcmp(op, "Mean"))
-        acc = imp_printf(I, "%s", acc);
-    return imp_stmt_value(I, out, NULL, acc, kind, r, d, uses, m);
+        if (m == 1) /* one input: a copy (a statement, so the output is a computed value) */
+            acc = imp_printf(I, "%s %s", acc, kind == VK_FLOAT ? "+ 0.0" : "+ 0");
+        else if (i >= m && !strcmp(op, "Mean"))
+            acc = imp_printf(I, "(%s) / %zu.0", acc, m);
+        int dst = i >= m ? imp_out(I, n, 0) : tmp_value(I);
+        if (dst < 0)
+            return I->e->code ? I->e->code : DPC_ENOMEM;
+        if ((s = imp_stmt_value(I, dst, NULL, acc, kind, r, d, uses, nu)) != DPC_OK)
+            return s;
+        part = dst;
+    } while (i < m);
+    return DPC_OK;
 }
 
 /* ReduceMin, ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum,
  * ReduceLogSumExp (axes an attribute to opset 17, an input from 18) */
 dpc_status imp_op_reduce_extra(imp *I, const Onnx__NodeProto *n) {
-    int x, u, out = OUT(0);
+    int x, u, out = imp_out(I, n, 0);
     const char *e = float_in(I, n, &x, &u), *op = n->op_type;
     if (!e)
         return I->e->code;
@@ -221,9 +242,9 @@ dpc_status imp_op_reduce_extra(imp *I, const Onnx__NodeProto *n) {
 
 /* Tile(x, repeats): repeats a constant; the batch dim repeated once */
 dpc_status imp_op_tile(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), rp = imp_in(I, n, 1), out = OUT(0);
-    if (x < 0 || rp < 0 || !V(x)->shaped)
-        return imp_err(I, "two inputs expected");
+    int x = imp_in(I, n, 0), rp = imp_in(I, n, 1), out = imp_out(I, n, 0);
+    if (!V(x)->shaped)
+        return imp_err(I, "an input of unknown shape");
     ival *X = V(x), *R = V(rp);
     if (!R->c || R->kind == VK_FLOAT || R->csym || R->c->rank != 1)
         return imp_err(I, "repeats must be a constant 1-D integer tensor");
@@ -267,6 +288,8 @@ dpc_status imp_op_tile(imp *I, const Onnx__NodeProto *n) {
             else
                 ((int64_t *)t->data)[o] = ((const int64_t *)X->c->data)[src];
         }
+        if (imp_check_value(I, out) != DPC_OK)
+            return I->e->code;
         V(out)->c = t, V(out)->kind = X->kind;
         return imp_set_shape(I, out, X->rank, d);
     }
@@ -287,7 +310,7 @@ dpc_status imp_op_tile(imp *I, const Onnx__NodeProto *n) {
         e = imp_printf(I, "%s", s);
         dpc_free(s);
     }
-    if (e && !strcmp(e, I->v[x].var ? I->v[x].var : ""))
+    if (e && !strcmp(e, V(x)->var ? V(x)->var : ""))
         e = imp_printf(I, "%s %s", e, X->kind == VK_FLOAT ? "+ 0.0" : "+ 0");
     int uses[1] = {u};
     return imp_stmt_value(I, out, NULL, e, X->kind, X->rank, d, uses, 1);

@@ -15,8 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define V(i) (&I->v[(i)])
-#define OUT(k) ((k) < (int)n->n_output && n->output[k][0] ? imp_find(I, n->output[k]) : -1)
+#define V(i) imp_val(I, (i)) /* never outside the values (onnx_imp.h) */
 
 static dpc_status fail(imp *I) { return I->e->code ? I->e->code : DPC_ENOMEM; }
 
@@ -151,8 +150,8 @@ static dpc_status pad_dim(imp *I, int out, int cur, int i, int64_t b, int64_t e,
  * (pads, constant_value; from 18 axes, the dims pads are for); modes
  * constant, reflect and edge as np.pad (19's wrap is refused). */
 dpc_status imp_op_pad(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
-    if (x < 0 || !V(x)->shaped)
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
+    if (!V(x)->shaped)
         return imp_err(I, "an input of unknown shape");
     if (V(x)->c)
         return imp_err(I, "a Pad of a constant is not supported");
@@ -182,8 +181,8 @@ dpc_status imp_op_pad(imp *I, const Onnx__NodeProto *n) {
         dpc_status s = const_ivec(I, imp_in(I, n, 1), "pads", p, 2 * DPC_MAX_RANK, &np);
         if (s != DPC_OK)
             return s;
-        int cv = imp_in(I, n, 2);
-        if (cv >= 0) {
+        int cv;
+        if (imp_opt(I, n, 2, &cv)) {
             if (!V(cv)->c || dpc_tensor_numel(V(cv)->c) != 1 || (V(cv)->csym && V(cv)->csym[0]))
                 return imp_err(I, "constant_value must be a constant scalar");
             if (V(cv)->kind != kind)
@@ -192,8 +191,8 @@ dpc_status imp_op_pad(imp *I, const Onnx__NodeProto *n) {
                                              : (double)((const int64_t *)V(cv)->c->data)[0];
         }
     }
-    int ax = I->opset >= 18 ? imp_in(I, n, 3) : -1;
-    if (ax >= 0) { /* opset 18: pads for the axes given only, the others 0 */
+    int ax;
+    if (I->opset >= 18 && imp_opt(I, n, 3, &ax)) { /* opset 18: pads for the axes given only, the others 0 */
         int64_t axes[DPC_MAX_RANK], full[2 * DPC_MAX_RANK] = {0};
         int na = 0;
         dpc_status s = const_ivec(I, ax, "axes", axes, DPC_MAX_RANK, &na);
@@ -343,9 +342,9 @@ static const char *scale_lit(imp *I, double s) {
  * dpc's for these sizes, linear as bilinear for the coordinate modes that
  * are PyTorch's (half_pixel, pytorch_half_pixel, align_corners). */
 dpc_status imp_op_resize(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), out = OUT(0);
+    int x = imp_in(I, n, 0), out = imp_out(I, n, 0);
     bool up = !strcmp(n->op_type, "Upsample");
-    if (x < 0 || !V(x)->shaped)
+    if (!V(x)->shaped)
         return imp_err(I, "an input of unknown shape");
     ival *X = V(x);
     if (X->c)
@@ -427,8 +426,9 @@ dpc_status imp_op_resize(imp *I, const Onnx__NodeProto *n) {
             sc[i] = a->floats[i];
         have_scales = true;
     } else {
-        int si = imp_in(I, n, up || I->opset < 11 ? 1 : 2), zi = up || I->opset < 11 ? -1 : imp_in(I, n, 3);
-        if (si >= 0) {
+        /* scales: input 1 (Upsample 9, Resize 10: required), 2 from 11 on; sizes 3 from 11 */
+        int si, zi;
+        if (imp_opt(I, n, up || I->opset < 11 ? 1 : 2, &si)) {
             if (!V(si)->c || V(si)->kind != VK_FLOAT)
                 return imp_err(I, "scales must be a constant float tensor (an initializer or Constant)");
             int64_t k = dpc_tensor_numel(V(si)->c);
@@ -438,7 +438,7 @@ dpc_status imp_op_resize(imp *I, const Onnx__NodeProto *n) {
                 sc[pos[i]] = ((const float *)V(si)->c->data)[i];
             have_scales = k == nax;
         }
-        if (zi >= 0) {
+        if (!up && I->opset >= 11 && imp_opt(I, n, 3, &zi)) {
             if (!V(zi)->c || V(zi)->kind == VK_FLOAT || V(zi)->c->rank != 1 || V(zi)->c->shape[0] != nax)
                 return imp_err(I, "sizes must be a constant integer tensor of %d values", nax);
             for (int i = 0; i < nax; i++)
@@ -565,9 +565,11 @@ static int64_t floordiv2(int64_t a) { return a >= 0 ? a / 2 : -((-a + 1) / 2); }
  * PyTorch's symmetric padding = start and output_padding = output_padding +
  * start - end; an end beyond that is cropped by a slice. */
 dpc_status imp_op_convtranspose(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), w = imp_in(I, n, 1), b = imp_in(I, n, 2), out = OUT(0);
-    if (x < 0 || w < 0 || !V(x)->shaped)
-        return imp_err(I, "the input or weight is missing");
+    int x = imp_in(I, n, 0), w = imp_in(I, n, 1), b, out = imp_out(I, n, 0);
+    if (!imp_opt(I, n, 2, &b))
+        b = -1; /* no bias */
+    if (!V(x)->shaped)
+        return imp_err(I, "an input of unknown shape");
     if (!V(w)->c || V(w)->kind != VK_FLOAT || (b >= 0 && (!V(b)->c || V(b)->kind != VK_FLOAT)))
         return imp_err(I, "weights that are not initializers are not supported");
     ival *X = V(x);
@@ -708,9 +710,9 @@ dpc_status imp_op_convtranspose(imp *I, const Onnx__NodeProto *n) {
  * channels and spatial dims, scale sc and bias bi (`bname`) 1-D float
  * initializers, epsilon (into *eps) finite and >= 0. */
 static dpc_status norm_inputs(imp *I, const Onnx__NodeProto *n, int x, int sc, int bi, const char *bname, double *eps) {
-    if (x < 0 || !V(x)->shaped)
+    if (!V(x)->shaped)
         return imp_err(I, "an input of unknown shape");
-    if (sc < 0 || bi < 0 || !V(sc)->c || !V(bi)->c || V(sc)->kind != VK_FLOAT || V(bi)->kind != VK_FLOAT ||
+    if (!V(sc)->c || !V(bi)->c || V(sc)->kind != VK_FLOAT || V(bi)->kind != VK_FLOAT ||
         V(sc)->c->rank != 1 || V(bi)->c->rank != 1)
         return imp_err(I, "scale and %s must be 1-D float initializers", bname);
     ival *X = V(x);
@@ -757,7 +759,7 @@ static dpc_status groupnorm_stmt(imp *I, const Onnx__NodeProto *n, int x, int sc
  * and bias B: each (n, c) normalised over the spatial dims with the
  * biased variance, then scaled. */
 dpc_status imp_op_instancenorm(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), sc = imp_in(I, n, 1), bi = imp_in(I, n, 2), out = OUT(0);
+    int x = imp_in(I, n, 0), sc = imp_in(I, n, 1), bi = imp_in(I, n, 2), out = imp_out(I, n, 0);
     double eps = 0; /* set by norm_inputs when it succeeds */
     dpc_status s = norm_inputs(I, n, x, sc, bi, "B", &eps);
     if (s != DPC_OK)
@@ -773,7 +775,7 @@ dpc_status imp_op_instancenorm(imp *I, const Onnx__NodeProto *n) {
  * 18 scale and bias hold one value a group (each channel of group g takes
  * g's), from 21 one a channel, as PyTorch's. */
 dpc_status imp_op_groupnorm(imp *I, const Onnx__NodeProto *n) {
-    int x = imp_in(I, n, 0), sc = imp_in(I, n, 1), bi = imp_in(I, n, 2), out = OUT(0);
+    int x = imp_in(I, n, 0), sc = imp_in(I, n, 1), bi = imp_in(I, n, 2), out = imp_out(I, n, 0);
     double eps = 0; /* set by norm_inputs when it succeeds */
     dpc_status s = norm_inputs(I, n, x, sc, bi, "bias", &eps);
     if (s != DPC_OK)
