@@ -1070,7 +1070,7 @@ static dpc_status op_clip(imp *I, const Onnx__NodeProto *n) {
             snprintf(ls, sizeof ls, "%s", imp_f32(I, lo));
         if (has_hi)
             snprintf(hs, sizeof hs, "%s", imp_f32(I, hi));
-        if (isinf(lo) || isinf(hi) || isnan(lo) || isnan(hi))
+        if ((has_lo && !isfinite(lo)) || (has_hi && !isfinite(hi))) /* an absent bound is no bound (+-inf) */
             return imp_err(I, "an infinite or NaN bound");
         ex = imp_printf(I, "clamp(%s, min=%s, max=%s)", e, ls, hs);
     }
