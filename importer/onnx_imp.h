@@ -34,6 +34,11 @@ typedef struct ival {
     int merged;        /* >= 0: this is reshape(v[merged], -1, last dim) merging the batch with other dims,
                         * which dpc cannot represent: only a Linear and the reshape back read it */
     bool region;       /* inside a recognised nn.MultiheadAttention export (onnx_mha.c): shape only */
+    /* the constant's lifetime (onnx_fold.c); all zero means "not tracked" */
+    int cslot;         /* 1 + c's slot in I->tensors when the importer may free it, 0 none */
+    int left;          /* readers not yet imported (once counted) */
+    bool counted;      /* left holds the count */
+    bool lazy;         /* an integer initializer not converted yet: c made when a node reads it */
 } ival;
 
 typedef struct istmt {
@@ -65,10 +70,15 @@ typedef struct imp {
     int nw, capw;
     dpc_tensor **tensors;
     int nt, capt;
+    struct imp_tslot { int refs; bool pinned; } *tslot; /* per tensor: values holding it; read by a computing node */
+    int captslot;
+    int64_t folded, budget; /* elements imp_tensor made, and may make (onnx_fold.c) */
     char **names;       /* every string made (owned) */
     int nnames, capnames;
     const char **idset; /* the identifiers handed out: open addressing */
     size_t idcap, nid;
+    struct imp_sfx { const char *base; int next; } *sfx; /* per identifier base: the next suffix to try */
+    size_t sfxcap, nsfx;
     char *syms[1 + 2 * DPC_MAX_RANK + 1]; /* symbol id -> .dp name ([1] = "N") */
     int nsyms;
     int cur;            /* the node being imported */
@@ -76,6 +86,7 @@ typedef struct imp {
     size_t ucap;
     int tmpn;
     const char *bad_attr; /* an attribute read as the wrong type */
+    const char *bad_float; /* a float attribute that is NaN or infinite */
     char bad_access[160]; /* an absent input/output or a value index out of range was looked up ("" none):
                            * the importer's bug, refused as an internal error when the op returns */
     int *claim;         /* per node: 1 + the MultiheadAttention pattern that claimed it (onnx_mha.c), 0 none */
@@ -116,6 +127,8 @@ int imp_out(imp *I, const Onnx__NodeProto *n, size_t k);
 bool imp_opt_out(imp *I, const Onnx__NodeProto *n, size_t k, int *v);
 /* Memory owned by the importer (freed with it); NULL after an error. */
 void *imp_alloc(imp *I, size_t n);
+/* A new tensor owned by the importer, counted against the import's
+ * budget (onnx_fold.c); NULL after a located error. */
 dpc_tensor *imp_tensor(imp *I, dpc_dtype dt, int rank, const int64_t *shape);
 int64_t imp_numel(const ival *v);
 bool imp_const_scalar(const ival *v, double *x);
@@ -207,5 +220,35 @@ const char *imp_reduce_text(imp *I, const char *fn, const char *e, const ival *X
  * claimed (I->claim) and each is handled by imp_mha_node when reached. */
 bool imp_mha_match(imp *I, int k);
 dpc_status imp_mha_node(imp *I, const Onnx__NodeProto *n);
+
+/* ---- constants: the folding budget and their lifetime (onnx_fold.c) ----
+ * Every tensor imp_tensor makes counts against one budget for the whole
+ * import: IMP_FOLD_BASE elements, plus IMP_FOLD_PER for each element of
+ * the model's own tensors (initializers, Constant nodes). What folding
+ * makes (and the time it takes) stays in proportion to the file; nothing
+ * is refunded when a constant is freed. */
+#define IMP_FOLD_BASE (INT64_C(1) << 26)
+#define IMP_FOLD_PER 4
+/* Charges numel elements to the budget, or the located refusal. */
+dpc_status imp_budget_charge(imp *I, int64_t numel);
+/* Widens the budget for a tensor of the model holding numel elements. */
+void imp_budget_grant(imp *I, int64_t numel);
+/* The initializers as values: float ones converted now, integer ones
+ * checked now and converted when a node first reads them. */
+dpc_status imp_load_initializers(imp *I);
+/* Converts the lazy initializers node n reads. */
+dpc_status imp_load_inputs(imp *I, const Onnx__NodeProto *n);
+/* v's constant c was just made by imp_tensor: v holds it (so the importer
+ * may free it once nothing reads v). */
+void imp_const_own(imp *I, int v);
+/* to's constant is from's (Identity): both hold it. */
+void imp_const_share(imp *I, int to, int from);
+/* After node k was imported: its inputs have one reader fewer; a constant
+ * no node reads any more, and no computing node (a statement, a weight, a
+ * pattern) read, is freed. */
+void imp_release(imp *I, int k);
+/* v as an int64 when it is an integer in range (not NaN, not past
+ * +-2^63): C's conversion is undefined outside. */
+bool imp_i64_of(double v, int64_t *out);
 
 #endif

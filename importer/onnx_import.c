@@ -213,17 +213,7 @@ bool imp_opt_out(imp *I, const Onnx__NodeProto *n, size_t k, int *v) {
     return io_value(I, n->output, n->n_output, k, "output", v);
 }
 
-dpc_tensor *imp_tensor(imp *I, dpc_dtype dt, int rank, const int64_t *shape) {
-    dpc_tensor *t;
-    if (!grow((void **)&I->tensors, &I->capt, I->nt + 1, sizeof *I->tensors)) {
-        imp_oom(I);
-        return NULL;
-    }
-    if (dpc_tensor_new(dt, rank, shape, &t, I->e) != DPC_OK)
-        return NULL;
-    I->tensors[I->nt++] = t;
-    return t;
-}
+/* imp_tensor, the budget and the constants' lifetime: onnx_fold.c */
 
 int64_t imp_numel(const ival *v) {
     if (v->c)
@@ -304,6 +294,8 @@ double imp_attr_f(imp *I, const Onnx__NodeProto *n, const char *name, double dfl
     const Onnx__AttributeProto *a = imp_attr(n, name);
     if (a && (!a->has_f || (a->has_type && a->type != ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__FLOAT)))
         I->bad_attr = a->name;
+    if (a && a->has_f && !isfinite(a->f))
+        I->bad_float = a->name; /* the node is refused (import_node) */
     return a && a->has_f ? a->f : dflt;
 }
 
@@ -424,6 +416,38 @@ void *imp_alloc(imp *I, size_t n) {
     return p;
 }
 
+/* The entry of base in the suffix map (made with next = 2 when new; open
+ * addressing, grown at half full), NULL when out of memory. */
+static struct imp_sfx *next_suffix(imp *I, const char *base) {
+    if ((I->nsfx + 1) * 2 > I->sfxcap) {
+        size_t nc = I->sfxcap ? I->sfxcap * 2 : 256;
+        struct imp_sfx *ns = dpc_calloc(nc, sizeof *ns);
+        if (!ns) {
+            imp_oom(I);
+            return NULL;
+        }
+        for (size_t i = 0; i < I->sfxcap; i++)
+            if (I->sfx[i].base) {
+                size_t h = hstr(I->sfx[i].base) & (nc - 1);
+                while (ns[h].base)
+                    h = (h + 1) & (nc - 1);
+                ns[h] = I->sfx[i];
+            }
+        dpc_free(I->sfx);
+        I->sfx = ns, I->sfxcap = nc;
+    }
+    size_t h = hstr(base) & (I->sfxcap - 1);
+    for (; I->sfx[h].base; h = (h + 1) & (I->sfxcap - 1))
+        if (strcmp(I->sfx[h].base, base) == 0)
+            return &I->sfx[h];
+    const char *copy = imp_printf(I, "%s", base);
+    if (!copy)
+        return NULL;
+    I->sfx[h].base = copy, I->sfx[h].next = 2;
+    I->nsfx++;
+    return &I->sfx[h];
+}
+
 /* Whether s is a name the list holds as an identifier: only idents are
  * checked by taken(); other strings there never look like identifiers
  * (they hold a space, a bracket or a quote), except plain numbers, which
@@ -451,11 +475,18 @@ const char *imp_ident(imp *I, const char *base, const char *fallback) {
         snprintf(c0, sizeof c0, "%s", s);
     if (!taken(I, c0))
         return claim(I, imp_printf(I, "%s", c0));
-    for (int k = 2;; k++) {
+    /* c0_2, c0_3, ...: from the suffix after the last one handed out for
+     * c0, so that many names cut to the same 48 bytes stay linear */
+    struct imp_sfx *e = next_suffix(I, c0);
+    if (!e)
+        return NULL;
+    for (int k = e->next;; k++) {
         char t[96];
         snprintf(t, sizeof t, "%s_%d", c0, k);
-        if (!taken(I, t))
+        if (!taken(I, t)) {
+            e->next = k + 1;
             return claim(I, imp_printf(I, "%s", t));
+        }
     }
 }
 
@@ -477,6 +508,12 @@ const char *imp_dim(imp *I, sdim d) {
 }
 
 const char *imp_f32(imp *I, double v) {
+    /* a call no name can capture: the bare word nan or inf would be read
+     * as a graph input of that name */
+    if (isnan(v))
+        return "float(\"nan\")";
+    if (isinf(v) || isinf((float)v))
+        return v < 0 ? "float(\"-inf\")" : "float(\"inf\")";
     char b[64];
     float f = (float)v;
     for (int p = 1; p <= 9; p++) {
@@ -849,6 +886,8 @@ static dpc_status import_node(imp *I, int k) {
     dpc_status s;
     if ((s = check_arity(I, n, op, false)) != DPC_OK || (s = check_arity(I, n, op, true)) != DPC_OK)
         return s;
+    if ((s = imp_load_inputs(I, n)) != DPC_OK)
+        return s;
     for (size_t i = 0; i < n->n_input; i++) {
         if (!n->input[i][0])
             continue;
@@ -864,7 +903,7 @@ static dpc_status import_node(imp *I, int k) {
     for (size_t i = 0; i < n->n_output; i++)
         if (n->output[i][0] && imp_new_value(I, n->output[i]) < 0)
             return I->e->code ? I->e->code : DPC_EUSER;
-    I->bad_attr = NULL;
+    I->bad_attr = I->bad_float = NULL;
     I->bad_access[0] = 0;
     s = I->claim[k] ? imp_mha_node(I, n) : op->fn(I, n);
     if (I->bad_access[0]) /* whatever the op made of the placeholder, the node is refused */
@@ -874,6 +913,14 @@ static dpc_status import_node(imp *I, int k) {
         comment_into(an, sizeof an, I->bad_attr);
         return imp_err(I, "attribute %s has a type or size this op does not take", an);
     }
+    if (s == DPC_OK && I->bad_float) {
+        /* refused, not written: a bare nan/inf in the .dp would be a name (a graph input's) */
+        char an[260];
+        comment_into(an, sizeof an, I->bad_float);
+        return imp_err(I, "attribute %s is NaN or infinite (dpc takes finite float attributes only)", an);
+    }
+    if (s == DPC_OK)
+        imp_release(I, k);
     return s;
 }
 
@@ -990,6 +1037,8 @@ static void free_imp(imp *I) {
         dpc_free(I->names[i]);
     dpc_free(I->names);
     dpc_free(I->idset);
+    dpc_free(I->sfx);
+    dpc_free(I->tslot);
     dpc_free(I->uses);
     for (int i = 0; i < I->nst; i++) {
         dpc_free(I->st[i].line);
@@ -1161,35 +1210,9 @@ dpc_status dpc_onnx_import(const dpc_onnx_import_opts *o, dpc_onnx_result *out, 
             s = e->code;
             goto done;
         }
-    /* initializers: constants */
-    for (size_t i = 0; i < I.g->n_initializer; i++) {
-        const Onnx__TensorProto *t = I.g->initializer[i];
-        char what[400], nm[260];
-        comment_into(nm, sizeof nm, t->name);
-        snprintf(what, sizeof what, "%s: initializer '%s'", o->path, nm);
-        dpc_tensor *c;
-        bool isb;
-        if ((s = dpc_onnx_tensor(t, I.dir, what, &c, &isb, e)) != DPC_OK)
-            goto done;
-        if (!grow((void **)&I.tensors, &I.capt, I.nt + 1, sizeof *I.tensors)) {
-            dpc_tensor_free(c);
-            s = imp_oom(&I);
-            goto done;
-        }
-        I.tensors[I.nt++] = c;
-        int v = imp_new_value(&I, t->name);
-        if (v < 0) {
-            s = e->code;
-            goto done;
-        }
-        I.v[v].c = c;
-        I.v[v].init = (int)i;
-        I.v[v].kind = c->dtype == DPC_F32 ? VK_FLOAT : isb ? VK_BOOL : VK_INT;
-        sdim d[DPC_MAX_RANK];
-        for (int k = 0; k < c->rank; k++)
-            d[k] = (sdim){c->shape[k], 0};
-        imp_set_shape(&I, v, c->rank, d);
-    }
+    /* initializers: constants (onnx_fold.c) */
+    if ((s = imp_load_initializers(&I)) != DPC_OK)
+        goto done;
     if ((s = read_inputs(&I, o, &sig)) != DPC_OK || (s = count_uses(&I)) != DPC_OK)
         goto done;
     if (!(I.claim = dpc_calloc(I.g->n_node ? I.g->n_node : 1, sizeof *I.claim))) {

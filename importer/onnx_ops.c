@@ -39,6 +39,7 @@ static dpc_status set_const(imp *I, int v, dpc_tensor *t, int kind, int *csym) {
     }
     ival *x = V(v);
     x->c = t, x->kind = kind, x->csym = csym;
+    imp_const_own(I, v); /* freed once nothing reads it (onnx_fold.c) */
     sdim d[DPC_MAX_RANK];
     for (int i = 0; i < t->rank; i++)
         d[i] = (sdim){t->shape[i], 0};
@@ -180,6 +181,7 @@ static dpc_status alias(imp *I, int out, int in) {
         return I->e->code;
     ival *o = V(out), *x = V(in);
     o->kind = x->kind, o->c = x->c, o->var = x->var, o->stmt = x->stmt;
+    imp_const_share(I, out, in); /* the tensor is freed when neither reads any more */
     o->csym = copy_sym(I, x);
     if (x->csym && !o->csym)
         return DPC_ENOMEM;
@@ -201,10 +203,11 @@ static dpc_status op_constant(imp *I, const Onnx__NodeProto *n) {
         dpc_status s = dpc_onnx_tensor(a->t, I->dir, what, &t, &isb, I->e);
         if (s != DPC_OK)
             return s;
+        imp_budget_grant(I, dpc_tensor_numel(t)); /* the model's own tensor: the budget grows with the file */
         dpc_tensor *k = imp_tensor(I, t->dtype, t->rank, t->shape);
         if (!k) {
             dpc_tensor_free(t);
-            return DPC_ENOMEM;
+            return I->e->code;
         }
         memcpy(k->data, t->data, t->nbytes);
         dpc_tensor_free(t);
@@ -213,8 +216,9 @@ static dpc_status op_constant(imp *I, const Onnx__NodeProto *n) {
     if (strcmp(a->name, "value_float") == 0 || strcmp(a->name, "value_floats") == 0) {
         bool one = a->name[11] == 0;
         int64_t k = one ? 1 : (int64_t)a->n_floats;
+        imp_budget_grant(I, k);
         if (!(t = imp_tensor(I, DPC_F32, one ? 0 : 1, &k)))
-            return DPC_ENOMEM;
+            return I->e->code;
         for (int64_t i = 0; i < k; i++)
             ((float *)t->data)[i] = one ? a->f : a->floats[i];
         return set_const(I, out, t, VK_FLOAT, NULL);
@@ -222,8 +226,9 @@ static dpc_status op_constant(imp *I, const Onnx__NodeProto *n) {
     if (strcmp(a->name, "value_int") == 0 || strcmp(a->name, "value_ints") == 0) {
         bool one = a->name[9] == 0;
         int64_t k = one ? 1 : (int64_t)a->n_ints;
+        imp_budget_grant(I, k);
         if (!(t = imp_tensor(I, DPC_I64, one ? 0 : 1, &k)))
-            return DPC_ENOMEM;
+            return I->e->code;
         for (int64_t i = 0; i < k; i++)
             ((int64_t *)t->data)[i] = one ? a->i : a->ints[i];
         return set_const(I, out, t, VK_INT, NULL);
@@ -294,6 +299,36 @@ static dpc_status op_constant_of_shape(imp *I, const Onnx__NodeProto *n) {
     return set_const(I, imp_out(I, n, 0), t, dt == DPC_F32 ? VK_FLOAT : isb ? VK_BOOL : VK_INT, NULL);
 }
 
+/* Range's element count, ceil((limit - start) / delta) clamped at 0,
+ * refused past 2^24 or when not computable (checked: C's int64 overflow
+ * and double-to-int64 conversions out of range are undefined) */
+static dpc_status float_range_count(imp *I, double st, double lim, double dl, int64_t *k) {
+    if (!isfinite(st) || !isfinite(lim) || !isfinite(dl) || dl == 0)
+        return imp_err(I, "start, limit and delta must be finite and delta not 0");
+    double cnt = ceil((lim - st) / dl);
+    if (cnt > (1 << 24))
+        return imp_err(I, "a range of more than 2^24 elements");
+    *k = cnt > 0 ? (int64_t)cnt : 0;
+    return DPC_OK;
+}
+
+static dpc_status int_range_count(imp *I, int64_t st, int64_t lim, int64_t dl, int64_t *k) {
+    int64_t span;
+    if (dl == 0)
+        return imp_err(I, "delta is 0");
+    if (__builtin_sub_overflow(lim, st, &span))
+        return imp_err(I, "limit - start (%lld - %lld) overflows int64", (long long)lim, (long long)st);
+    *k = 0;
+    if (span == 0 || (span > 0) != (dl > 0))
+        return DPC_OK;
+    uint64_t us = span > 0 ? (uint64_t)span : 0 - (uint64_t)span, ud = dl > 0 ? (uint64_t)dl : 0 - (uint64_t)dl;
+    uint64_t cnt = us / ud + (us % ud != 0);
+    if (cnt > (1 << 24))
+        return imp_err(I, "a range of more than 2^24 elements");
+    *k = (int64_t)cnt;
+    return DPC_OK;
+}
+
 static dpc_status op_range(imp *I, const Onnx__NodeProto *n) {
     double st, lim, dl;
     int a = imp_in(I, n, 0), b = imp_in(I, n, 1), c = imp_in(I, n, 2);
@@ -306,21 +341,21 @@ static dpc_status op_range(imp *I, const Onnx__NodeProto *n) {
     if (a < 0 || b < 0 || c < 0 || !imp_const_scalar(V(a), &st) || !imp_const_scalar(V(b), &lim) ||
         !imp_const_scalar(V(c), &dl))
         return imp_err(I, "start, limit and delta must be constants (or 0, a run-time dim, 1)");
-    if (dl == 0)
-        return imp_err(I, "delta is 0");
-    double cnt = ceil((lim - st) / dl);
-    int64_t k = cnt > 0 ? (int64_t)cnt : 0;
-    if (k > (1 << 24))
-        return imp_err(I, "a range of more than 2^24 elements");
     bool fl = V(a)->kind == VK_FLOAT;
+    if (V(b)->kind != V(a)->kind || V(c)->kind != V(a)->kind)
+        return imp_err(I, "start, limit and delta of different types");
+    int64_t k, i0 = fl ? 0 : I64(V(a))[0], d0 = fl ? 0 : I64(V(c))[0];
+    dpc_status s = fl ? float_range_count(I, st, lim, dl, &k) : int_range_count(I, i0, I64(V(b))[0], d0, &k);
+    if (s != DPC_OK)
+        return s;
     dpc_tensor *t = imp_tensor(I, fl ? DPC_F32 : DPC_I64, 1, &k);
     if (!t)
-        return DPC_ENOMEM;
+        return I->e->code;
     for (int64_t i = 0; i < k; i++) {
         if (fl)
             ((float *)t->data)[i] = (float)(st + (double)i * dl);
-        else
-            ((int64_t *)t->data)[i] = (int64_t)st + i * (int64_t)dl;
+        else /* between start and limit, so in range; int64 exactly, not through double */
+            ((int64_t *)t->data)[i] = i0 + i * d0;
     }
     return set_const(I, imp_out(I, n, 0), t, fl ? VK_FLOAT : VK_INT, NULL);
 }
@@ -662,7 +697,8 @@ static dpc_status reshape_dims(imp *I, const ival *X, const sdim *want, int r, i
         if (!w.s && w.v < 0)
             return imp_err(I, "a negative size in the shape");
         d[i] = w;
-        known *= w.v;
+        if (__builtin_mul_overflow(known, w.v, &known))
+            return imp_err(I, "a shape whose size overflows int64");
         if (w.s)
             syms_out[nso++] = w.s;
     }
@@ -671,7 +707,8 @@ static dpc_status reshape_dims(imp *I, const ival *X, const sdim *want, int r, i
     int64_t total = 1;
     int syms_in[DPC_MAX_RANK], nsi = 0;
     for (int i = 0; i < X->rank; i++) {
-        total *= X->d[i].v;
+        if (__builtin_mul_overflow(total, X->d[i].v, &total))
+            return imp_err(I, "an input whose size overflows int64");
         if (X->d[i].s)
             syms_in[nsi++] = X->d[i].s;
     }
@@ -786,7 +823,8 @@ static dpc_status op_flatten(imp *I, const Onnx__NodeProto *n) {
         sdim *t = &d[i < axis ? 0 : 1];
         if (X->d[i].s && t->s)
             return imp_err(I, "flattening two run-time dims together is not supported");
-        t->v *= X->d[i].v;
+        if (__builtin_mul_overflow(t->v, X->d[i].v, &t->v))
+            return imp_err(I, "an input whose size overflows int64");
         if (X->d[i].s)
             t->s = X->d[i].s;
     }
@@ -983,10 +1021,22 @@ static dpc_status op_unary(imp *I, const Onnx__NodeProto *n) {
             return DPC_ENOMEM;
         int64_t k = dpc_tensor_numel(t);
         for (int64_t i = 0; i < k; i++) {
-            if (t->dtype == DPC_F32)
+            if (t->dtype == DPC_F32) {
                 ((float *)t->data)[i] = (float)u->f(F32(X)[i]);
-            else
-                ((int64_t *)t->data)[i] = (int64_t)u->f((double)I64(X)[i]);
+                continue;
+            }
+            int64_t x = I64(X)[i], r;
+            bool ok;
+            if (!strcmp(u->onnx, "Neg") || !strcmp(u->onnx, "Abs")) /* exactly; -INT64_MIN overflows */
+                ok = u->onnx[0] == 'A' && x >= 0 ? (r = x, true) : !__builtin_sub_overflow((int64_t)0, x, &r);
+            else if (!strcmp(u->onnx, "Relu") || !strcmp(u->onnx, "Not"))
+                ok = true, r = u->onnx[0] == 'R' ? (x > 0 ? x : 0) : x == 0;
+            else /* through double, converted only when in range (NaN, 2^63 are not) */
+                ok = imp_i64_of(u->f((double)x), &r);
+            if (!ok)
+                return imp_err(I, "folding %s of the integer %lld overflows int64 (or is not a number)", u->onnx,
+                               (long long)x);
+            ((int64_t *)t->data)[i] = r;
         }
         return set_const(I, out, t, kind, NULL);
     }
@@ -1084,12 +1134,102 @@ static bool cmp_op(const char *op) {
            !strcmp(op, "GreaterOrEqual") || !strcmp(op, "And") || !strcmp(op, "Or");
 }
 
-static double fold2(const char *op, double a, double b, bool isint) {
+/* a ** b in int64 (a negative b truncates 1 / a ** -b toward 0, as C's
+ * cast of pow did); false when it overflows or divides by 0 */
+static bool ipow(int64_t a, int64_t b, int64_t *r) {
+    if (b < 0) {
+        if (a == 0)
+            return false;
+        *r = a == 1 ? 1 : a == -1 ? (b % 2 ? -1 : 1) : 0;
+        return true;
+    }
+    int64_t acc = 1, base = a;
+    while (b) { /* a squaring that overflows with bits left means the result does */
+        if ((b & 1) && __builtin_mul_overflow(acc, base, &acc))
+            return false;
+        b >>= 1;
+        if (b && __builtin_mul_overflow(base, base, &base))
+            return false;
+    }
+    *r = acc;
+    return true;
+}
+
+/* Integer folding, exact: int64 as ONNX defines it, false where C's
+ * arithmetic would be undefined (overflow) or a division is by 0. */
+static bool fold2i(const char *op, int64_t a, int64_t b, int64_t *r) {
+    switch (op[0]) {
+    case 'A':
+        if (op[1] == 'd')
+            return !__builtin_add_overflow(a, b, r);
+        *r = a != 0 && b != 0;
+        return true;
+    case 'S': return !__builtin_sub_overflow(a, b, r);
+    case 'M':
+        if (op[1] == 'u')
+            return !__builtin_mul_overflow(a, b, r);
+        *r = op[1] == 'a' ? (a > b ? a : b) : (a < b ? a : b);
+        return true;
+    case 'D':
+        if (b == 0 || (a == INT64_MIN && b == -1))
+            return false;
+        *r = a / b;
+        return true;
+    case 'P': return ipow(a, b, r);
+    case 'E': *r = a == b; return true;
+    case 'O': *r = a != 0 || b != 0; return true;
+    case 'L': *r = op[4] == 'O' ? a <= b : a < b; return true;
+    case 'G': *r = op[7] == 'O' ? a >= b : a > b; return true;
+    }
+    return false;
+}
+
+/* One element of an integer fold where a run-time dim's symbol is
+ * involved (sa, sb: x = x*S): 0 done, 1 overflow, 2 not foldable. */
+static int fold_sym_i(const char *op, int64_t x, int64_t y, int sa, int sb, int64_t *v, int *sv) {
+    *sv = 0;
+    if ((!strcmp(op, "Add") || !strcmp(op, "Sub")) && sa && sa == sb) { /* a*S +- b*S */
+        if (op[0] == 'A' ? __builtin_add_overflow(x, y, v) : __builtin_sub_overflow(x, y, v))
+            return 1;
+        *sv = *v != 0 ? sa : 0;
+    } else if (!strcmp(op, "Mul") && (!sa || !sb)) {
+        if (__builtin_mul_overflow(x, y, v))
+            return 1;
+        *sv = sa ? sa : sb;
+    } else if (!strcmp(op, "Div") && sa && !sb && y != 0 && !(x == INT64_MIN && y == -1) && x % y == 0)
+        *v = x / y, *sv = sa;
+    else if (!strcmp(op, "Equal") && sa && sa == sb)
+        *v = x == y;
+    else if (!strcmp(op, "Equal") && (sa || sb) && ((sa ? y : x) == -1 || (sa ? y : x) == 0))
+        *v = 0; /* a run-time dim is never -1 or 0 (torch's reshape plumbing compares with -1) */
+    else
+        return 2;
+    return 0;
+}
+
+/* One element of an integer fold into t[o] (and cs[o]); the located error
+ * when it overflows or cannot be folded. */
+static dpc_status fold_elem_i(imp *I, const char *op, int64_t x, int64_t y, int sa, int sb, dpc_tensor *t, int *cs,
+                              int64_t o) {
+    int64_t v = 0;
+    int sv = 0, r = !sa && !sb ? (fold2i(op, x, y, &v) ? 0 : 1) : fold_sym_i(op, x, y, sa, sb, &v, &sv);
+    if (r == 1)
+        return imp_err(I, "folding %s of the integers %lld and %lld overflows int64 (or divides by 0)", op,
+                       (long long)x, (long long)y);
+    if (r == 2)
+        return imp_err(I, "arithmetic on a run-time dim that dpc cannot fold (give it with --dim NAME=SIZE)");
+    ((int64_t *)t->data)[o] = v;
+    if (cs)
+        cs[o] = sv;
+    return DPC_OK;
+}
+
+static double fold2(const char *op, double a, double b) {
     switch (op[0]) {
     case 'A': return op[1] == 'd' ? a + b : (a != 0 && b != 0);
     case 'S': return a - b;
     case 'M': return op[1] == 'u' ? a * b : op[1] == 'a' ? (a > b ? a : b) : (a < b ? a : b);
-    case 'D': return isint ? (b != 0 ? (double)((int64_t)a / (int64_t)b) : 0) : a / b;
+    case 'D': return a / b;
     case 'P': return pow(a, b);
     case 'E': return a == b;
     case 'O': return a != 0 || b != 0;
@@ -1121,13 +1261,20 @@ static dpc_status fold_binary(imp *I, const Onnx__NodeProto *n, int a, int b, in
         return imp_oom(I);
     for (int64_t o = 0; o < total; o++) {
         int64_t ia = bsrc(o, shape, r, A->c->shape, A->c->rank), ib = bsrc(o, shape, r, B->c->shape, B->c->rank);
+        int sa = A->csym ? A->csym[ia] : 0, sb = B->csym ? B->csym[ib] : 0;
+        if (isint) { /* exact, in int64: through double it loses bits past 2^53 and converts out of range */
+            if ((s = fold_elem_i(I, n->op_type, I64(A)[ia], I64(B)[ib], sa, sb, t, cs, o)) != DPC_OK) {
+                dpc_free(cs);
+                return s;
+            }
+            continue;
+        }
         double x = A->c->dtype == DPC_F32 ? F32(A)[ia] : (double)I64(A)[ia];
         double y = B->c->dtype == DPC_F32 ? F32(B)[ib] : (double)I64(B)[ib];
-        int sa = A->csym ? A->csym[ia] : 0, sb = B->csym ? B->csym[ib] : 0;
         double v;
         int sv = 0;
         if (!sa && !sb)
-            v = fold2(n->op_type, x, y, isint);
+            v = fold2(n->op_type, x, y);
         else if ((!strcmp(n->op_type, "Add") || !strcmp(n->op_type, "Sub")) && sa && sa == sb) {
             v = n->op_type[0] == 'A' ? x + y : x - y; /* a*S +- b*S */
             sv = v != 0 ? sa : 0;
@@ -1145,8 +1292,8 @@ static dpc_status fold_binary(imp *I, const Onnx__NodeProto *n, int a, int b, in
         }
         if (kind == VK_FLOAT)
             ((float *)t->data)[o] = (float)v;
-        else
-            ((int64_t *)t->data)[o] = (int64_t)v;
+        else /* a comparison of floats: 0 or 1 */
+            ((int64_t *)t->data)[o] = v != 0;
         if (cs)
             cs[o] = sv;
     }
@@ -1463,14 +1610,14 @@ static dpc_status op_expand(imp *I, const Onnx__NodeProto *n) {
         for (int i = 0; i < rr; i++)
             shape[i] = d[i].v;
         ival *X = V(x);
-        dpc_tensor *t = imp_tensor(I, X->c->dtype, rr, shape);
+        dpc_tensor *t = imp_tensor(I, X->c->dtype, rr, shape); /* within the budget, checked before it allocates */
         if (!t)
-            return DPC_ENOMEM;
+            return I->e->code;
         int64_t total = dpc_tensor_numel(t);
-        if (total > (1 << 26))
-            return imp_err(I, "a constant of more than 2^26 elements");
         size_t es = dpc_dtype_size(t->dtype);
         int *cs = X->csym ? dpc_calloc((size_t)(total ? total : 1), sizeof *cs) : NULL;
+        if (X->csym && !cs)
+            return imp_oom(I);
         for (int64_t o = 0; o < total; o++) {
             int64_t is = bsrc(o, shape, rr, X->c->shape, X->c->rank);
             memcpy((char *)t->data + (size_t)o * es, (char *)X->c->data + (size_t)is * es, es);
@@ -2076,7 +2223,8 @@ static dpc_status op_slice(imp *I, const Onnx__NodeProto *n) {
             e0 = e0 < -1 ? -1 : e0 > dim - 1 ? dim - 1 : e0;
             touched[a] = true;
             lo[a] = b0, hi[a] = e0, step[a] = sp[i];
-            d[a] = (sdim){b0 > e0 ? (b0 - e0 - sp[i] - 1) / -sp[i] : 0, 0};
+            /* ceil((b0 - e0) / -step) without forming -step or b0 - e0 - step (overflow at huge steps) */
+            d[a] = (sdim){b0 > e0 ? (int64_t)((uint64_t)(b0 - e0 - 1) / (0 - (uint64_t)sp[i])) + 1 : 0, 0};
             continue;
         }
         if (X->d[a].s) {
@@ -2090,7 +2238,7 @@ static dpc_status op_slice(imp *I, const Onnx__NodeProto *n) {
         e0 = e0 < 0 ? 0 : e0 > dim ? dim : e0;
         touched[a] = true;
         lo[a] = b0, hi[a] = e0, step[a] = sp[i];
-        d[a] = (sdim){e0 > b0 ? (e0 - b0 + sp[i] - 1) / sp[i] : 0, 0};
+        d[a] = (sdim){e0 > b0 ? (e0 - b0 - 1) / sp[i] + 1 : 0, 0}; /* ceil, without e0 - b0 + step overflowing */
     }
     if (X->c) {
         int64_t shape[DPC_MAX_RANK], ist[DPC_MAX_RANK];
@@ -2106,6 +2254,8 @@ static dpc_status op_slice(imp *I, const Onnx__NodeProto *n) {
         int64_t total = dpc_tensor_numel(t);
         size_t es = dpc_dtype_size(t->dtype);
         int *cs = X->csym ? dpc_calloc((size_t)(total ? total : 1), sizeof *cs) : NULL;
+        if (X->csym && !cs)
+            return imp_oom(I);
         for (int64_t o = 0; o < total; o++) {
             int64_t rem = o, src = 0;
             for (int i = X->rank - 1; i >= 0; i--) {

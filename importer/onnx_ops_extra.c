@@ -16,6 +16,8 @@
 
 /* a float attribute as a literal (ONNX attributes are float32) */
 static const char *flit(imp *I, double v) {
+    if (!isfinite((float)v)) /* float("nan"), not a bare word a name could capture (import_node refuses it) */
+        return imp_f32(I, v);
     char b[48];
     dpc_format_pyfloat((float)v, b, sizeof b);
     return v < 0 ? imp_printf(I, "(%s)", b) : imp_printf(I, "%s", b);
@@ -276,8 +278,9 @@ dpc_status imp_op_tile(imp *I, const Onnx__NodeProto *n) {
         dpc_tensor *t = imp_tensor(I, X->c->dtype, X->rank, shape);
         if (!t)
             return I->e->code;
-        for (int i = X->rank - 1, si = 1, so = 1; i >= 0; i--)
-            ist[i] = si, ost[i] = so, si *= (int)X->c->shape[i], so *= (int)shape[i];
+        int64_t si = 1, so = 1; /* (int would overflow past 2^31 elements) */
+        for (int i = X->rank - 1; i >= 0; i--)
+            ist[i] = si, ost[i] = so, si *= X->c->shape[i], so *= shape[i];
         int64_t k = dpc_tensor_numel(t);
         for (int64_t o = 0; o < k; o++) {
             int64_t src = 0;
@@ -291,6 +294,7 @@ dpc_status imp_op_tile(imp *I, const Onnx__NodeProto *n) {
         if (imp_check_value(I, out) != DPC_OK)
             return I->e->code;
         V(out)->c = t, V(out)->kind = X->kind;
+        imp_const_own(I, out);
         return imp_set_shape(I, out, X->rank, d);
     }
     int u;
