@@ -40,8 +40,12 @@ static void comment_into(char *out, size_t n, const char *s) {
     dpc_buf_free(&b);
 }
 
+/* A located error. The importer's own bugs are written "internal: ..." and
+ * get DPC_EINTERNAL, not DPC_EUSER: told by our format string, never by the
+ * message, which may echo a name from the file (fuzz_onnx aborts on them). */
 dpc_status imp_err(imp *I, const char *fmt, ...) {
     char msg[700], nm[260], op[260];
+    dpc_status code = strncmp(fmt, "internal: ", 10) == 0 ? DPC_EINTERNAL : DPC_EUSER;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -51,12 +55,12 @@ dpc_status imp_err(imp *I, const char *fmt, ...) {
         comment_into(nm, sizeof nm, n->name && *n->name ? n->name : "");
         comment_into(op, sizeof op, n->op_type);
         if (n->name && *n->name)
-            return dpc_errf(I->e, DPC_EUSER, "%s: node '%s' (%s, opset %lld): %s", I->path, nm, op,
+            return dpc_errf(I->e, code, "%s: node '%s' (%s, opset %lld): %s", I->path, nm, op,
                             (long long)I->opset, msg);
-        return dpc_errf(I->e, DPC_EUSER, "%s: node %d (%s, opset %lld): %s", I->path, I->cur, op,
+        return dpc_errf(I->e, code, "%s: node %d (%s, opset %lld): %s", I->path, I->cur, op,
                         (long long)I->opset, msg);
     }
-    return dpc_errf(I->e, DPC_EUSER, "%s: %s", I->path, msg);
+    return dpc_errf(I->e, code, "%s: %s", I->path, msg);
 }
 
 /* ---------------------------------------------------------------- values */
