@@ -47,7 +47,7 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(CONST, "const", OC_LEAF, 0, NOEXPR, NOEXPR, NOFN)            /* a scalar constant (rank 0) */        \
     X(BATCH, "batch_size", OC_LEAF, 0, NOEXPR, NOEXPR, NOFN)       /* this replica's N (rank 0) */         \
     X(NEG, "neg", OC_UNARY, 1, "-$x", "-$x", "neg")                                                         \
-    X(RELU, "relu", OC_UNARY, 1, "fmaxf($x, 0.0f)", "fmaxf($x, 0.0f)", "relu")                             \
+    X(RELU, "relu", OC_UNARY, 1, IR_EXPR_RELU, IR_EXPR_RELU, "relu")                                     \
     X(GELU, "gelu", OC_UNARY, 1, "dpc_geluf($x)", IR_EXPR_GELU("erff"), NOFN) /* gelu(x, approximate="none") */          \
     X(GELU_TANH, "gelu_tanh", OC_UNARY, 1, IR_EXPR_GELU_TANH("dpc_tanhf"), IR_EXPR_GELU_TANH("tanhf"), NOFN)                     \
     X(SILU, "silu", OC_UNARY, 1, "$x / (1.0f + dpc_expf(-$x))", "$x / (1.0f + expf(-$x))", "silu")             \
@@ -106,8 +106,8 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
     X(POW, "pow", OC_BINARY, 2, "powf($x, $y)", "powf($x, $y)", NOFN)                                      \
     X(ERF, "erf", OC_UNARY, 1, "dpc_erff($x)", "erff($x)", "erf")                                              \
     X(RSQRT, "rsqrt", OC_UNARY, 1, "1.0f / sqrtf($x)", "1.0f / sqrtf($x)", "rsqrt")                        \
-    X(CLAMP_MIN, "clamp_min", OC_BINARY, 2, "($x < $y ? $y : $x)", "($x < $y ? $y : $x)", NOFN) /* NaN stays */ \
-    X(CLAMP_MAX, "clamp_max", OC_BINARY, 2, "($x > $y ? $y : $x)", "($x > $y ? $y : $x)", NOFN)            \
+    X(CLAMP_MIN, "clamp_min", OC_BINARY, 2, IR_EXPR_CLAMP("<"), IR_EXPR_CLAMP("<"), NOFN)                    \
+    X(CLAMP_MAX, "clamp_max", OC_BINARY, 2, IR_EXPR_CLAMP(">"), IR_EXPR_CLAMP(">"), NOFN)                    \
     /* resampling (ConvTranspose2d, Upsample / interpolate): each output pixel gathered from the input */ \
     X(CONV_TRANSPOSE2D, "conv_transpose2d", OC_RESAMPLE, 2, NOEXPR, NOEXPR, NOFN) /* x, W[in,out/g,kh,kw], b? */ \
     X(UPSAMPLE_NEAREST, "upsample_nearest2d", OC_RESAMPLE, 1, NOEXPR, NOEXPR, NOFN)                     \
@@ -121,15 +121,25 @@ typedef enum ir_dtype { IR_F32, IR_I64, IR_I32, IR_BOOL } ir_dtype;
  * function (or its prefix) as an argument. sin and pow stay libm calls in C:
  * no model of the zoo has them on a hot path. */
 #define IR_EXPR_GELU(erf) "0.5f * $x * (1.0f + " erf "($x * 0.70710678118654752f))"
-/* relu6, hardswish and hardsigmoid are clamps, as PyTorch computes them
- * (x * min(max(x + 3, 0), 6) / 6); mish is x * tanh(softplus(x)), with
- * softplus = x above 20 as F.softplus's threshold. */
-#define IR_EXPR_RELU6 "fminf(fmaxf($x, 0.0f), 6.0f)"
-#define IR_EXPR_HARDSWISH "$x * fminf(fmaxf($x + 3.0f, 0.0f), 6.0f) / 6.0f"
-#define IR_EXPR_HARDSIGMOID "fminf(fmaxf($x + 3.0f, 0.0f), 6.0f) / 6.0f"
+/* relu, relu6, hardswish and hardsigmoid are clamps, as PyTorch computes
+ * them (x * min(max(x + 3, 0), 6) / 6), written as selects that keep NaN
+ * (relu(NaN) = NaN, as PyTorch and ONNX; fmaxf(NaN, 0) is 0) and that GCC
+ * vectorises (a compare and a blend; fmaxf is a libm call without
+ * -ffinite-math-only, which kept the loop scalar). -0 stays -0, as in
+ * PyTorch. mish is x * tanh(softplus(x)), with softplus = x above 20 as
+ * F.softplus's threshold. */
+#define IR_CLAMP06(v) "(" v " < 0.0f ? 0.0f : (" v " > 6.0f ? 6.0f : " v "))"
+#define IR_EXPR_RELU "(($x) < 0.0f ? 0.0f : ($x))"
+#define IR_EXPR_RELU6 IR_CLAMP06("($x)")
+#define IR_EXPR_HARDSWISH "($x) * " IR_CLAMP06("(($x) + 3.0f)") " / 6.0f"
+#define IR_EXPR_HARDSIGMOID IR_CLAMP06("(($x) + 3.0f)") " / 6.0f"
 #define IR_EXPR_MISH(p) "$x * " p "tanhf($x > 20.0f ? $x : " p "log1pf(" p "expf($x)))"
 #define IR_EXPR_GELU_TANH(tanh) "0.5f * $x * (1.0f + " tanh "(0.79788456080286536f * ($x + 0.044715f * $x * $x * $x)))"
 
+/* clamp_min (<) and clamp_max (>) to the bound $y: NaN in either gives NaN,
+ * as torch.clamp_min / torch.clamp with a tensor bound (the test of a
+ * constant bound folds away) */
+#define IR_EXPR_CLAMP(op) "(($x) " op " ($y) || ($y) != ($y) ? ($y) : ($x))"
 #define IR_CMP(op) "(($x) " op " ($y) ? 1.0f : 0.0f)"
 #define IR_EXPR_AND "(($x) != 0.0f && ($y) != 0.0f ? 1.0f : 0.0f)"
 #define IR_EXPR_OR "(($x) != 0.0f || ($y) != 0.0f ? 1.0f : 0.0f)"

@@ -219,26 +219,27 @@ const builtin nn_flatten = {
  * ReLU6, Hardtanh, Hardswish, Hardsigmoid, LeakyReLU, Mish. inplace is
  * accepted and, as in eval, changes nothing but the print. ReLU6,
  * Hardswish, Hardsigmoid and Mish are op table rows; Hardtanh and
- * LeakyReLU, which have parameters, are chains of relu and constants that
- * fuse into one elementwise kernel. */
+ * LeakyReLU, which have parameters, are chains of clamps, relu and
+ * constants that fuse into one elementwise kernel. */
 
 static ir_node *num_node(builder *b, double v, loc at) {
     sv s = {.k = SV_NUM, .v = {.kind = V_FLOAT, .f = v}};
     return as_tensor(b, &s, at, "a constant");
 }
 
-/* hardtanh(x) = min_val + relu(x - min_val) - relu(x - max_val) */
+/* hardtanh(x) = clamp(x, min_val, max_val): exact, NaN stays NaN and +inf
+ * gives max_val, as PyTorch (min_val + relu(x - min_val) - relu(x - max_val)
+ * rounded, and gave inf - inf = NaN for +inf); one clip post-op after a
+ * conv (conv_post.c). */
 ir_node *nn_hardtanh_of(builder *b, ir_node *x, double lo, double hi, loc at, const char *scope) {
     ir_node *l = num_node(b, lo, at), *h = num_node(b, hi, at);
-    ir_node *dl = l ? elementwise(b, OP_SUB, x, l, at, scope) : NULL;
-    ir_node *a = dl ? unary(b, OP_RELU, dl, at, scope) : NULL;
-    ir_node *dh = a && h ? elementwise(b, OP_SUB, x, h, at, scope) : NULL;
-    ir_node *c = dh ? unary(b, OP_RELU, dh, at, scope) : NULL;
-    ir_node *s = c ? elementwise(b, OP_SUB, a, c, at, scope) : NULL;
-    return s ? elementwise(b, OP_ADD, s, l, at, scope) : NULL;
+    ir_node *a = l && h ? elementwise(b, OP_CLAMP_MIN, x, l, at, scope) : NULL;
+    return a ? elementwise(b, OP_CLAMP_MAX, a, h, at, scope) : NULL;
 }
 
-/* leaky_relu(x) = relu(x) - negative_slope * relu(-x) */
+/* leaky_relu(x) = relu(x) - negative_slope * relu(-x): exactly PyTorch's
+ * x > 0 ? x : x * negative_slope, NaN and the infinities included (-inf
+ * with slope 0 is 0 * inf = NaN in both), since relu keeps NaN (ir.h). */
 ir_node *nn_leaky_relu_of(builder *b, ir_node *x, double slope, loc at, const char *scope) {
     ir_node *s = num_node(b, slope, at);
     ir_node *p = unary(b, OP_RELU, x, at, scope);

@@ -66,11 +66,15 @@ static inline bool dpc_avx2_cpu(void) {
  * vector, bound by that chain's latency, and made SiLU the largest part
  * of EfficientNet's early convs). Within 2 ulp of e^x, not the generated
  * C's bits (test_kmath bounds dpc_expf at 1.5; the kernels' tests check
- * the post-ops against float64). x is clamped to [-87, 88], where 2^n is
- * a normal float. */
+ * the post-ops against float64). x is clamped to [-87, 88.72], where 2^n
+ * is a normal float, or 2^128 = +inf from x = 88.38 on: e^x is +inf there
+ * (a little early: sigmoid and silu of x < -88.38 are 0 and -0, not 4e-39
+ * and 3e-37) and for +inf, as PyTorch's: sigmoid(-inf) = 0, silu(-inf) =
+ * -inf / inf = NaN. NaN passes the clamp (max and min return their second
+ * operand when one is NaN) and gives NaN. */
 AVX2 static inline __m256 dpc_exp8(__m256 x) {
     const __m256 magic = _mm256_set1_ps(12582912.0f); /* 1.5 * 2^23: adding it rounds to an integer */
-    x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+    x = _mm256_min_ps(_mm256_set1_ps(88.72f), _mm256_max_ps(_mm256_set1_ps(-87.0f), x));
     __m256 t = _mm256_fmadd_ps(x, _mm256_set1_ps(1.44269504f), magic), n = _mm256_sub_ps(t, magic);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693145751953125f), x);
     r = _mm256_fnmadd_ps(n, _mm256_set1_ps(1.42860677e-06f), r);
@@ -80,19 +84,21 @@ AVX2 static inline __m256 dpc_exp8(__m256 x) {
     __m256 p = _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0.00138146128f), r2, p23), r2, p01);
     p = _mm256_add_ps(_mm256_fmadd_ps(p, r2, r), _mm256_set1_ps(1.0f)); /* 1 + (r + r^2 p) */
     __m256i e = _mm256_sub_epi32(_mm256_castps_si256(t), _mm256_set1_epi32(0x4B400000)); /* n */
-    e = _mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23);
+    e = _mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(127)), 23); /* n = 128: inf's bits */
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
 /* The post-ops on 8 lanes (ir.h's C expressions; hardswish in PyTorch's
- * order, x * min(max(x + 3, 0), 6) / 6). */
-AVX2 static inline __m256 dpc_relu8(__m256 v) { return _mm256_max_ps(v, _mm256_setzero_ps()); }
+ * order, x * min(max(x + 3, 0), 6) / 6). v is the second operand of max
+ * and min: they return it when either is NaN, so NaN stays NaN (relu(NaN)
+ * = NaN, as PyTorch; max(v, 0) gave 0) and -0 stays -0. */
+AVX2 static inline __m256 dpc_relu8(__m256 v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }
 AVX2 static inline __m256 dpc_clip8(__m256 v, float lo, float hi) {
-    return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(lo)), _mm256_set1_ps(hi));
+    return _mm256_min_ps(_mm256_set1_ps(hi), _mm256_max_ps(_mm256_set1_ps(lo), v));
 }
 AVX2 static inline __m256 dpc_hardswish8(__m256 v) {
-    __m256 r = _mm256_min_ps(_mm256_max_ps(_mm256_add_ps(v, _mm256_set1_ps(3.0f)), _mm256_setzero_ps()),
-                             _mm256_set1_ps(6.0f));
+    __m256 r = _mm256_min_ps(_mm256_set1_ps(6.0f),
+                             _mm256_max_ps(_mm256_setzero_ps(), _mm256_add_ps(v, _mm256_set1_ps(3.0f))));
     return _mm256_div_ps(_mm256_mul_ps(v, r), _mm256_set1_ps(6.0f));
 }
 AVX2 static inline __m256 dpc_sigmoid_den8(__m256 v) { /* 1 + e^-x */

@@ -102,9 +102,10 @@ AVX2 static clamp8 clamp_of(const dpc_conv_desc *d) {
     return c;
 }
 
-/* v through c (dpc_clip8's order: max, then min). */
+/* v through c (dpc_clip8's order: max, then min, v the second operand so
+ * that NaN stays NaN). */
 AVX2 static inline __m256 clamp(clamp8 c, __m256 v) {
-    return c.on ? _mm256_min_ps(_mm256_max_ps(v, c.lo), c.hi) : v;
+    return c.on ? _mm256_min_ps(c.hi, _mm256_max_ps(c.lo, v)) : v;
 }
 
 /* The post-ops of d over the n floats at y, unless the kernel applied

@@ -77,6 +77,7 @@ struct cudnnActivationStruct {
     unsigned magic;
     int set;
     cudnnActivationMode_t mode;
+    cudnnNanPropagation_t nan; /* CUDNN_NOT_PROPAGATE_NAN: relu(NaN) = 0 */
 };
 
 static cudnnStatus_t bad(cudnnStatus_t st, const char *fmt, const char *what) {
@@ -204,6 +205,7 @@ cudnnStatus_t cudnnSetActivationDescriptor(cudnnActivationDescriptor_t d, cudnnA
         BAD("cudnnSetActivationDescriptor");
     d->set = 1;
     d->mode = m;
+    d->nan = nan;
     return CUDNN_STATUS_SUCCESS;
 }
 
@@ -483,7 +485,8 @@ static cudnnStatus_t run(const conv_args *a) {
                         if (a->beta != 0)
                             v += a->beta * ld(a->zp, yi, y->dt);
                         v += ld(a->bp, k, y->dt);
-                        if (a->act->mode == CUDNN_ACTIVATION_RELU && v < 0)
+                        if (a->act->mode == CUDNN_ACTIVATION_RELU &&
+                            (v < 0 || (v != v && a->act->nan == CUDNN_NOT_PROPAGATE_NAN)))
                             v = 0;
                     } else if (a->beta != 0)
                         v += a->beta * ld(a->yp, yi, y->dt);

@@ -198,6 +198,54 @@ static dpc_status cpu_gemm(void *arg, const dpc_cu_gemm_call *c) {
 
 /* ---- inputs ---- */
 
+/* The model file's `#@ nonfinite` and `#@ env NAME=VALUE` header lines
+ * (tests/ops/gen_cases.py): NaN, +inf and -inf among the float inputs,
+ * and the CPU backend's environment while the model is tested (the conv
+ * path whose NaN the reference keeps: oneDNN's relu maps NaN to 0). */
+#define MAX_ENV 4
+static bool nonfinite;
+static char env_name[MAX_ENV][64];
+static int nenv;
+
+static void read_header(const char *path) {
+    nonfinite = false;
+    nenv = 0;
+    FILE *f = fopen(path, "r");
+    char line[256];
+    while (f && fgets(line, sizeof line, f) && line[0] == '#') {
+        line[strcspn(line, "\r\n")] = 0;
+        nonfinite |= strcmp(line, "#@ nonfinite") == 0;
+        char *eq = strncmp(line, "#@ env ", 7) == 0 ? strchr(line + 7, '=') : NULL;
+        size_t len = eq ? (size_t)(eq - (line + 7)) : 0;
+        if (eq && nenv < MAX_ENV && len < sizeof env_name[0]) {
+            memcpy(env_name[nenv], line + 7, len);
+            env_name[nenv][len] = 0;
+            setenv(env_name[nenv++], eq + 1, 1);
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+static void clear_header(void) {
+    for (int i = 0; i < nenv; i++)
+        unsetenv(env_name[i]);
+    nenv = 0;
+}
+
+/* NaN, +inf, -inf in place of min(3, max(1, size / 4)) elements of each
+ * even sample of the n of v, the odd ones finite (as check_ops.py's
+ * add_nonfinite, other places). */
+static void add_nonfinite(float *v, int64_t cnt, int64_t n, uint64_t x) {
+    int64_t size = n > 0 ? cnt / n : 0, k = size / 4 < 1 ? 1 : size / 4 > 3 ? 3 : size / 4;
+    const float kinds[3] = {NAN, INFINITY, -INFINITY};
+    for (int64_t s = 0; size > 0 && s < n; s += 2)
+        for (int64_t j = 0; j < k && j < size; j++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            v[s * size + (int64_t)(x % (uint64_t)size)] = kinds[(s / 2 + j) % 3];
+        }
+}
+
 static int make_inputs(const dpc_model *m, int64_t n, dpc_tensor **t, int bad) {
     const ir_graph *g = &m->front->g;
     dpc_err e;
@@ -218,6 +266,8 @@ static int make_inputs(const dpc_model *m, int64_t n, dpc_tensor **t, int bad) {
                 x ^= x << 13, x ^= x >> 7, x ^= x << 17;
                 v[k] = (float)((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0);
             }
+            if (nonfinite)
+                add_nonfinite(v, cnt, n, x);
         }
     }
     return g->inputs.len;
@@ -532,8 +582,11 @@ int main(int argc, char **argv) {
         perror("mkdtemp");
         return 1;
     }
-    for (int i = first; i < argc; i++)
+    for (int i = first; i < argc; i++) {
+        read_header(argv[i]);
         test_model(argv[i]);
+        clear_header();
+    }
     rmdir(tmpdir);
     if (cudnn_expect) {
         printf("conv steps: %ld, through cuDNN %ld (%ld fused), own kernels %ld\n", conv_steps, conv_dnn, conv_fused,

@@ -9,6 +9,8 @@ GroupNorm's export) through `dpc run MODEL.onnx`, two ways:
      (rtol 1e-3, atol 1e-7), or the located refusal listed below.
   2. Small PyTorch modules exported by torch.onnx.export (batch dim
      dynamic, run at batch 2) against PyTorch.
+  3. Relu, LeakyRelu, HardSigmoid, Clip, HardSwish, Elu, Celu, Sigmoid on
+     NaN, +inf and -inf against ONNX's reference formulas (NaN stays NaN).
 
   ops_check.py DPC WORKDIR"""
 import os
@@ -149,12 +151,58 @@ def torch_cases(work):
                   f"against PyTorch: {err}")
 
 
+def nonfinite_cases(work):
+    """Activations on NaN, +inf and -inf, against the formulas of ONNX's
+    reference implementations (onnx/backend/test/case/node, numpy): NaN at
+    the same places, the infinities and the bounds exactly (relu(NaN) =
+    NaN, Clip(0, 6) of +inf is 6, HardSigmoid of -inf is 0)."""
+    from onnx import TensorProto, helper
+    f = np.float32
+    x = np.array([[np.nan, np.inf, -np.inf, -0.0, 0.0, 1.5, -1.5, 7.0, -7.0, 0.2, 3.0, -3.0]] * 2, f)
+    x[1] = x[1, ::-1]
+
+    def clip(v, lo, hi):
+        return np.clip(v, lo, hi)
+    cases = [  # op, attributes, constant inputs after x, opset, reference
+        ("Relu", {}, [], 14, lambda v: np.maximum(v, 0)),
+        ("LeakyRelu", {"alpha": 0.1}, [], 14, lambda v: clip(v, 0, np.inf) + clip(v, -np.inf, 0) * f(0.1)),
+        ("LeakyRelu", {"alpha": 0.0}, [], 14, lambda v: clip(v, 0, np.inf) + clip(v, -np.inf, 0) * f(0.0)),
+        ("HardSigmoid", {}, [], 14, lambda v: clip(v * f(0.2) + f(0.5), 0, 1)),
+        ("HardSigmoid", {"alpha": 1 / 6}, [], 14, lambda v: clip(v * f(1 / 6) + f(0.5), 0, 1)),
+        ("Clip", {}, [0.0, 6.0], 13, lambda v: clip(v, 0, 6)),
+        ("Clip", {"min": -0.5, "max": 0.5}, [], 6, lambda v: clip(v, -0.5, 0.5)),
+        ("HardSwish", {}, [], 14, lambda v: v * clip(v * f(1 / 6) + f(0.5), 0, 1)),
+        ("Elu", {"alpha": 0.7}, [], 14, lambda v: clip(v, 0, np.inf) + (np.exp(clip(v, -np.inf, 0)) - 1) * f(0.7)),
+        ("Celu", {"alpha": 2.0}, [], 14,
+         lambda v: np.maximum(0, v) + np.minimum(0, f(2.0) * (np.exp(v / f(2.0)) - 1))),
+        ("Sigmoid", {}, [], 14, lambda v: 1 / (1 + np.exp(-v))),
+    ]
+    for i, (op, attrs, consts, opset, ref) in enumerate(cases):
+        names = ["x"] + [f"c{k}" for k in range(len(consts))]
+        inits = [helper.make_tensor(f"c{k}", TensorProto.FLOAT, [], [c]) for k, c in enumerate(consts)]
+        g = helper.make_graph([helper.make_node(op, names, ["y"], name="act", **attrs)], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 12])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 12])], inits)
+        m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+        m.ir_version = 8
+        path = os.path.join(work, f"nonfinite{i}.onnx")
+        onnx.save(m, path)
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = ref(x.astype(np.float64)).astype(f)
+        got, r = run(path, [x], work, f"nonfinite{i}")
+        same = got is not None and got.shape == want.shape and np.array_equal(np.isnan(got), np.isnan(want)) and \
+            np.array_equal(np.isinf(got), np.isinf(want)) and np.allclose(got, want, rtol=1e-5, atol=1e-6, equal_nan=True)
+        what = r.stderr.strip() if got is None else "" if same else f"got {got[0].tolist()}, want {want[0].tolist()}"
+        check(same, f"{op} {attrs or ''}{' ' + str(consts) if consts else ''} (opset {opset}) on NaN and +-inf: {what}")
+
+
 def main():
     global DPC
     DPC, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
     node_cases(work)
     torch_cases(work)
+    nonfinite_cases(work)
     print(f"{len(fails)} failure(s)")
     return 1 if fails else 0
 

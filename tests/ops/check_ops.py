@@ -17,7 +17,10 @@ For each case (see gen_cases.py for the `#@` header directives):
   output must pass compare.py's test (shape equal, non-finite values at the
   same places, relative L2 error <= --rtol);
 * unless the case is `#@ single-device`, `dpc run --devices cpu,cpu` must
-  match the one-device result within 1e-6 relative L2.
+  match the one-device result within 1e-6 relative L2;
+* a `#@ nonfinite` case has NaN, +inf and -inf among its float inputs
+  (add_nonfinite), so that PyTorch's NaN and infinities are checked too;
+  `#@ env NAME=VALUE` lines are `dpc run`'s environment.
 
 The reference scripts are imported and called in-process (the same functions
 their command lines call), so torch is imported once; `dpc` runs as a
@@ -80,15 +83,40 @@ class CaseFailure(Exception):
 
 def perturb(arr: np.ndarray) -> np.ndarray:
     """A small, dense change (about 1e-3 relative): each element plus 1e-3
-    times its neighbour, plus 1e-3 times the mean magnitude."""
+    times its neighbour, plus 1e-3 times the mean magnitude. Non-finite
+    elements (#@ nonfinite) stay as they are and add nothing to the others."""
     flat = arr.astype(np.float64).ravel()
-    scale = float(np.mean(np.abs(flat))) if flat.size else 0.0
-    out = flat + 1e-3 * np.roll(flat, 1) + 1e-3 * (scale or 1.0)
+    fin = np.isfinite(flat)
+    scale = float(np.mean(np.abs(flat[fin]))) if fin.any() else 0.0
+    out = flat + 1e-3 * np.where(np.roll(fin, 1), np.roll(flat, 1), 0.0) + 1e-3 * (scale or 1.0)
+    out = np.where(fin, out, flat)
     return out.reshape(arr.shape).astype(arr.dtype)
 
 
+def add_nonfinite(arr: np.ndarray, seed: int) -> np.ndarray:
+    """arr with NaN, +inf and -inf in place of a few elements of the even
+    samples (dim 0): min(3, max(1, size // 4)) of them at positions drawn
+    with seed, the kind cycling from the sample's index (a sample of 12
+    elements or more holds all three kinds). The odd samples stay finite,
+    so that an output all of whose elements a special reaches (a global
+    pool of a small image, a broadcast one-element operand) still has
+    values that a perturbed input changes (--mutate)."""
+    out = np.array(arr, copy=True)
+    if out.dtype.kind != "f" or out.ndim == 0 or out.size == 0:
+        return out
+    rng = np.random.default_rng(seed)
+    kinds = (np.nan, np.inf, -np.inf)
+    for n in range(0, out.shape[0], 2):
+        flat = out[n].reshape(-1)
+        k = min(3, max(1, flat.size // 4), flat.size)
+        for j, p in enumerate(rng.choice(flat.size, size=k, replace=False)):
+            flat[p] = kinds[(n // 2 + j) % 3]
+        out[n] = flat.reshape(out[n].shape)
+    return out
+
+
 def parse_header(path: str) -> dict:
-    meta = {"kw": [], "single_device": None}
+    meta = {"kw": [], "single_device": None, "nonfinite": False, "env": {}}
     with open(path) as f:
         for line in f:
             if not line.startswith("#"):
@@ -99,6 +127,11 @@ def parse_header(path: str) -> dict:
                 meta["kw"].append(line[len("#@ kw "):].strip())
             elif line.startswith("#@ single-device"):
                 meta["single_device"] = line[len("#@ single-device"):].strip() or "yes"
+            elif line.strip() == "#@ nonfinite":
+                meta["nonfinite"] = True
+            elif line.startswith("#@ env "):
+                name, _, value = line[len("#@ env "):].strip().partition("=")
+                meta["env"][name] = value
     return meta
 
 
@@ -139,7 +172,7 @@ def collect(targets: list[str]) -> list[str]:
     return paths
 
 
-def dpc_run(dpc, model, w, inputs, kw, outs, devices=None, timeout=300):
+def dpc_run(dpc, model, w, inputs, kw, outs, devices=None, timeout=300, env=None):
     cmd = [dpc, "run", model, "--weights", w]
     for p in inputs:
         cmd += ["--input", p]
@@ -150,14 +183,16 @@ def dpc_run(dpc, model, w, inputs, kw, outs, devices=None, timeout=300):
     for o in outs:
         cmd += ["-o", o]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           env=dict(os.environ, **env) if env else None)
     except subprocess.TimeoutExpired:
         raise CaseFailure("timed out after %ds: %s" % (timeout, " ".join(cmd)))
+    shown = " ".join(["%s=%s" % kv for kv in (env or {}).items()] + cmd)
     if r.returncode != 0:
         msg = (r.stderr.strip() or r.stdout.strip() or "(no message)")
         raise CaseFailure("dpc failed (exit %d): %s\n  command: %s" % (
-            r.returncode, msg.replace("\n", "\n  "), " ".join(cmd)))
-    return cmd
+            r.returncode, msg.replace("\n", "\n  "), shown))
+    return shown.split(" ")
 
 
 def output_label(path: str, i: int) -> str:
@@ -200,6 +235,8 @@ def run_case(path: str, a, workdir: str) -> list[str]:
             inputs = []
             for i, (_, arr) in enumerate(arrays):
                 ip = os.path.join(bdir, "x%d.npy" % i)
+                if meta["nonfinite"]:
+                    arr = add_nonfinite(arr, 1000 * b + i)
                 np.save(ip, arr, allow_pickle=False)
                 inputs.append(ip)
             refs = torch_run.run(path, w, inputs, meta["kw"], torch.float64)
@@ -221,7 +258,7 @@ def run_case(path: str, a, workdir: str) -> list[str]:
                     flat[fin[fin.size // 2]] += 1e-4 * max(np.linalg.norm(flat[fin]), 1e-30)
         nout = len(refs)
         outs = [os.path.join(bdir, "y%d.npy" % i) for i in range(len(refs))]
-        cmd = dpc_run(a.dpc, path, wd, dinputs, meta["kw"], outs)
+        cmd = dpc_run(a.dpc, path, wd, dinputs, meta["kw"], outs, env=meta["env"])
         worst = 0.0
         for i, (o, ref) in enumerate(zip(outs, refs)):
             got = np.load(o, allow_pickle=False)
@@ -242,7 +279,7 @@ def run_case(path: str, a, workdir: str) -> list[str]:
         line = "batch %d: %d output(s), worst rel_l2 %.2e" % (b, len(refs), worst)
         if a.devices and not meta["single_device"] and not a.mutate:
             outs2 = [o[:-4] + ".dp.npy" for o in outs]
-            cmd2 = dpc_run(a.dpc, path, w, inputs, meta["kw"], outs2, devices=a.devices)
+            cmd2 = dpc_run(a.dpc, path, w, inputs, meta["kw"], outs2, devices=a.devices, env=meta["env"])
             worst_dp = 0.0
             for i, (o, o2) in enumerate(zip(outs, outs2)):
                 x, y = np.load(o), np.load(o2)

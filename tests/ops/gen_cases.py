@@ -20,6 +20,11 @@ one compile covers many variants.  Each case starts with a header:
                               model mixes samples (a reduction or a cat over the
                               batch dim, the batch name as a number, ...), so a
                               per-replica result legitimately differs
+    #@ nonfinite              (optional) check_ops.py puts NaN, +inf and -inf
+                              among the float inputs (a few per sample), and the
+                              outputs must have them where PyTorch has them
+    #@ env NAME=VALUE         (optional, repeatable) `dpc run`'s environment for
+                              the case (the conv path whose NaN the case checks)
 
 `--verify` builds every generated model with the PyTorch reference
 (tests/ref/dp2torch.py) and runs it at batch 2, so an invalid draw (e.g. a
@@ -96,6 +101,8 @@ class Case:
         self.rets: list[str] = []
         self.kw: list[str] = []
         self.single_device: str | None = None
+        self.nonfinite = False    # NaN and +-inf among the inputs (check_ops.py)
+        self.env: list[str] = []  # NAME=VALUE for dpc run
         self.ctor = ""            # constructor parameter list of the entry module
         self.model_args = ""      # arguments on the model line
         self.extra = ""           # extra module definitions placed before the entry
@@ -135,6 +142,10 @@ class Case:
             out.append("#@ kw " + k)
         if self.single_device:
             out.append("#@ single-device " + self.single_device)
+        if self.nonfinite:
+            out.append("#@ nonfinite")
+        for e in self.env:
+            out.append("#@ env " + e)
         out.append("")
         if self.extra:
             out.append(self.extra.strip("\n"))
@@ -444,7 +455,36 @@ def gen_conv_post():
     c.ret("relu(h) + h", "a conv output read twice")
     a, b = c.member("Conv2d(8, 12, 1)", "conv"), c.member("Conv2d(12, 8, 3, padding=1, groups=4)", "conv")
     c.ret("relu(%s(relu6(%s(%s))) + %s)" % (b, a, x, x), "1x1 -> relu6 -> grouped 3x3 + residual -> relu")
-    return [c]
+    return [c, gen_conv_post_nonfinite()]
+
+
+def gen_conv_post_nonfinite():
+    """The epilogues of gen_conv_post on inputs holding NaN and +-inf, through
+    the generated C's im2col conv (DPC_CONV=im2col): NaN and the infinities
+    where PyTorch has them. oneDNN's relu and clip post-ops map NaN to 0 (the
+    clip's lower bound), and a Winograd transform spreads a NaN over its
+    tile: those paths are not NaN-exact (docs/performance.md)."""
+    c = Case("conv", "postops_nonfinite", "Conv2d + activation / residual / pool / Linear + relu on inputs "
+                                          "holding NaN, +inf and -inf, through the im2col conv")
+    c.nonfinite = True
+    c.env.append("DPC_CONV=im2col")
+    x = c.inp([4, 7, 9])
+    acts = [("relu", "relu(%s)"), ("relu6", "relu6(%s)"), ("hardswish", "hardswish(%s)"), ("silu", "silu(%s)"),
+            ("sigmoid", "sigmoid(%s)"), ("tanh", "tanh(%s)"), ("gelu", "gelu(%s)"), ("hardsigmoid", "hardsigmoid(%s)"),
+            ("clamp", "clamp(%s, min=-0.7, max=0.9)"), ("hardtanh", "hardtanh(%s)"),
+            ("leaky_relu", "leaky_relu(%s, 0.1)")]
+    for i, (what, e) in enumerate(acts):
+        m = c.member("Conv2d(4, 3, 3, padding=1)" if i % 2 == 0 else "Conv2d(4, 5, 1, bias=false)", "conv")
+        c.ret(e % ("%s(%s)" % (m, x)), "conv -> " + what)
+    m = c.member("Conv2d(4, 4, 3, padding=1)", "conv")
+    c.ret("relu(%s(%s) + %s)" % (m, x, x), "conv + residual -> relu")
+    m = c.member("Conv2d(4, 4, 3, padding=1, groups=4)", "conv")
+    c.ret("relu6(%s(%s))" % (m, x), "depthwise conv -> relu6")
+    m, p = c.member("Conv2d(4, 6, 3, padding=1)", "conv"), c.member("MaxPool2d(2)", "pool")
+    c.ret("%s(relu(%s(%s)))" % (p, m, x), "conv -> relu -> max pool")
+    m = c.member("Linear(9, 5)", "lin")
+    c.ret("relu(%s(%s))" % (m, x), "Linear -> relu")
+    return c
 
 
 def gen_conv_keep():
@@ -809,6 +849,7 @@ def gen_pool(R):
             x = c.inp([C, H, W])
             # max pooling of -x as well: padding must act as -inf, not 0
             c.ret("%s(%s)" % (m, x), kind)
+        c.nonfinite = True  # a NaN in a max pool's window wins, as in PyTorch
         cases.append(c)
     # pooling a negative-only input: -inf padding for max, zero padding counted for avg
     c = Case("pool", "negative", "pooling strictly negative inputs: MaxPool2d padding is -inf, "
@@ -821,6 +862,7 @@ def gen_pool(R):
     c.body.append("neg = -abs(x) - 1")
     for m in ("mp", "mpc", "ap", "apn"):
         c.ret("%s(neg)" % m)
+    c.nonfinite = True
     cases.append(c)
 
     c = Case("pool", "ceil_edges", "ceil_mode edge cases: a last window that would start in the "
@@ -842,6 +884,7 @@ def gen_pool(R):
     for ctor, dims, doc in specs:
         m = c.member(ctor, "pool")
         c.ret("%s(%s)" % (m, c.inp(dims)), doc)
+    c.nonfinite = True
     cases.append(c)
     return cases
 
@@ -964,6 +1007,7 @@ def gen_elementwise(R):
                 c.ret("%s %s %s" % (a, op, _operand(R, op, b)), "%s %s %s" % (shape(da), op, shape(db)))
             else:
                 c.ret("%s %s %s" % (b, op, _operand(R, op, a)), "%s %s %s" % (shape(db), op, shape(da)))
+        c.nonfinite = True
         cases.append(c)
 
     c = Case("elementwise", "broadcast_rank",
@@ -980,6 +1024,7 @@ def gen_elementwise(R):
     c.ret("permute(%s / (abs(permute(%s, 2, 0, 1, 3)) + 1), 1, 2, 0, 3)" % (x, z),
           "[N, a, d] / [b, N, a, d]")
     c.ret("transpose(transpose(%s, 0, 1) + %s, 0, 1)" % (x, y), "transpose-based [a, N, d] + [N, d]")
+    c.nonfinite = True
     cases.append(c)
 
     c = Case("elementwise", "broadcast_nobatch",
@@ -1024,6 +1069,7 @@ def gen_elementwise(R):
     c.ret("x - -1.5", "minus a negative literal")
     c.ret("(x + .5) * 1e-3", "float literal forms")
     c.ret("k / (abs(x) + 1)", "int parameter / tensor")
+    c.nonfinite = True
     cases.append(c)
 
     c = Case("elementwise", "batch_scalar", "the batch name used as a scalar operand")
@@ -1049,6 +1095,7 @@ def gen_elementwise(R):
     c.ret("x / (abs(y) + 1) / (abs(z) + 2)", "left-assoc /")
     c.ret("-x * y + -z", "unary minus binds tighter")
     c.ret("--x - -(-y)", "double negation")
+    c.nonfinite = True
     cases.append(c)
 
     c = Case("elementwise", "nonfinite", "log of 0 is -inf and of negatives NaN; sqrt of negatives NaN")
@@ -1056,6 +1103,27 @@ def gen_elementwise(R):
     c.ret("log(relu(x))", "-inf where x <= 0")
     c.ret("sqrt(x)", "NaN where x < 0")
     c.ret("log(x)", "NaN where x < 0")
+    cases.append(c)
+
+    # fixed shapes (no draws from R)
+    c = Case("elementwise", "specials", "every elementwise op and activation chain, amax and softmax on inputs "
+             "holding NaN, +inf and -inf (#@ nonfinite): NaN and the infinities where PyTorch has them (relu(NaN) = NaN, "
+             "relu6(inf) = 6, hardsigmoid(-inf) = 0, leaky_relu(-inf) = -inf, hardtanh(inf) = max_val)")
+    c.nonfinite = True
+    c.params += ["x: [N, 4, 6]", "y: [N, 1, 6]"]
+    for e in ("-x", "relu(x)", "relu6(x)", "hardswish(x)", "hardsigmoid(x)", "gelu(x)",
+              "gelu(x, approximate=\"tanh\")", "silu(x)", "sigmoid(x)", "tanh(x)", "exp(x)", "log(x)", "sqrt(x)",
+              "abs(x)", "sin(x)", "mish(x)", "erf(x)", "rsqrt(x)", "leaky_relu(x)", "leaky_relu(x, 0.0)",
+              "leaky_relu(x, -2.0)", "hardtanh(x)", "hardtanh(x, -0.5, 2.0)", "clamp(x, min=-0.5, max=0.5)",
+              "clamp_min(x, 0.1)", "clamp_max(x, -0.1)", "clamp(x, min=y)", "clamp(x, max=y)", "x + y", "x - y",
+              "x * y", "x / y", "pow(x, y)", "x ** 2", "x ** 3", "2 ** x", "where(x > y, x, y)",
+              "(x > 0.5).float() * x", "((x != x).float() + (x == y).float()) * y", "masked_fill(x, y < 0, -1.0)",
+              "amax(x, -1)", "amax(x, 1)", "softmax(x, -1)"):
+        c.ret(e, e)
+    for m, e in (("relu_m", "ReLU()"), ("relu6_m", "ReLU6()"), ("ht_m", "Hardtanh(-2.0, 0.5)"),
+                 ("lrelu_m", "LeakyReLU(0.2)"), ("hsig_m", "Hardsigmoid()"), ("hsw_m", "Hardswish()")):
+        c.members.append("%s = %s" % (m, e))
+        c.ret("%s(x)" % m, e)
     cases.append(c)
 
     # fixed shapes (no draws from R), so the cases above stay as they were
@@ -1068,6 +1136,7 @@ def gen_elementwise(R):
     c.ret("sin(sin(x) * y) - exp(sin(y))", "chained with other elementwise ops")
     c.ret("sin(%s(x))" % lin, "the epilogue of a GEMM")
     c.ret("sin(input=y) * x", "keyword argument; broadcast")
+    c.nonfinite = True
     cases.append(c)
     return cases
 
@@ -1375,6 +1444,7 @@ def gen_activation(R):
     # in PyTorch an in-place activation overwrites its input: give it a value read nowhere else
     c.ret("relu_ip(%s * 6)" % x, "ReLU(inplace=true) on a fresh value")
     c.ret("silu_ip(%s * 6)" % x, "SiLU(true) on a fresh value")
+    c.nonfinite = True
     cases.append(c)
 
     c = Case("activation", "functions", "relu, gelu (default, approximate keyword and positional "
@@ -1385,6 +1455,7 @@ def gen_activation(R):
               "gelu(big, approximate=\"none\")", "silu(big)", "sigmoid(big)", "tanh(big)",
               "sigmoid(-big) + tanh(big * 0.5)"):
         c.ret(e)
+    c.nonfinite = True
     cases.append(c)
 
     dims = [R.randint(2, 5) for _ in range(3)]
@@ -1558,6 +1629,7 @@ def gen_mask(R):
     c.ret("where(%s > 0, %s, -1.0)" % (y, x), "where with a scalar")
     c.ret("masked_fill(%s, %s < 0, -1.0)" % (x, y), "masked_fill")
     c.ret("softmax(masked_fill(%s, %s < 0, float(\"-inf\")), -1)" % (x, y), "masked_fill -inf then softmax")
+    c.nonfinite = True
     cases.append(c)
 
     c = Case("mask", "create", "tensors created in forward: arange, ones, zeros, full, *_like, tril, triu, "
@@ -1871,6 +1943,7 @@ def gen_fusion(R):
     c.ret("tanh(exp(-abs(x * z)) * y + sigmoid(w)) * alpha", "unary chain")
     c.ret("relu(x - y) * silu(z) + gelu(w) - x", "activations in a chain")
     c.ret("sqrt(x * x + y * y + 1) * log(abs(z) + 1)", "sqrt, log in a chain")
+    c.nonfinite = True
     cases.append(c)
 
     c = Case("fusion", "permute_consumers", "a permute/transpose feeding elementwise ops (layout change "
@@ -2052,6 +2125,7 @@ def gen_activation8(R):
     c.ret("sd(%s) + sd_b(%s)" % (x, x), "StochasticDepth is the identity in eval")
     c.ret("perm(big)", "Permute([0, 2, 1])")
     c.ret("perm4(%s)" % x4, "Permute((0, 3, 1, 2))")
+    c.nonfinite = True
     cases.append(c)
 
     c = Case("activation", "group8_functions", "relu6, hardswish, hardsigmoid, mish (inplace keyword), "
@@ -2064,6 +2138,7 @@ def gen_activation8(R):
               "leaky_relu(big, negative_slope=1.5)", "hardtanh(big)", "hardtanh(big, %r, %r)" % (lo, hi),
               "hardtanh(big, max_val=2.5, min_val=-0.5)", "hardswish(-big) + hardsigmoid(big * 0.5)"):
         c.ret(e)
+    c.nonfinite = True
     cases.append(c)
     return cases
 
@@ -2122,6 +2197,7 @@ def gen_pool8(R):
         c.ret("%s(%s)" % (m, x), "output_size=%r" % (o,))
     m = c.member("AdaptiveMaxPool2d(output_size=3, return_indices=false)", "amp")
     c.ret("%s(-%s)" % (m, x), "keywords, negative input")
+    c.nonfinite = True
     return [c]
 
 
@@ -2501,6 +2577,7 @@ def gen_pointwise(R):
     c.ret("pow(%s, 2) + %s.pow(3)" % (x, y), "pow function and method")
     c.ret("%s ** 2 ** 0.5" % (x,), "right associative (x ** (2 ** 0.5))")
     c.rets.pop()
+    c.nonfinite = True
     cases.append(c)
 
     c = Case("pointwise", "clamp", "clamp with min, max, both (min > max too), tensor bounds, "
@@ -2517,6 +2594,7 @@ def gen_pointwise(R):
     c.ret("erf(%s * 2)" % x, "erf")
     c.ret("rsqrt(abs(%s) + 0.2)" % x, "rsqrt")
     c.ret("neg(%s) + %s.neg()" % (x, y), "neg")
+    c.nonfinite = True
     cases.append(c)
 
     c = Case("pointwise", "adaptive_avg_pool2d", "adaptive_avg_pool2d as a function: int, pair and None "
@@ -2526,6 +2604,7 @@ def gen_pointwise(R):
     c.ret("adaptive_avg_pool2d(%s, (2, 3))" % x, "a pair")
     c.ret("adaptive_avg_pool2d(%s, (None, 2))" % x, "None keeps a dim")
     c.ret("adaptive_avg_pool2d(%s, output_size=9)" % x, "larger than the input")
+    c.nonfinite = True
     cases.append(c)
     return cases
 

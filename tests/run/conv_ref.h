@@ -38,16 +38,37 @@ static void ref_set_posts(dpc_conv_desc *d, const dpc_conv_act *acts, int n) {
 }
 
 /* a (the conv's value plus bias) through the post-ops acts[0..n), res the
- * residual a DPC_ACT_SUM adds. */
+ * residual a DPC_ACT_SUM adds; NaN stays NaN, as PyTorch's. */
 static double ref_post(const dpc_conv_act *acts, int n, double a, double res) {
     for (int p = 0; p < n; p++)
         a = acts[p] == DPC_ACT_SUM         ? a + res
-            : acts[p] == DPC_ACT_RELU      ? (a > 0 ? a : 0)
+            : acts[p] == DPC_ACT_RELU      ? (a < 0 ? 0 : a)
             : acts[p] == DPC_ACT_HARDSWISH ? a * (a + 3 < 0 ? 0 : a + 3 > 6 ? 6 : a + 3) / 6
             : acts[p] == DPC_ACT_SWISH     ? a / (1 + exp(-a))
             : acts[p] == DPC_ACT_LOGISTIC  ? 1 / (1 + exp(-a))
                                            : (a < 0 ? 0 : a > REF_CLIP_HI ? REF_CLIP_HI : a);
     return a;
+}
+
+/* With ref_specials set, the tests put NaN, +inf or -inf into one element
+ * of image n's input (kind n % 4; 3: none), where it reaches a whole
+ * receptive field: the post-ops must give what PyTorch gives (relu(NaN) =
+ * NaN, clip(inf) = its upper bound, silu(-inf) = NaN, sigmoid(-inf) = 0). */
+static bool ref_specials;
+static inline void ref_put_special(float *img, size_t size, int64_t n, uint64_t *s) {
+    static const float kinds[3] = {NAN, INFINITY, -INFINITY};
+    if (ref_specials && n % 4 < 3 && size > 0)
+        img[(size_t)((val(s) + 1.0f) * 0.5f * (float)size) % size] = kinds[n % 4];
+}
+
+/* The error of y against the float64 result a, relative to the terms'
+ * magnitude mag; where any of the three is not finite (a special reached
+ * it), y must be a exactly (NaN for NaN), else it counts in *bad. */
+static inline double ref_err(double a, float y, double mag, long *bad) {
+    if (isfinite(a) && isfinite(y) && isfinite(mag))
+        return fabs(a - y) / (mag + 1e-30);
+    *bad += !((isnan(a) && isnan(y)) || a == (double)y);
+    return 0;
 }
 
 #endif

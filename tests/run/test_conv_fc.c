@@ -8,7 +8,8 @@
  * and even batches (a lone last image), bias or none, ReLU, clip,
  * hardswish, SiLU, sigmoid and a residual (added once), one and two
  * threads; each image's result the same bits at batch 1 and in a batch, on
- * one thread and on two; nothing written past the last channel; and which
+ * one thread and on two; nothing written past the last channel; each
+ * post-op on NaN and infinities (PyTorch's: relu(NaN) = NaN); and which
  * convs dpc_fc_fits takes. Built in every configuration (the sanitizer
  * ones check its memory accesses). SKIP (77) without AVX2. */
 #include "../check.h"
@@ -55,6 +56,8 @@ static void run_geom(const geom *g) {
     uint64_t s = (uint64_t)(N * 131 + C * 17 + Co * 7);
     for (size_t i = 0; i < nx; i++)
         x[i] = val(&s);
+    for (int64_t n = 0; n < N; n++)
+        ref_put_special(x + n * C, (size_t)C, n, &s);
     for (size_t i = 0; i < nw; i++)
         w[i] = val(&s) / sqrtf((float)C);
     for (int64_t i = 0; i < Co; i++)
@@ -67,6 +70,7 @@ static void run_geom(const geom *g) {
     dpc_fc_weights(&d, w, u);
     dpc_fc_run(&d, N, x, u, g->bias ? b : NULL, y, g->threads);
     double worst = 0;
+    long bad = 0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t o = 0; o < Co; o++) {
             double a = g->bias ? b[o] : 0, mag = fabs(a);
@@ -77,11 +81,13 @@ static void run_geom(const geom *g) {
             }
             int64_t q = n * Co + o;
             a = ref_post(g->post, g->npost, a, res[q]);
-            double e = fabs(a - y[q]) / (mag + fabs(res[q]) + 1e-30);
+            double e = ref_err(a, y[q], mag + fabs(res[q]), &bad);
             worst = e > worst ? e : worst;
         }
     CHECK(worst < 1e-6, "N %lld C %lld Co %lld: worst error %.3g of the terms' magnitude", (long long)N, (long long)C,
           (long long)Co, worst);
+    CHECK(bad == 0, "N %lld C %lld Co %lld post %d: %ld outputs not PyTorch's NaN or infinity", (long long)N,
+          (long long)C, (long long)Co, g->npost ? (int)g->post[g->npost - 1] : -1, bad);
     bool guard = true;
     for (int i = 0; i < GUARD; i++)
         guard = guard && y[ny + i] == POISON;
@@ -120,6 +126,16 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof gs / sizeof *gs; i++)
         run_geom(&gs[i]);
+    /* NaN, +inf, -inf in images 0, 1, 2 (ref_specials): each post-op */
+    static const geom sp[] = {
+        {4, 40, 36, true, 1, 1, {DPC_ACT_RELU}},     {4, 40, 36, true, 2, 1, {DPC_ACT_CLIP}},
+        {4, 40, 36, true, 1, 1, {DPC_ACT_HARDSWISH}}, {4, 40, 36, false, 2, 1, {DPC_ACT_SWISH}},
+        {4, 40, 36, true, 1, 1, {DPC_ACT_LOGISTIC}}, {4, 64, 64, true, 2, 2, {DPC_ACT_SUM, DPC_ACT_RELU}},
+    };
+    ref_specials = true;
+    for (size_t i = 0; i < sizeof sp / sizeof *sp; i++)
+        run_geom(&sp[i]);
+    ref_specials = false;
 
     /* what it takes */
     geom base = {1, 576, 144, true, 1, 1, {DPC_ACT_RELU}};

@@ -11,7 +11,8 @@
  * half (72, 40, 8), one input block and several, bias or none on either,
  * ReLU, clip, hardswish, SiLU and sigmoid on either, one and two threads;
  * each image's result the same bits at batch 1 on one thread; nothing
- * written past the result; and which pairs dpc_mb_fits takes. Built in
+ * written past the result; each post-op on NaN and infinities (PyTorch's:
+ * relu(NaN) = NaN, relu6(inf) = 6); and which pairs dpc_mb_fits takes. Built in
  * every configuration (the sanitizer ones check its memory accesses).
  * SKIP (77) without AVX2. */
 #include "../check.h"
@@ -73,9 +74,11 @@ static double worst_error(const pair_geom *g, const dpc_conv_desc *b, const floa
                     }
                     size_t q = (size_t)(((n * Ce + e) * H + h) * W + w);
                     t[q] = g->post_a == DPC_ACT_SUM ? a : ref_post(&g->post_a, 1, a, 0);
-                    mt[q] = mag;
+                    /* (a special the post-op turned into a bound: t exact) */
+                    mt[q] = isfinite(mag) || !isfinite(t[q]) ? mag : 0;
                 }
     double worst = 0;
+    long bad = 0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t e = 0; e < Ce; e++)
             for (int64_t oh = 0; oh < b->Ho; oh++)
@@ -93,11 +96,11 @@ static double worst_error(const pair_geom *g, const dpc_conv_desc *b, const floa
                         }
                     if (g->post_b != DPC_ACT_SUM)
                         a = ref_post(&g->post_b, 1, a, 0);
-                    double err = fabs(a - y[at8(n, e, oh, ow, Ce, b->Ho, b->Wo)]) / (mag + 1e-30);
+                    double err = ref_err(a, y[at8(n, e, oh, ow, Ce, b->Ho, b->Wo)], mag, &bad);
                     worst = err > worst ? err : worst;
                 }
     free(t), free(mt);
-    return worst;
+    return bad ? INFINITY : worst; /* (a NaN or infinity not PyTorch's) */
 }
 
 static void run_geom(const pair_geom *g) {
@@ -118,6 +121,8 @@ static void run_geom(const pair_geom *g) {
     uint64_t s = (uint64_t)(g->N * 131 + g->C * 17 + Ce * 7 + g->H * 3 + g->k);
     for (size_t i = 0; i < nx; i++)
         x[i] = val(&s);
+    for (int64_t n = 0; n < N; n++) /* (an image is nx / N floats of nChw8c) */
+        ref_put_special(x + (size_t)n * nx / (size_t)N, nx / (size_t)N, n, &s);
     for (int64_t i = 0; i < Ce * g->C; i++)
         wa[i] = 2 * val(&s) / sqrtf((float)g->C);
     for (int64_t i = 0; i < Ce * g->k * g->k; i++)
@@ -180,6 +185,19 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof gs / sizeof *gs; i++)
         run_geom(&gs[i]);
+    /* NaN, +inf, -inf in images 0, 1, 2 (ref_specials): each post-op on
+     * either conv, ReLU and ReLU6 applied as the kernel stores */
+    static const pair_geom sp[] = {
+        {4, 16, 24, 7, 7, 3, 1, 1, 1, true, true, 2, DPC_ACT_RELU, DPC_ACT_CLIP},
+        {4, 16, 24, 7, 7, 3, 2, 1, 1, true, true, 1, DPC_ACT_CLIP, DPC_ACT_RELU},
+        {4, 16, 24, 7, 7, 3, 1, 1, 1, true, false, 2, DPC_ACT_SWISH, DPC_ACT_HARDSWISH},
+        {4, 16, 24, 7, 7, 5, 1, 2, 2, false, true, 1, DPC_ACT_HARDSWISH, DPC_ACT_LOGISTIC},
+        {4, 16, 24, 7, 7, 3, 1, 1, 1, true, true, 2, DPC_ACT_LOGISTIC, DPC_ACT_SWISH},
+    };
+    ref_specials = true;
+    for (size_t i = 0; i < sizeof sp / sizeof *sp; i++)
+        run_geom(&sp[i]);
+    ref_specials = false;
 
     /* what it takes */
     const pair_geom base = gs[0];

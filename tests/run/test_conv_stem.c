@@ -8,7 +8,8 @@
  * output channels, widths of exactly 6 columns and of 6k + 1 (the last
  * block overlapping the one before, with a residual that must be added
  * once), asymmetric paddings and inputs wider than the conv reads, bias or
- * none, ReLU, clip, hardswish, SiLU, sigmoid, one and two threads; and which convs dpc_stem_fits
+ * none, ReLU, clip, hardswish, SiLU, sigmoid, one and two threads; each
+ * post-op on NaN and infinities (PyTorch's: relu(NaN) = NaN); and which convs dpc_stem_fits
  * takes. Built in every configuration (the sanitizer ones check its
  * memory accesses). SKIP (77) without AVX2. */
 #include "../check.h"
@@ -54,6 +55,8 @@ static void run_geom(const geom *g) {
     uint64_t s = (uint64_t)(N * 131 + C * 17 + Co * 7 + H * 3 + W + k);
     for (size_t i = 0; i < nx; i++)
         x[i] = val(&s);
+    for (int64_t n = 0; n < N; n++)
+        ref_put_special(x + n * C * H * W, (size_t)(C * H * W), n, &s);
     for (size_t i = 0; i < nw; i++)
         w[i] = val(&s) / (float)k;
     for (int64_t i = 0; i < Co; i++)
@@ -64,6 +67,7 @@ static void run_geom(const geom *g) {
     dpc_stem_weights(&d, w, u);
     dpc_stem_run(&d, N, x, u, g->bias ? b : NULL, y, scratch, g->threads);
     double worst = 0, scale = 0;
+    long bad = 0;
     for (int64_t n = 0; n < N; n++)
         for (int64_t o = 0; o < Co; o++)
             for (int64_t ho = 0; ho < Ho; ho++)
@@ -82,7 +86,7 @@ static void run_geom(const geom *g) {
                     int64_t q = (((n * (Co / 8) + o / 8) * Ho + ho) * Wo + wo) * 8 + o % 8;
                     a = ref_post(g->post, g->npost, a, res[q]);
                     /* float32 sums of up to C*k*k terms: a few ulps of the terms' magnitude */
-                    double e = fabs(a - y[q]) / (mag + fabs(res[q]) + 1e-30);
+                    double e = ref_err(a, y[q], mag + fabs(res[q]), &bad);
                     worst = e > worst ? e : worst;
                     scale = fabs(a) > scale ? fabs(a) : scale;
                 }
@@ -90,6 +94,8 @@ static void run_geom(const geom *g) {
           "the terms' magnitude (largest output %.3g)", (long long)N, (long long)C, (long long)Co, (long long)H,
           (long long)W, (long long)k, (long long)g->s, (long long)g->pt, (long long)g->pl, (long long)g->pb,
           (long long)g->pr, worst, scale);
+    CHECK(bad == 0, "N %lld C %lld Co %lld k %lld post %d: %ld outputs not PyTorch's NaN or infinity", (long long)N,
+          (long long)C, (long long)Co, (long long)k, g->npost ? (int)g->post[g->npost - 1] : -1, bad);
     free(x), free(w), free(b), free(y), free(res), free(u), free(scratch);
 }
 
@@ -116,6 +122,19 @@ int main(void) {
     };
     for (size_t i = 0; i < sizeof gs / sizeof *gs; i++)
         run_geom(&gs[i]);
+    /* NaN, +inf, -inf in images 0, 1, 2 (ref_specials): each post-op */
+    static const geom sp[] = {
+        {4, 3, 16, 12, 12, 3, 1, 1, 1, 1, 1, true, 1, 1, {DPC_ACT_RELU}},
+        {4, 3, 16, 12, 12, 3, 1, 1, 1, 1, 1, true, 2, 1, {DPC_ACT_CLIP}},
+        {4, 3, 16, 12, 12, 3, 2, 1, 1, 1, 1, true, 1, 1, {DPC_ACT_HARDSWISH}},
+        {4, 3, 16, 12, 12, 3, 1, 1, 1, 1, 1, false, 1, 1, {DPC_ACT_SWISH}},
+        {4, 3, 16, 12, 12, 3, 1, 1, 1, 1, 1, true, 2, 1, {DPC_ACT_LOGISTIC}},
+        {4, 3, 16, 12, 12, 3, 1, 1, 1, 1, 1, true, 1, 2, {DPC_ACT_SUM, DPC_ACT_RELU}},
+    };
+    ref_specials = true;
+    for (size_t i = 0; i < sizeof sp / sizeof *sp; i++)
+        run_geom(&sp[i]);
+    ref_specials = false;
 
     /* what it takes */
     geom base = {1, 3, 64, 224, 224, 11, 4, 2, 2, 2, 2, true, 1, 1, {DPC_ACT_RELU}};
