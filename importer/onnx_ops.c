@@ -360,11 +360,18 @@ static dpc_status op_range(imp *I, const Onnx__NodeProto *n) {
     return set_const(I, imp_out(I, n, 0), t, fl ? VK_FLOAT : VK_INT, NULL);
 }
 
+/* a * b for dims (>= 0), saturated: the products of an empty constant's
+ * other dims may pass int64 (its loops then run 0 times) */
+static int64_t sat_mul(int64_t a, int64_t b) {
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 /* strides of a shape */
 static void strides(const int64_t *shape, int r, int64_t *st) {
     int64_t s = 1;
     for (int i = r - 1; i >= 0; i--)
-        st[i] = s, s *= shape[i];
+        st[i] = s, s = sat_mul(s, shape[i]);
 }
 
 /* broadcasting source index of output linear index o */
@@ -410,26 +417,23 @@ static dpc_status op_gather(imp *I, const Onnx__NodeProto *n) {
             oshape[r++] = X->c->shape[i];
         int64_t outer = 1, inner = 1, ax = X->c->shape[axis];
         for (int i = 0; i < axis; i++)
-            outer *= X->c->shape[i];
+            outer = sat_mul(outer, X->c->shape[i]);
         for (int i = axis + 1; i < X->rank; i++)
-            inner *= X->c->shape[i];
+            inner = sat_mul(inner, X->c->shape[i]);
         dpc_tensor *t = imp_tensor(I, X->c->dtype, orank, oshape);
         if (!t)
             return DPC_ENOMEM;
-        int64_t total = outer * kn * inner;
+        int64_t total = dpc_tensor_numel(t); /* (outer * kn * inner may overflow when one is 0) */
+        for (int64_t j = 0; j < kn; j++)
+            if (I64(K)[j] < -ax || I64(K)[j] >= ax)
+                return imp_err(I, "index %lld out of range for a dim of %lld", (long long)I64(K)[j], (long long)ax);
         int *sym = X->csym ? dpc_calloc((size_t)(total ? total : 1), sizeof *sym) : NULL;
         if (X->csym && !sym)
             return imp_oom(I);
         size_t es = dpc_dtype_size(X->c->dtype);
-        for (int64_t o = 0; o < outer; o++)
+        for (int64_t o = 0; total && o < outer; o++) /* an empty result: no loop over a huge outer */
             for (int64_t j = 0; j < kn; j++) {
-                int64_t id = I64(K)[j];
-                if (id < 0)
-                    id += ax;
-                if (id < 0 || id >= ax) {
-                    dpc_free(sym);
-                    return imp_err(I, "index %lld out of range for a dim of %lld", (long long)I64(K)[j], (long long)ax);
-                }
+                int64_t id = I64(K)[j] < 0 ? I64(K)[j] + ax : I64(K)[j];
                 int64_t dst = (o * kn + j) * inner, src = (o * ax + id) * inner;
                 memcpy((char *)t->data + (size_t)dst * es, (char *)X->c->data + (size_t)src * es, (size_t)inner * es);
                 if (sym)
@@ -630,16 +634,17 @@ static dpc_status op_concat(imp *I, const Onnx__NodeProto *n) {
             return imp_oom(I);
         int64_t outer = 1;
         for (int k = 0; k < axis; k++)
-            outer *= shape[k];
+            outer = sat_mul(outer, shape[k]);
         size_t es = dpc_dtype_size(t->dtype);
         int64_t pos = 0;
-        for (int64_t o = 0; o < outer; o++)
+        for (size_t i = 0; i < n->n_input; i++)
+            if (V(imp_in(I, n, i))->c->dtype != t->dtype) {
+                dpc_free(sym);
+                return imp_err(I, "inputs of different types");
+            }
+        for (int64_t o = 0; total && o < outer; o++) /* an empty result: no loop over a huge outer */
             for (size_t i = 0; i < n->n_input; i++) {
                 ival *X = V(imp_in(I, n, i));
-                if (X->c->dtype != t->dtype) {
-                    dpc_free(sym);
-                    return imp_err(I, "inputs of different types");
-                }
                 int64_t chunk = dpc_tensor_numel(X->c) / (outer ? outer : 1);
                 memcpy((char *)t->data + (size_t)pos * es, (char *)X->c->data + (size_t)(o * chunk) * es,
                        (size_t)chunk * es);
@@ -2151,7 +2156,7 @@ static dpc_status slice_symbolic(imp *I, const Onnx__NodeProto *n, int x, const 
                 ex = imp_printf(I, "unsqueeze(%s, %d)", ex, a);
     } else if (mask2 && X->kind != VK_INT) {
         int64_t R = X->c->shape[X->rank - 2], C = X->c->shape[X->rank - 1];
-        for (int64_t i = 0; i < R; i++)
+        for (int64_t i = 0; C && i < R; i++) /* (C == 0: an empty constant, no rows to look at) */
             for (int64_t j = 0; j < C; j++) {
                 double v = X->c->dtype == DPC_F32 ? F32(X)[i * C + j] : (double)I64(X)[i * C + j];
                 if (v != (j <= i ? 1.0 : 0.0))

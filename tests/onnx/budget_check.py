@@ -15,7 +15,9 @@ answer), within a bounded time and peak memory.
               Concat, Where, Expand, ConstantOfShape and Range nodes adding
               up, copies (Unsqueeze) adding up: refused by node, before
               allocating; of four 2^26-element int64 ConstantOfShape nodes
-              (2 GiB before) the second is refused, under 768 MiB
+              (2 GiB before) the second is refused, under 768 MiB; Concat
+              and Gather of an empty [2^40, 1, 0] constant import at once
+              (they looped over its 2^40 outer rows)
   free        four unused 64 MiB constants: each freed when made, so the
               peak stays near one
   int8        a 64 MiB INT8 initializer no node reads: not widened to int64
@@ -294,6 +296,12 @@ def check_fold(c):
     if len(m.SerializeToString()) > 400:
         c.fail("fold_four", "the model is not small")
     c.refused("fold_four", m, "k1", ["folds at most"], max_rss=768)
+    # empty constants of a huge dim: the result is empty, so no loop over 2^40 outer rows
+    e = helper.make_tensor("e", TensorProto.FLOAT, [2**40, 1, 0], vals=b"", raw=True)
+    for op, kw in [("Concat", {"axis": 2}), ("Gather", {"axis": 1})]:
+        ins = ["e", "e"] if op == "Concat" else ["e", "i0"]
+        c.imported(f"fold_empty_{op}", relu_model([helper.make_node(op, ins, ["c"], name="op", **kw)],
+                                                  [e, i64("i0", [0])]), timeout=60, max_secs=10)
 
 
 def check_free(c):
