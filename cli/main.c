@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <sys/wait.h>
@@ -980,28 +981,42 @@ done:
     return rc;
 }
 
+/* Writes all of b to fd; false on an error. */
+static bool write_all(int fd, const dpc_buf *b) {
+    for (size_t off = 0; off < b->len;) {
+        ssize_t w = write(fd, b->data + off, b->len - off);
+        if (w < 0 && errno != EINTR)
+            return false;
+        off += w > 0 ? (size_t)w : 0;
+    }
+    return true;
+}
+
 /* Graphviz's `dot -Tsvg` on the text in dot: its standard output read into
  * svg, so that the SVG is written like every other output (no shell, no
- * temporary name next to the output). Its stderr is the user's. */
+ * temporary name next to the output). Its standard input is an anonymous
+ * in-memory file holding the text: no name on disk that a signal could
+ * leave behind, and no pipe to keep full while reading the other. Its
+ * stderr is the user's. */
 static dpc_status render_svg(const dpc_buf *dot, dpc_buf *svg, dpc_err *e) {
-    char in[] = "/tmp/dpc-graph-XXXXXX";
-    int fd = mkstemp(in), p[2] = {-1, -1};
-    bool ok = fd >= 0 && write(fd, dot->data, dot->len) == (ssize_t)dot->len;
-    if (fd >= 0)
-        close(fd);
+    int fd = memfd_create("dpc-graph", MFD_CLOEXEC), p[2] = {-1, -1};
+    bool ok = fd >= 0 && write_all(fd, dot) && lseek(fd, 0, SEEK_SET) == 0;
     if (!ok || pipe2(p, O_CLOEXEC) != 0) {
-        dpc_errf(e, DPC_EIO, "cannot write a temporary file for Graphviz: %s", strerror(errno));
+        ok = false;
+        dpc_errf(e, DPC_EIO, "cannot hold the graph for Graphviz: %s", strerror(errno));
         goto out;
     }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd, 0);
     posix_spawn_file_actions_adddup2(&fa, p[1], 1);
-    char *argv[] = {"dot", "-Tsvg", in, NULL};
+    char *argv[] = {"dot", "-Tsvg", NULL};
     pid_t pid;
     int rc = posix_spawnp(&pid, "dot", &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     close(p[1]);
     if (rc != 0) {
+        ok = false;
         dpc_errf(e, DPC_EIO, "cannot run Graphviz 'dot' (is graphviz installed?): %s", strerror(rc));
         goto out;
     }
@@ -1021,7 +1036,7 @@ out:
     if (p[0] >= 0)
         close(p[0]);
     if (fd >= 0)
-        unlink(in);
+        close(fd);
     return ok ? DPC_OK : e->code;
 }
 

@@ -113,6 +113,21 @@ def case_graph_planted_tmp(d, model):
     rm(out + '.tmp')
 
 
+def case_graph_no_dot(d, model):
+    """Without Graphviz, `graph -o F.svg` used to exit 0 (render_svg returned
+    success after failing to start dot) and print nothing useful; and its
+    input went through a fixed /tmp/dpc-graph-* name. Now: exit 1, a clean
+    message, no F.svg, and nothing left in TMPDIR by either run."""
+    out, tmp = os.path.join(d, 'nodot.svg'), os.path.join(d, 'graph_tmp')
+    os.mkdir(tmp)
+    env = dict(os.environ, PATH=os.path.join(d, 'empty-path'), TMPDIR=tmp)
+    r = subprocess.run([dpc, 'graph', model, '-o', out], capture_output=True, text=True, env=env)
+    ok = clean_error(r) and 'Graphviz' in r.stderr and content(out) is None and not os.listdir(tmp)
+    report('graph_without_dot', ok, 'rc=%d %s' % (r.returncode, r.stderr.strip()[:200]))
+    rm(out)
+    os.rmdir(tmp)
+
+
 def case_run_planted_tmp(d, model, w, x):
     """`run` used to write OUT.tmp.<pid> with O_CREAT|O_TRUNC: a symlink planted
     at the name followed. The pid is known when dpc is exec'ed by a shell
@@ -340,6 +355,7 @@ def main():
                 subprocess.run(['umount', mnt])
         else:
             case_graph_planted_tmp(d, model)
+            case_graph_no_dot(d, model)
             case_run_planted_tmp(d, model, w, x)
             case_second_output_fails(d, model, w, x)
             case_symlink_output(d, model, w, x)
