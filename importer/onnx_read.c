@@ -368,24 +368,34 @@ static dpc_status external(const Onnx__TensorProto *t, const char *dir, const ch
             char *end;
             errno = 0;
             long long x = strtoll(v, &end, 10);
-            if (errno || end == v || *end || x < 0)
-                return dpc_errf(e, DPC_EUSER, "%s: external_data %s '%.64s' is not a non-negative integer", what, k, v);
+            if (errno || end == v || *end || x < 0) {
+                char qv[80];
+                dpc_quote(v, strlen(v), qv, sizeof qv);
+                return dpc_errf(e, DPC_EUSER, "%s: external_data %s '%s' is not a non-negative integer", what, k, qv);
+            }
             if (k[0] == 'o')
                 off = x;
             else
                 len = x;
-        } else if (strcmp(k, "checksum") != 0)
-            return dpc_errf(e, DPC_EUSER, "%s: unknown external_data key '%.64s'", what, k);
+        } else if (strcmp(k, "checksum") != 0) {
+            char qk[80];
+            dpc_quote(k, strlen(k), qk, sizeof qk);
+            return dpc_errf(e, DPC_EUSER, "%s: unknown external_data key '%s'", what, qk);
+        }
     }
     if (!loc || !*loc)
         return dpc_errf(e, DPC_EUSER, "%s: external data without a location", what);
+    /* the location as messages show it: the file's bytes, escaped (a newline
+     * in it must not break the one-line message) */
+    char qloc[80];
+    dpc_quote(loc, strlen(loc), qloc, sizeof qloc);
     if (loc[0] == '/' || strchr(loc, '\\'))
-        return dpc_errf(e, DPC_EUSER, "%s: external data location '%.200s' must be a relative path inside the model's directory", what, loc);
+        return dpc_errf(e, DPC_EUSER, "%s: external data location '%s' must be a relative path inside the model's directory", what, qloc);
     for (const char *p = loc; *p;) {
         const char *q = strchr(p, '/');
         size_t n = q ? (size_t)(q - p) : strlen(p);
         if ((n == 2 && p[0] == '.' && p[1] == '.') || n == 0)
-            return dpc_errf(e, DPC_EUSER, "%s: external data location '%.200s' leaves the model's directory", what, loc);
+            return dpc_errf(e, DPC_EUSER, "%s: external data location '%s' leaves the model's directory", what, qloc);
         p += n + (q ? 1 : 0);
     }
     if (len >= 0 && (uint64_t)len != want)
@@ -395,20 +405,20 @@ static dpc_status external(const Onnx__TensorProto *t, const char *dir, const ch
     if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, loc) >= sizeof path)
         return dpc_errf(e, DPC_EUSER, "%s: external data path too long", what);
     if (!realpath(dir, rdir) || !realpath(path, rpath))
-        return dpc_errf(e, DPC_EUSER, "%s: external data file '%.200s': %s", what, loc, strerror(errno));
+        return dpc_errf(e, DPC_EUSER, "%s: external data file '%s': %s", what, qloc, strerror(errno));
     size_t dl = strlen(rdir);
     if (strncmp(rpath, rdir, dl) != 0 || (rpath[dl] != '/' && strcmp(rdir, "/") != 0))
-        return dpc_errf(e, DPC_EUSER, "%s: external data file '%.200s' resolves outside the model's directory", what, loc);
+        return dpc_errf(e, DPC_EUSER, "%s: external data file '%s' resolves outside the model's directory", what, qloc);
     /* never a FIFO's blocking open (one inside the directory, or a link to
      * one): dpc_open_regular opens without blocking, then refuses it */
     int fd;
     uint64_t size;
     if (dpc_open_regular(rpath, O_NOFOLLOW, &fd, &size, NULL) != DPC_OK)
-        return dpc_errf(e, DPC_EUSER, "%s: external data '%.200s' is not a readable regular file", what, loc);
+        return dpc_errf(e, DPC_EUSER, "%s: external data '%s' is not a readable regular file", what, qloc);
     if ((uint64_t)off > size || size - (uint64_t)off < want) {
         close(fd);
-        return dpc_errf(e, DPC_EUSER, "%s: external data '%.200s' holds %llu bytes, fewer than offset %lld + %zu", what,
-                        loc, (unsigned long long)size, (long long)off, want);
+        return dpc_errf(e, DPC_EUSER, "%s: external data '%s' holds %llu bytes, fewer than offset %lld + %zu", what,
+                        qloc, (unsigned long long)size, (long long)off, want);
     }
     uint8_t *b = dpc_malloc(want ? want : 1);
     if (!b) {
@@ -421,7 +431,7 @@ static dpc_status external(const Onnx__TensorProto *t, const char *dir, const ch
         if (r <= 0) {
             close(fd);
             dpc_free(b);
-            return dpc_errf(e, DPC_EIO, "%s: cannot read external data '%.200s'", what, loc);
+            return dpc_errf(e, DPC_EIO, "%s: cannot read external data '%s'", what, qloc);
         }
         got += (size_t)r;
     }
