@@ -41,7 +41,7 @@ asan_tests=(
   '^onnx_mha$'
   'replay_onnx|^onnx_cli$|^onnx_ops$|^onnx_opsets$|^onnx_malformed$'
   '^run_tensor_members$'
-  '^onnx_arity$'
+  '^onnx_(arity|budget|files)$'
 )
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:protect_shadow_gap=0 \
   ctest --test-dir build-asan -j"$jobs" --output-on-failure -R "$(IFS='|'; echo "${asan_tests[*]}")"
