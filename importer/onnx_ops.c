@@ -2339,10 +2339,11 @@ static dpc_status op_split(imp *I, const Onnx__NodeProto *n) {
             sz[i] = dim / k;
         ns = k;
     }
-    int64_t tot = 0;
+    int64_t tot = 0; /* sizes are checked one by one: their sum must not wrap */
+    bool bad = false;
     for (int i = 0; i < ns; i++)
-        tot += sz[i] < 0 ? -1000000000 : sz[i];
-    if (ns != k || tot != dim)
+        bad = bad || sz[i] < 0 || __builtin_add_overflow(tot, sz[i], &tot);
+    if (bad || ns != k || tot != dim)
         return imp_err(I, "split sizes do not sum to the dim");
     if (X->c)
         return imp_err(I, "a split of a constant is not supported");

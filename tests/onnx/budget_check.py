@@ -383,6 +383,15 @@ def check_ints(c):
                      ("Abs", [I64_MIN], None), ("Pow", [2], [63]), ("Div", [7], [0]), ("Div", [I64_MIN], [-1])]:
         c.refused(f"int_{op}_{a[0]}", int_fold_model(op, a, b), "op", ["overflows int64"])
     c.refused("int_range_span", range_span_model(), "range", ["overflows int64"])
+    # Split's sizes whose sum wraps (signed overflow: UBSan aborted)
+    for name, sizes, opset, words in [("split_sum_wraps", [I64_MAX, I64_MAX, 6], 13, ["do not sum"])]:
+        ins = ["x"] + (["sp"] if opset >= 13 else [])
+        kw = {} if opset >= 13 else {"split": sizes}
+        outs = ["o%d" % i for i in range(3)]
+        m = model_of([helper.make_node("Split", ins, outs, name="split", axis=1, **kw)],
+                     [vi("x", ["N", 4])], [vi(o, ["N", 1]) for o in outs],
+                     [i64("sp", sizes)] if opset >= 13 else [], opset)
+        c.refused(name, m, "split", words)
     # exact: Range(2^63 - 101, 0, -2^62) = [2^63 - 101, 2^62 - 101]; (2^53 + 1) - 2^53 = 1;
     # an INT8 initializer read by a node, converted then
     s = I64_MAX - 100
