@@ -181,25 +181,6 @@ static void bin_elems(const unsigned char *src, int dt, bool want_f32, void *dst
 
 /* -------------------------------------------------------------- shapes */
 
-/* "[N, 784]" for a signature shape ("S" for a run-time dim, "2N" for -2). */
-static void sig_shape_str(const srv_input *t, char *out, size_t n) {
-    size_t l = (size_t)snprintf(out, n, "[");
-    for (int d = 0; d < t->rank && l < n; d++) {
-        const char *sep = d ? ", " : "";
-        int64_t v = t->shape[d];
-        if (v > 0)
-            l += (size_t)snprintf(out + l, n - l, "%s%lld", sep, (long long)v);
-        else if (v == 0)
-            l += (size_t)snprintf(out + l, n - l, "%s%s", sep, t->rtdim[d] ? t->rtdim[d] : "?");
-        else if (v == -1)
-            l += (size_t)snprintf(out + l, n - l, "%sN", sep);
-        else
-            l += (size_t)snprintf(out + l, n - l, "%s%lldN", sep, (long long)-v);
-    }
-    if (l < n)
-        snprintf(out + l, n - l, "]");
-}
-
 /* Whether dims fit forward's shape for the input (the batcher's rule:
  * fixed dims equal, batch dims whole multiples of one row count). */
 static bool fits_signature(const srv_input *si, const int64_t *dims, int rank) {
@@ -245,7 +226,7 @@ static bool read_shape(const srv_sig *sig, const srv_input *si, const cJSON *sha
     }
     if (!fits_signature(si, dims, *rank)) {
         char want[256], got[256];
-        sig_shape_str(si, want, sizeof want);
+        dpc_sig_shape_str(si->rank, si->shape, si->rtdim, want, sizeof want);
         dpc_shape_str(*rank, dims, got, sizeof got);
         snprintf(err, errn, "input '%s' must have shape %s, got %s", si->name, want, got);
         return false;

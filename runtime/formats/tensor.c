@@ -76,6 +76,24 @@ void dpc_shape_str(int rank, const int64_t *shape, char *out, size_t n) {
     }
 }
 
+void dpc_sig_shape_str(int rank, const int64_t *shape, const char *const *rtdim, char *out, size_t n) {
+    size_t l = (size_t)snprintf(out, n, "[");
+    for (int d = 0; d < rank && l < n; d++) {
+        const char *sep = d ? ", " : "";
+        int64_t v = shape[d];
+        if (v > 0)
+            l += (size_t)snprintf(out + l, n - l, "%s%lld", sep, (long long)v);
+        else if (v == 0)
+            l += (size_t)snprintf(out + l, n - l, "%s%s", sep, rtdim && rtdim[d] ? rtdim[d] : "?");
+        else if (v == -1)
+            l += (size_t)snprintf(out + l, n - l, "%sN", sep);
+        else
+            l += (size_t)snprintf(out + l, n - l, "%s%lldN", sep, (long long)-v);
+    }
+    if (l < n)
+        snprintf(out + l, n - l, "]");
+}
+
 /* Length of the valid UTF-8 sequence at p (at most n bytes), or 0 if the
  * bytes there are not one (overlong, surrogate, > U+10FFFF, truncated). */
 size_t dpc_utf8_seq(const unsigned char *p, size_t n) {

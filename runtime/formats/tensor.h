@@ -70,6 +70,10 @@ void dpc_f32_widen(const uint16_t *src, float *dst, size_t n, dpc_dtype dt);
 
 /* "[2, 3]", "[]" for rank 0; truncated with "..." if n is too small. */
 void dpc_shape_str(int rank, const int64_t *shape, char *out, size_t n);
+/* A program signature's shape as messages show it: "[N, 784]", "[2N, S]"
+ * (a dim > 0 fixed, -1 the batch N, -k k times it, 0 the run-time dim named
+ * rtdim[d], "?" when rtdim or its entry is NULL). Cut to fit n. */
+void dpc_sig_shape_str(int rank, const int64_t *shape, const char *const *rtdim, char *out, size_t n);
 
 /* A name from a file, made safe for a one-line message: control bytes and
  * quotes escaped (\n, \x01), cut after about 60 bytes with "...". */

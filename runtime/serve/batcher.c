@@ -115,25 +115,13 @@ static dpc_status failmsg(dpc_status s, const char *fmt, ...) {
     return s;
 }
 
-/* "[N, 4]" for a signature shape ("S" for a run-time dim, "2N" for -2). */
+/* "[N, 4]" for input i's signature shape (dpc_sig_shape_str). */
 static void sig_shape_str(const dpc_batcher *b, int i, char *out, size_t n) {
     const sig_input *t = &b->in[i];
-    size_t l = (size_t)snprintf(out, n, "[");
-    for (int d = 0; d < t->rank && l < n; d++) {
-        const char *sep = d ? ", " : "";
-        int64_t v = t->shape[d];
-        if (v > 0)
-            l += (size_t)snprintf(out + l, n - l, "%s%lld", sep, (long long)v);
-        else if (v == 0) {
-            const char *rt = dpc_program_input_rtdim(b->p, i, d);
-            l += (size_t)snprintf(out + l, n - l, "%s%s", sep, rt ? rt : "?");
-        } else if (v == -1)
-            l += (size_t)snprintf(out + l, n - l, "%sN", sep);
-        else
-            l += (size_t)snprintf(out + l, n - l, "%s%lldN", sep, (long long)-v);
-    }
-    if (l < n)
-        snprintf(out + l, n - l, "]");
+    const char *rt[DPC_MAX_RANK] = {0};
+    for (int d = 0; d < t->rank && d < DPC_MAX_RANK; d++)
+        rt[d] = t->shape[d] == 0 ? dpc_program_input_rtdim(b->p, i, d) : NULL;
+    dpc_sig_shape_str(t->rank, t->shape, rt, out, n);
 }
 
 /* ------------------------------------------------------------ requests */
