@@ -4,7 +4,7 @@
  *     test_emu_cuda [--skip-frontend-errors] MODEL.dp...
  *
  * For each model: the CUDA source of dpc_cuda_program is compiled as C++
- * for the CPU with cuda_emu.h (real threads per block, barriers for warp
+ * for the CPU with cuda_emu.h (a fiber per thread of a block, barriers for warp
  * shuffles and __syncthreads) into a shared object; the launch plan is then
  * run exactly as backend_cuda.c runs it (dpc_cu_blocks, dpc_cu_gemm_expand,
  * the memory plan of memplan.c with inputs and outputs in the arena), with
