@@ -33,7 +33,6 @@
 #include "memplan.h"
 #include "nvrtc_compile.h"
 
-#include <nvrtc.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,19 +79,6 @@ const char *dpc_cub_kname(const cuda_backend *cb, int k) {
 /* ---------------------------------------------------------- compiling */
 
 static const char *const NVRTC_OPTS[] = {"-lineinfo"};
-
-static int newest_nvrtc_arch(int at_most) {
-    int n = 0, best = 0;
-    if (nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || n > 256)
-        return 0;
-    int archs[256];
-    if (nvrtcGetSupportedArchs(archs) != NVRTC_SUCCESS)
-        return 0;
-    for (int i = 0; i < n; i++)
-        if (archs[i] <= at_most && archs[i] > best)
-            best = archs[i];
-    return best;
-}
 
 dpc_status dpc_cuda_compile_image(const char *src, const char *model_name, const char *arch, dpc_buf *image,
                                   bool *hit, dpc_err *e) {
@@ -224,7 +210,7 @@ static dpc_status load_module(cuda_backend *cb, cu_dev *d, dpc_err *e) {
     }
     if (!fallback)
         return s;
-    int cc = d->info.cc_major * 10 + d->info.cc_minor, ptx = newest_nvrtc_arch(cc);
+    int cc = d->info.cc_major * 10 + d->info.cc_minor, ptx = dpc_nvrtc_newest_arch(cc);
     if (ptx == 0) {
         dpc_err_prefix(e, "no NVRTC target for %s (compute capability %d.%d): ", d->info.name, d->info.cc_major,
                        d->info.cc_minor);

@@ -1,11 +1,100 @@
-/* cublaslt.c - GEMM + epilogue through cuBLASLt (see cublaslt.h). */
+/* cublaslt.c - cuBLASLt loaded on first use; GEMM + epilogue through it
+ * (see cublaslt.h). */
 #include "cublaslt.h"
 #include "cuda_driver.h"
 #include "faults.h"
 
 #include <cublasLt.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+
+/* The library, not linked (see dpc_dlopen_toolkit): the full path CMake
+ * found, else the soname on the loader's path. */
+#ifndef DPC_CUBLASLT_LIBRARY_FILE
+#define DPC_CUBLASLT_LIBRARY_FILE ""
+#endif
+#ifndef DPC_CUBLASLT_SONAME
+#define DPC_CUBLASLT_SONAME "libcublasLt.so.13"
+#endif
+
+/* ---- cuBLASLt, loaded once ---- */
+
+#define DPC_LT_FUNCS(X)                                                                            \
+    X(cublasLtCreate)                                                                              \
+    X(cublasLtDestroy)                                                                             \
+    X(cublasLtGetVersion)                                                                          \
+    X(cublasLtMatmul)                                                                              \
+    X(cublasLtMatmulAlgoGetHeuristic)                                                              \
+    X(cublasLtMatmulDescCreate)                                                                    \
+    X(cublasLtMatmulDescDestroy)                                                                   \
+    X(cublasLtMatmulDescSetAttribute)                                                              \
+    X(cublasLtMatmulPreferenceCreate)                                                              \
+    X(cublasLtMatmulPreferenceDestroy)                                                             \
+    X(cublasLtMatmulPreferenceSetAttribute)                                                        \
+    X(cublasLtMatrixLayoutCreate)                                                                  \
+    X(cublasLtMatrixLayoutDestroy)                                                                 \
+    X(cublasLtMatrixLayoutSetAttribute)
+
+typedef struct lt_api {
+#define DPC_LT_FIELD_(name) __typeof__(&name) name;
+    DPC_LT_FUNCS(DPC_LT_FIELD_)
+#undef DPC_LT_FIELD_
+} lt_api;
+
+static pthread_once_t g_lt_once = PTHREAD_ONCE_INIT;
+static lt_api g_lt;
+static atomic_bool g_lt_ready;
+static char g_lt_msg[DPC_ERR_MSG];
+
+static void lt_load_once(void) {
+    void *lib = dpc_dlopen_toolkit("cuBLASLt", "DPC_CUBLASLT_LIBRARY", DPC_CUBLASLT_LIBRARY_FILE,
+                                   DPC_CUBLASLT_SONAME, g_lt_msg, sizeof g_lt_msg);
+    if (!lib)
+        return;
+#define DPC_LT_RESOLVE_(name)                                                                      \
+    {                                                                                              \
+        void *p_ = dlsym(lib, #name);                                                              \
+        if (!p_) {                                                                                 \
+            snprintf(g_lt_msg, sizeof g_lt_msg,                                                    \
+                     "cuBLASLt %s lacks %s (set DPC_CUBLASLT_LIBRARY to a libcublasLt)", DPC_CUBLASLT_SONAME, #name); \
+            return;                                                                                \
+        }                                                                                          \
+        memcpy(&g_lt.name, &p_, sizeof p_);                                                        \
+    }
+    DPC_LT_FUNCS(DPC_LT_RESOLVE_)
+#undef DPC_LT_RESOLVE_
+    atomic_store_explicit(&g_lt_ready, true, memory_order_release);
+}
+
+/* Loads cuBLASLt once; DPC_EDEVICE naming the library and
+ * DPC_CUBLASLT_LIBRARY when it cannot be loaded. */
+static dpc_status lt_load(dpc_err *e) {
+    pthread_once(&g_lt_once, lt_load_once);
+    if (!atomic_load_explicit(&g_lt_ready, memory_order_acquire))
+        return dpc_errf(e, DPC_EDEVICE, "%s", g_lt_msg);
+    return DPC_OK;
+}
+
+/* From here on a cuBLASLt name calls through the table (loaded by
+ * dpc_lt_create before any handle exists), while the LT() macro below still
+ * names the call as written ("cublasLtMatmul failed: ..."). */
+#define cublasLtCreate g_lt.cublasLtCreate
+#define cublasLtDestroy g_lt.cublasLtDestroy
+#define cublasLtGetVersion g_lt.cublasLtGetVersion
+#define cublasLtMatmul g_lt.cublasLtMatmul
+#define cublasLtMatmulAlgoGetHeuristic g_lt.cublasLtMatmulAlgoGetHeuristic
+#define cublasLtMatmulDescCreate g_lt.cublasLtMatmulDescCreate
+#define cublasLtMatmulDescDestroy g_lt.cublasLtMatmulDescDestroy
+#define cublasLtMatmulDescSetAttribute g_lt.cublasLtMatmulDescSetAttribute
+#define cublasLtMatmulPreferenceCreate g_lt.cublasLtMatmulPreferenceCreate
+#define cublasLtMatmulPreferenceDestroy g_lt.cublasLtMatmulPreferenceDestroy
+#define cublasLtMatmulPreferenceSetAttribute g_lt.cublasLtMatmulPreferenceSetAttribute
+#define cublasLtMatrixLayoutCreate g_lt.cublasLtMatrixLayoutCreate
+#define cublasLtMatrixLayoutDestroy g_lt.cublasLtMatrixLayoutDestroy
+#define cublasLtMatrixLayoutSetAttribute g_lt.cublasLtMatrixLayoutSetAttribute
 
 #define WORKSPACE_BYTES ((size_t)32 << 20) /* NVIDIA's advice for Hopper */
 #define PLAN_CACHE 64
@@ -51,7 +140,7 @@ const char *dpc_lt_status_name(int status) {
     return "CUBLAS_STATUS_UNKNOWN";
 }
 
-size_t dpc_lt_version(void) { return cublasLtGetVersion(); }
+size_t dpc_lt_version(void) { return lt_load(NULL) == DPC_OK ? cublasLtGetVersion() : 0; }
 
 static const char *dtype_name(dpc_lt_dtype t) {
     switch (t) {
@@ -88,6 +177,8 @@ static dpc_status lt_fail(cublasStatus_t st, const char *call, const dpc_lt_gemm
 dpc_status dpc_lt_create(dpc_lt **out, void *stream, dpc_err *e) {
     *out = NULL;
     dpc_status s = dpc_cuda_load(e);
+    if (s == DPC_OK)
+        s = lt_load(e);
     if (s != DPC_OK)
         return s;
     dpc_lt *lt = dpc_calloc(1, sizeof *lt);

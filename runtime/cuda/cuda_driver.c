@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DPC_STR_(x) #x
 #define DPC_XSTR_(x) DPC_STR_(x)
@@ -76,6 +77,16 @@ void *dpc_dlopen_env(const char *env, const char *dflt, const char **path, const
         if (!*why)
             *why = "dlopen failed";
     }
+    return lib;
+}
+
+void *dpc_dlopen_toolkit(const char *what, const char *env, const char *file, const char *soname,
+                         char *msg, size_t n) {
+    const char *e = getenv(env), *path, *why;
+    const char *dflt = (!e || !*e) && file && *file && access(file, F_OK) == 0 ? file : soname;
+    void *lib = dpc_dlopen_env(env, dflt, &path, &why);
+    if (!lib)
+        snprintf(msg, n, "%s could not be loaded (%s): %s (set %s to its path)", what, path, why, env);
     return lib;
 }
 

@@ -93,6 +93,15 @@ dpc_status dpc_cuda_load(dpc_err *e);
  * with dlerror's reason in *why. */
 void *dpc_dlopen_env(const char *env, const char *dflt, const char **path, const char **why);
 
+/* A CUDA toolkit library dpc uses but does not link (NVRTC, cuBLASLt: linking
+ * them cost every dpc command 0.2 s and 250 MB before main), dlopen'ed on
+ * first use: $env if set, else file (the full path CMake found, as the
+ * toolkit may be off the loader's path) when it exists, else soname. NULL on
+ * failure, with msg (capacity n) saying "<what> could not be loaded
+ * (<path>): <dlerror> (set <env> to its path)"; never closed. */
+void *dpc_dlopen_toolkit(const char *what, const char *env, const char *file, const char *soname,
+                         char *msg, size_t n);
+
 /* The entry points; NULL unless dpc_cuda_load succeeded. */
 const dpc_cuda_api *dpc_cuda(void);
 

@@ -1,31 +1,133 @@
-/* nvrtc_compile.c - NVRTC compilation of generated kernels, the error message
- * built from its log, and the cached variant on top of kcache. */
+/* nvrtc_compile.c - NVRTC loaded on first use, compilation of generated
+ * kernels, the error message built from its log, and the cached variant on
+ * top of kcache. */
 #include "nvrtc_compile.h"
+#include "cuda_driver.h" /* dpc_dlopen_toolkit */
 #include "kcache.h"
 
+#include <dlfcn.h>
 #include <nvrtc.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef DPC_CUDA_INCLUDE
 #define DPC_CUDA_INCLUDE "/usr/local/cuda/include"
 #endif
 
+/* The library, not linked (see dpc_dlopen_toolkit): the full path CMake
+ * found, else the soname on the loader's path. */
+#ifndef DPC_NVRTC_LIBRARY_FILE
+#define DPC_NVRTC_LIBRARY_FILE ""
+#endif
+#ifndef DPC_NVRTC_SONAME
+#define DPC_NVRTC_SONAME "libnvrtc.so.13"
+#endif
+
 #define MAX_INCLUDE_DIRS 4
 #define MAX_OPTS 64
 
+/* ---- NVRTC, loaded once ---- */
+
+#define DPC_NVRTC_FUNCS(X)                                                                         \
+    X(nvrtcCompileProgram)                                                                         \
+    X(nvrtcCreateProgram)                                                                          \
+    X(nvrtcDestroyProgram)                                                                         \
+    X(nvrtcGetCUBIN)                                                                               \
+    X(nvrtcGetCUBINSize)                                                                           \
+    X(nvrtcGetErrorString)                                                                         \
+    X(nvrtcGetNumSupportedArchs)                                                                   \
+    X(nvrtcGetPTX)                                                                                 \
+    X(nvrtcGetPTXSize)                                                                             \
+    X(nvrtcGetProgramLog)                                                                          \
+    X(nvrtcGetProgramLogSize)                                                                      \
+    X(nvrtcGetSupportedArchs)                                                                      \
+    X(nvrtcVersion)
+
+typedef struct nvrtc_api {
+#define DPC_NVRTC_FIELD_(name) __typeof__(&name) name;
+    DPC_NVRTC_FUNCS(DPC_NVRTC_FIELD_)
+#undef DPC_NVRTC_FIELD_
+} nvrtc_api;
+
+static pthread_once_t g_nv_once = PTHREAD_ONCE_INIT;
+static nvrtc_api g_nv;
+static _Atomic(const nvrtc_api *) g_nv_ready; /* &g_nv once loaded */
+static char g_nv_msg[DPC_ERR_MSG];
+
+/* NVRTC dlopens libnvrtc-builtins.so.X.Y by soname when it compiles, which
+ * the loader finds only on its path; when NVRTC came from a directory off it
+ * (the toolkit's lib/), load the builtins beside it first, so NVRTC's
+ * dlopen finds them already loaded. A failure is left for NVRTC to report. */
+static void preload_builtins(void *lib) {
+    char dir[4096], path[4200];
+    int major = 0, minor = 0;
+    if (dlinfo(lib, RTLD_DI_ORIGIN, dir) != 0 || g_nv.nvrtcVersion(&major, &minor) != NVRTC_SUCCESS)
+        return;
+    snprintf(path, sizeof path, "%s/libnvrtc-builtins.so.%d.%d", dir, major, minor);
+    if (access(path, F_OK) == 0)
+        (void)dlopen(path, RTLD_NOW | RTLD_LOCAL); /* for the life of the process, like NVRTC */
+}
+
+static void nvrtc_load_once(void) {
+    void *lib = dpc_dlopen_toolkit("NVRTC", "DPC_NVRTC_LIBRARY", DPC_NVRTC_LIBRARY_FILE, DPC_NVRTC_SONAME,
+                                   g_nv_msg, sizeof g_nv_msg);
+    if (!lib)
+        return;
+#define DPC_NVRTC_RESOLVE_(name)                                                                   \
+    {                                                                                              \
+        void *p_ = dlsym(lib, #name);                                                              \
+        if (!p_) {                                                                                 \
+            snprintf(g_nv_msg, sizeof g_nv_msg, "NVRTC %s lacks %s (set DPC_NVRTC_LIBRARY to a libnvrtc)",   \
+                     DPC_NVRTC_SONAME, #name);                                                     \
+            return;                                                                                \
+        }                                                                                          \
+        memcpy(&g_nv.name, &p_, sizeof p_);                                                        \
+    }
+    DPC_NVRTC_FUNCS(DPC_NVRTC_RESOLVE_)
+#undef DPC_NVRTC_RESOLVE_
+    preload_builtins(lib);
+    atomic_store_explicit(&g_nv_ready, &g_nv, memory_order_release);
+}
+
+/* The table, loading it on first use; NULL if NVRTC cannot be loaded. */
+static const nvrtc_api *nvrtc(void) {
+    pthread_once(&g_nv_once, nvrtc_load_once);
+    return atomic_load_explicit(&g_nv_ready, memory_order_acquire);
+}
+
+dpc_status dpc_nvrtc_load(dpc_err *e) {
+    return nvrtc() ? DPC_OK : dpc_errf(e, DPC_EDEVICE, "%s", g_nv_msg);
+}
+
 const char *dpc_nvrtc_result_name(int result) {
     /* nvrtcGetErrorString returns the enumerator's name ("NVRTC_SUCCESS"). */
-    const char *s = nvrtcGetErrorString((nvrtcResult)result);
+    const nvrtc_api *nv = atomic_load_explicit(&g_nv_ready, memory_order_acquire);
+    const char *s = nv ? nv->nvrtcGetErrorString((nvrtcResult)result) : NULL;
     return s ? s : "NVRTC_ERROR_UNKNOWN";
 }
 
 void dpc_nvrtc_version(int *major, int *minor) {
     *major = *minor = 0;
-    nvrtcVersion(major, minor);
+    const nvrtc_api *nv = nvrtc();
+    if (nv)
+        nv->nvrtcVersion(major, minor);
+}
+
+int dpc_nvrtc_newest_arch(int at_most) {
+    const nvrtc_api *nv = nvrtc();
+    int n = 0, best = 0, archs[256];
+    if (!nv || nv->nvrtcGetNumSupportedArchs(&n) != NVRTC_SUCCESS || n <= 0 || n > 256 ||
+        nv->nvrtcGetSupportedArchs(archs) != NVRTC_SUCCESS)
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (archs[i] <= at_most && archs[i] > best)
+            best = archs[i];
+    return best;
 }
 
 bool dpc_nvrtc_arch_valid(const char *arch) {
@@ -201,20 +303,21 @@ static dpc_status nvrtc_fail(nvrtcResult r, const char *what, dpc_err *e) {
 static dpc_status compile_with(const opts *o, const char *src, const char *name,
                                const char *arch, dpc_buf *out_image, dpc_buf *out_log,
                                dpc_err *e) {
+    const nvrtc_api *nv = nvrtc(); /* loaded by begin() */
     nvrtcProgram prog;
-    nvrtcResult r = nvrtcCreateProgram(&prog, src, name, 0, NULL, NULL);
+    nvrtcResult r = nv->nvrtcCreateProgram(&prog, src, name, 0, NULL, NULL);
     if (r != NVRTC_SUCCESS)
         return nvrtc_fail(r, "nvrtcCreateProgram", e);
 
     dpc_status s = DPC_OK;
-    nvrtcResult cr = nvrtcCompileProgram(prog, o->n, o->v);
+    nvrtcResult cr = nv->nvrtcCompileProgram(prog, o->n, o->v);
 
     /* The log, warnings included, whatever the outcome. */
     size_t log_size = 0;
     char *log = NULL;
-    if (nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 0) {
+    if (nv->nvrtcGetProgramLogSize(prog, &log_size) == NVRTC_SUCCESS && log_size > 0) {
         log = dpc_malloc(log_size + 1);
-        if (log && nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS)
+        if (log && nv->nvrtcGetProgramLog(prog, log) == NVRTC_SUCCESS)
             log[log_size] = 0;
         else if (log)
             log[0] = 0;
@@ -234,7 +337,7 @@ static dpc_status compile_with(const opts *o, const char *src, const char *name,
 
     bool ptx = dpc_nvrtc_arch_is_ptx(arch);
     size_t size = 0;
-    r = ptx ? nvrtcGetPTXSize(prog, &size) : nvrtcGetCUBINSize(prog, &size);
+    r = ptx ? nv->nvrtcGetPTXSize(prog, &size) : nv->nvrtcGetCUBINSize(prog, &size);
     if (r != NVRTC_SUCCESS) {
         s = nvrtc_fail(r, ptx ? "nvrtcGetPTXSize" : "nvrtcGetCUBINSize", e);
         goto done;
@@ -249,7 +352,7 @@ static dpc_status compile_with(const opts *o, const char *src, const char *name,
         s = dpc_errf(e, DPC_ENOMEM, "out of memory for a %zu-byte kernel image", size);
         goto done;
     }
-    r = ptx ? nvrtcGetPTX(prog, img) : nvrtcGetCUBIN(prog, img);
+    r = ptx ? nv->nvrtcGetPTX(prog, img) : nv->nvrtcGetCUBIN(prog, img);
     if (r != NVRTC_SUCCESS) {
         dpc_free(img);
         s = nvrtc_fail(r, ptx ? "nvrtcGetPTX" : "nvrtcGetCUBIN", e);
@@ -266,7 +369,7 @@ static dpc_status compile_with(const opts *o, const char *src, const char *name,
 
 done:
     dpc_free(log);
-    nvrtcDestroyProgram(&prog);
+    nv->nvrtcDestroyProgram(&prog);
     if (s == DPC_OK && out_log && out_log->oom)
         s = dpc_errf(e, DPC_ENOMEM, "out of memory keeping the NVRTC log");
     return s;
@@ -286,6 +389,8 @@ static dpc_status check_args(const char *src, const char *name, const char *arch
 static dpc_status begin(opts *o, const char *src, const char *name, const char *arch, const char *const *extra_opts,
                         int nopts, dpc_err *e) {
     dpc_status s = check_args(src, name, arch, e);
+    if (s == DPC_OK)
+        s = dpc_nvrtc_load(e);
     return s == DPC_OK ? build_opts(o, arch, extra_opts, nopts, e) : s;
 }
 

@@ -39,8 +39,20 @@ dpc_status dpc_nvrtc_compile_cached(const char *src, const char *name, const cha
                                     const char *const *extra_opts, int nopts, dpc_buf *out_image,
                                     dpc_buf *out_log, bool *hit, dpc_err *e);
 
-/* NVRTC's version, e.g. 13 and 0. */
+/* NVRTC is not linked: it is dlopen'ed on first use (by the calls below
+ * that need it), once per process, thread-safe: $DPC_NVRTC_LIBRARY, else
+ * the libnvrtc.so.13 of the toolkit dpc was built with, else libnvrtc.so.13
+ * on the loader's path. Loads it now; fails with DPC_EDEVICE and "NVRTC
+ * could not be loaded (<path>): <why> (set DPC_NVRTC_LIBRARY to its path)".
+ * dpc_nvrtc_compile and dpc_nvrtc_compile_cached fail the same way. */
+dpc_status dpc_nvrtc_load(dpc_err *e);
+
+/* NVRTC's version, e.g. 13 and 0; 0 and 0 if it cannot be loaded. */
 void dpc_nvrtc_version(int *major, int *minor);
+
+/* The newest compute capability NVRTC can target at or below at_most (90 for
+ * compute_90); 0 if none, or if NVRTC cannot be loaded. */
+int dpc_nvrtc_newest_arch(int at_most);
 
 /* True for "compute_XX" (PTX), false for "sm_XX" (CUBIN). */
 bool dpc_nvrtc_arch_is_ptx(const char *arch);

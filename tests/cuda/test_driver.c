@@ -124,6 +124,51 @@ static int main_nodriver(void) {
     return finish("nodriver");
 }
 
+/* NVRTC and cuBLASLt are dlopen'ed, not linked: with DPC_NVRTC_LIBRARY and
+ * DPC_CUBLASLT_LIBRARY naming missing files (and a pretend driver that
+ * loads), each use is one clear DPC_EDEVICE naming the library and its
+ * variable, never a crash. */
+static int main_nolibs(void) {
+    const char *nv = getenv("DPC_NVRTC_LIBRARY"), *lt_lib = getenv("DPC_CUBLASLT_LIBRARY");
+    if (!nv || access(nv, F_OK) == 0 || !lt_lib || access(lt_lib, F_OK) == 0) {
+        fprintf(stderr, "set DPC_NVRTC_LIBRARY and DPC_CUBLASLT_LIBRARY to missing files for this test\n");
+        return 1;
+    }
+    dpc_err e = {0};
+    dpc_status s = dpc_nvrtc_load(&e);
+    printf("dpc_nvrtc_load: %s\n", e.msg);
+    CHECK(s == DPC_EDEVICE && strstr(e.msg, "NVRTC could not be loaded") && strstr(e.msg, nv) &&
+              strstr(e.msg, "DPC_NVRTC_LIBRARY"),
+          "message: %s", e.msg);
+    dpc_buf img;
+    dpc_buf_init(&img);
+    e = (dpc_err){0};
+    s = dpc_nvrtc_compile("__global__ void k() {}", "k.cu", "sm_90", NULL, 0, &img, NULL, &e);
+    CHECK(s == DPC_EDEVICE && strstr(e.msg, "DPC_NVRTC_LIBRARY") && img.len == 0, "compile: %s", e.msg);
+    bool hit = true;
+    e = (dpc_err){0};
+    s = dpc_nvrtc_compile_cached("__global__ void k() {}", "k.cu", "compute_90", NULL, 0, &img, NULL, &hit, &e);
+    CHECK(s == DPC_EDEVICE && !hit && strstr(e.msg, "DPC_NVRTC_LIBRARY"), "cached compile: %s", e.msg);
+    dpc_buf_free(&img);
+    int major = -1, minor = -1;
+    dpc_nvrtc_version(&major, &minor);
+    CHECK(major == 0 && minor == 0, "version %d.%d", major, minor);
+    CHECK(dpc_nvrtc_newest_arch(90) == 0, "newest arch without NVRTC");
+    CHECK(strcmp(dpc_nvrtc_result_name(6), "NVRTC_ERROR_UNKNOWN") == 0, "result name without NVRTC");
+
+    CHECK(dpc_lt_version() == 0, "cuBLASLt version without cuBLASLt");
+    s = dpc_cuda_load(&e);
+    CHECK(s == DPC_OK, "the pretend driver: %s", e.msg);
+    dpc_lt *lt = (dpc_lt *)1;
+    e = (dpc_err){0};
+    s = dpc_lt_create(&lt, NULL, &e);
+    printf("dpc_lt_create: %s\n", e.msg);
+    CHECK(s == DPC_EDEVICE && lt == NULL && strstr(e.msg, "cuBLASLt could not be loaded") &&
+              strstr(e.msg, lt_lib) && strstr(e.msg, "DPC_CUBLASLT_LIBRARY"),
+          "cuBLASLt: %s", e.msg);
+    return finish("nolibs");
+}
+
 static int main_stub(void) {
     const char *lib = getenv("DPC_CUDA_DRIVER");
     if (!lib || access(lib, R_OK) != 0) {
@@ -820,6 +865,8 @@ int main(int argc, char **argv) {
     int rc;
     if (strcmp(mode, "nodriver") == 0)
         rc = main_nodriver();
+    else if (strcmp(mode, "nolibs") == 0)
+        rc = main_nolibs();
     else if (strcmp(mode, "stub") == 0)
         rc = main_stub();
     else if (strcmp(mode, "fake") == 0)
@@ -831,7 +878,7 @@ int main(int argc, char **argv) {
     else if (strcmp(mode, "fault") == 0)
         rc = main_fault();
     else {
-        fprintf(stderr, "usage: test_driver nodriver|stub|fake|probe|gpu|fault\n");
+        fprintf(stderr, "usage: test_driver nodriver|nolibs|stub|fake|probe|gpu|fault\n");
         rc = 2;
     }
     if (own_cache) {
