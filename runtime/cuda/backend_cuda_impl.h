@@ -1,7 +1,8 @@
 /* backend_cuda_impl.h - what the two halves of the CUDA backend share:
  * backend_cuda.c (compiling, devices, weights, the backend's life) and
  * backend_cuda_run.c (the memory plan, one forward, CUDA graphs,
- * benchmarks). backend_cuda.h is the interface. */
+ * benchmarks), with backend_cuda_err.c (checked calls, the dead backend)
+ * below both. backend_cuda.h is the interface. */
 #ifndef DPC_BACKEND_CUDA_IMPL_H
 #define DPC_BACKEND_CUDA_IMPL_H
 
@@ -102,7 +103,7 @@ struct dpc_replica {
 enum { CONV_FALLBACK = DPC_DNN_OWN, CONV_CUDNN = DPC_DNN_PLAIN, CONV_FUSED = DPC_DNN_FUSED };
 
 
-/* ---- errors (backend_cuda.c) ---- */
+/* ---- errors (backend_cuda_err.c) ---- */
 
 /* True (with the first sticky error's message in e, *s set) once a sticky
  * error has poisoned the CUDA context. */
@@ -124,7 +125,9 @@ const char *dpc_cub_kname(const cuda_backend *cb, int k);
 static inline dpc_dtype dpc_cub_half_dtype(kprec p) { return p == KP_BF16 ? DPC_BF16 : DPC_F16; }
 
 /* backend.h's replicas_ready (backend_cuda.c): the NCCL broadcast of the
- * weights to the GPUs waiting for them. */
+ * weights to the GPUs waiting for them. backend_cuda_run.c calls it through
+ * the vtable (be->replicas_ready), never by name: the forward stays below
+ * the set-up. */
 dpc_status dpc_cub_replicas_ready(dpc_backend *be, dpc_err *e);
 
 /* ---- running (backend_cuda_run.c): backend.h's launch, sync and run ---- */

@@ -475,7 +475,7 @@ dpc_status dpc_cub_launch(dpc_backend *be, dpc_replica *r, const dpc_run_args *a
         return DPC_OK;
     }
     /* replicas made without replicas_ready (or after it failed) */
-    if (atomic_load(&r->dev->weights_pending) && (s = dpc_cub_replicas_ready(be, e)) != DPC_OK)
+    if (atomic_load(&r->dev->weights_pending) && (s = be->replicas_ready(be, e)) != DPC_OK)
         return s;
     if ((s = CK(cuCtxSetCurrent(r->dev->ctx))) != DPC_OK)
         return s;

@@ -410,6 +410,217 @@ dpc_status dpc_dp_forward(dpc_pool *pool, const dpc_device *devs, int ndev, dpc_
                              &opts, report, e);
 }
 
+/* One call of dpc_dp_forward_ex: its arguments, the scatter plan and the
+ * per-replica state, handed from step to step. */
+typedef struct fwd {
+    dpc_pool *pool;
+    const dpc_device *devs;
+    int ndev;
+    dpc_replica_fn fn;
+    void *ctx;
+    const dpc_tensor *const *inputs;
+    int ninputs;
+    const double *scalars;
+    int nscalars;
+    int noutputs;
+    dpc_tensor **outputs;
+    const dpc_dp_opts *opts;
+    dpc_dp_report *report;
+    /* the plan */
+    bool scatter;
+    int k; /* replicas */
+    int64_t sizes[DPC_MAX_DEVICES], offs[DPC_MAX_DEVICES];
+    /* one block: slots, input views, output pointers, preallocated output views */
+    char *block;
+    slot *slots;
+    dpc_tensor *oviews;
+} fwd;
+
+/* The devices, function, inputs and scalars of a forward, checked. */
+static dpc_status check_args(const fwd *F, dpc_err *e) {
+    if (F->ndev < 1 || F->ndev > DPC_MAX_DEVICES || !F->devs)
+        return dpc_errf(e, DPC_EUSAGE, "dpc_dp_forward: need 1 to %d devices, got %d", DPC_MAX_DEVICES, F->ndev);
+    for (int i = 0; i < F->ndev; i++)
+        if (F->devs[i].kind < 0 || F->devs[i].kind >= DPC_DEV_NUM_KINDS || F->devs[i].index < 0)
+            return dpc_errf(e, DPC_EUSAGE, "dpc_dp_forward: device %d is invalid (kind %d, index %d)", i,
+                            F->devs[i].kind, F->devs[i].index);
+    if (!F->fn || F->ninputs < 0 || (F->ninputs > 0 && !F->inputs) || F->nscalars < 0 ||
+        (F->nscalars > 0 && !F->scalars))
+        return dpc_errf(e, DPC_EUSAGE, "dpc_dp_forward: bad function, inputs or scalars");
+    if (F->opts->async_kinds && !F->opts->sync)
+        return dpc_errf(e, DPC_EUSAGE, "dpc_dp_forward: async device kinds need a sync callback");
+    for (int j = 0; j < F->ninputs; j++) {
+        const dpc_tensor *in = F->inputs[j];
+        if (!in || (unsigned)in->dtype >= DPC_NUM_DTYPES || in->rank < 0 || in->rank > DPC_MAX_RANK || !in->data)
+            return dpc_errf(e, DPC_EUSAGE, "dpc_dp_forward: input %d is not a valid tensor", j);
+    }
+    return DPC_OK;
+}
+
+/* The scatter plan: the batch, the replicas (torch.chunk's, or one when
+ * there is a single device or no input) and their rows; in the report. */
+static dpc_status plan(fwd *F, dpc_err *e) {
+    F->scatter = F->ndev > 1;
+    int64_t batch;
+    dpc_status bst = dpc_dp_batch_ex(F->inputs, F->ninputs, F->opts->input_names, F->opts->whole, F->ndev, "devices",
+                                     &batch, e);
+    if (bst != DPC_OK)
+        return bst;
+    F->k = 1;
+    if (F->scatter && F->ninputs > 0) {
+        F->k = dpc_chunk_sizes(batch, F->ndev, F->sizes, F->offs);
+    } else {
+        F->sizes[0] = batch;
+        F->offs[0] = 0;
+    }
+    dpc_dp_report *report = F->report;
+    if (report) {
+        report->nreplicas = F->k;
+        report->scattered = F->scatter;
+        report->batch = batch;
+        for (int i = 0; i < F->k; i++) {
+            report->replica[i].device = F->devs[i];
+            report->replica[i].row_offset = F->offs[i];
+            report->replica[i].rows = F->sizes[i];
+        }
+    }
+    return DPC_OK;
+}
+
+/* The per-replica state in one block: slots, each replica's views of its
+ * rows of every input (the whole input when not scattered or opts->whole),
+ * its output pointers, and the views of preallocated outputs. */
+static dpc_status make_slots(fwd *F, dpc_err *e) {
+    int k = F->k, ninputs = F->ninputs, noutputs = F->noutputs;
+    size_t n_views = (size_t)k * (size_t)ninputs, n_outs = (size_t)k * (size_t)noutputs;
+    size_t off_views = (size_t)k * sizeof(slot);
+    size_t off_optr = off_views + n_views * sizeof(dpc_tensor);
+    size_t off_oviews = off_optr + n_outs * sizeof(dpc_tensor *);
+    size_t total = off_oviews + (F->opts->out_shape ? n_outs * sizeof(dpc_tensor) : 0);
+    char *block = dpc_aligned_alloc(total);
+    if (!block)
+        return dpc_errf(e, DPC_ENOMEM, "out of memory preparing %d replicas", k);
+    memset(block, 0, total);
+    F->block = block;
+    F->slots = (slot *)block;
+    F->oviews = (dpc_tensor *)(block + off_oviews);
+    dpc_tensor *views = (dpc_tensor *)(block + off_views);
+    dpc_tensor **optrs = (dpc_tensor **)(block + off_optr);
+    for (int i = 0; i < k; i++) {
+        dpc_replica_io *io = &F->slots[i].io;
+        io->row_offset = F->offs[i];
+        io->rows = F->sizes[i]; /* -1 when there is no batch */
+        io->ninputs = ninputs;
+        io->inputs = views + (size_t)i * (size_t)ninputs;
+        io->nscalars = F->nscalars;
+        io->scalars = F->scalars;
+        io->noutputs = noutputs;
+        io->outputs = optrs + (size_t)i * (size_t)noutputs;
+        for (int j = 0; j < ninputs; j++) {
+            const dpc_tensor *t = F->inputs[j];
+            dpc_tensor *v = &io->inputs[j];
+            *v = *t;
+            if (F->scatter && !(F->opts->whole && F->opts->whole[j])) {
+                size_t rb = 0;
+                row_bytes(t->dtype, t->rank, t->shape, &rb); /* checked above */
+                v->shape[0] = F->sizes[i];
+                v->data = (char *)t->data + rb * (size_t)F->offs[i];
+                v->nbytes = rb * (size_t)F->sizes[i];
+            }
+        }
+    }
+    return DPC_OK;
+}
+
+/* Runs the replicas: the async ones launched first, the rest on the pool
+ * (or in turn without one), then the async ones synced. The first failing
+ * replica's error, named by replica and device when scattered. */
+static dpc_status run_replicas(const fwd *F, dpc_err *e) {
+    int k = F->k;
+    slot *slots = F->slots;
+    job J = {F->devs, F->fn, F->opts->sync, F->ctx, F->opts->async_kinds, slots};
+    for (int i = 0; i < k; i++)
+        if (is_async(&J, i))
+            call_fn(&J, i);
+    if (F->pool)
+        dpc_pool_run(F->pool, k, replica_task, &J);
+    else
+        for (int i = 0; i < k; i++)
+            replica_task(&J, i);
+    for (int i = 0; i < k; i++)
+        if (is_async(&J, i) && slots[i].launched)
+            call_sync(&J, i);
+    dpc_status st = DPC_OK;
+    for (int i = 0; i < k; i++) {
+        if (F->report) {
+            F->report->replica[i].seconds = slots[i].seconds;
+            F->report->replica[i].status = slots[i].status;
+        }
+        if (slots[i].status != DPC_OK && st == DPC_OK) {
+            st = slots[i].status;
+            if (e) {
+                *e = slots[i].err;
+                if (F->scatter) {
+                    char dn[DPC_DEVICE_NAME_MAX];
+                    dpc_device_name(&F->devs[i], dn, sizeof dn);
+                    dpc_err_prefix(e, "replica %d on device %s: ", i, dn);
+                }
+            }
+        }
+    }
+    return st;
+}
+
+/* The outputs: in place when preallocated (checking that fn kept the
+ * views), the one replica's when not scattered, else concatenated. */
+static dpc_status gather(const fwd *F, dpc_err *e) {
+    dpc_status st = DPC_OK;
+    slot *slots = F->slots;
+    int k = F->k, noutputs = F->noutputs;
+    for (int j = 0; st == DPC_OK && j < noutputs; j++) {
+        if (F->opts->out_shape) {
+            /* In place; make sure fn did not swap the views out. */
+            for (int i = 0; i < k && st == DPC_OK; i++) {
+                const dpc_tensor *want = F->scatter ? &F->oviews[(size_t)i * noutputs + j] : F->outputs[j];
+                if (slots[i].io.outputs[j] != want) {
+                    char dn[DPC_DEVICE_NAME_MAX];
+                    dpc_device_name(&F->devs[i], dn, sizeof dn);
+                    st = dpc_errf(e, DPC_EINTERNAL,
+                                  "replica %d on device %s replaced its preallocated output %d", i, dn, j);
+                }
+            }
+        } else if (!F->scatter) {
+            F->outputs[j] = slots[0].io.outputs[j];
+            slots[0].io.outputs[j] = NULL;
+            if (!F->outputs[j])
+                st = dpc_errf(e, DPC_EINTERNAL, "the model returned no output %d", j);
+        } else {
+            st = gather_one(slots, k, j, F->devs, &F->outputs[j], F->report, e);
+        }
+    }
+    return st;
+}
+
+/* Frees the replicas' own outputs (not the preallocated views), every
+ * output after a failure (st), and the block. */
+static void release(fwd *F, dpc_status st) {
+    int noutputs = F->noutputs;
+    for (int i = 0; i < F->k; i++)
+        for (int j = 0; j < noutputs; j++) {
+            dpc_tensor *t = F->slots[i].io.outputs[j];
+            bool ours = F->opts->out_shape &&
+                        (F->scatter ? t == &F->oviews[(size_t)i * noutputs + j] : t == F->outputs[j]);
+            if (t && !ours)
+                dpc_tensor_free(t);
+        }
+    if (st != DPC_OK)
+        for (int j = 0; j < noutputs; j++) {
+            dpc_tensor_free(F->outputs[j]);
+            F->outputs[j] = NULL;
+        }
+    dpc_free(F->block);
+}
+
 dpc_status dpc_dp_forward_ex(dpc_pool *pool, const dpc_device *devs, int ndev, dpc_replica_fn fn, void *ctx,
                              const dpc_tensor *const *inputs, int ninputs, const double *scalars,
                              int nscalars, int noutputs, dpc_tensor **outputs, const dpc_dp_opts *opts,
@@ -427,162 +638,23 @@ dpc_status dpc_dp_forward_ex(dpc_pool *pool, const dpc_device *devs, int ndev, d
         return dpc_errf(e, DPC_EUSAGE, "dpc_dp_forward: bad outputs (%d)", noutputs);
     for (int j = 0; j < noutputs; j++)
         outputs[j] = NULL;
-    if (ndev < 1 || ndev > DPC_MAX_DEVICES || !devs)
-        return dpc_errf(e, DPC_EUSAGE, "dpc_dp_forward: need 1 to %d devices, got %d", DPC_MAX_DEVICES, ndev);
-    for (int i = 0; i < ndev; i++)
-        if (devs[i].kind < 0 || devs[i].kind >= DPC_DEV_NUM_KINDS || devs[i].index < 0)
-            return dpc_errf(e, DPC_EUSAGE, "dpc_dp_forward: device %d is invalid (kind %d, index %d)", i,
-                            devs[i].kind, devs[i].index);
-    if (!fn || ninputs < 0 || (ninputs > 0 && !inputs) || nscalars < 0 || (nscalars > 0 && !scalars))
-        return dpc_errf(e, DPC_EUSAGE, "dpc_dp_forward: bad function, inputs or scalars");
-    if (opts->async_kinds && !opts->sync)
-        return dpc_errf(e, DPC_EUSAGE, "dpc_dp_forward: async device kinds need a sync callback");
-    for (int j = 0; j < ninputs; j++)
-        if (!inputs[j] || (unsigned)inputs[j]->dtype >= DPC_NUM_DTYPES || inputs[j]->rank < 0 ||
-            inputs[j]->rank > DPC_MAX_RANK || !inputs[j]->data)
-            return dpc_errf(e, DPC_EUSAGE, "dpc_dp_forward: input %d is not a valid tensor", j);
-
-    /* ---- scatter plan ---- */
-    const bool scatter = ndev > 1;
-    int64_t batch;
-    dpc_status bst = dpc_dp_batch_ex(inputs, ninputs, opts->input_names, opts->whole, ndev, "devices", &batch, e);
-    if (bst != DPC_OK)
-        return bst;
-    int64_t sizes[DPC_MAX_DEVICES], offs[DPC_MAX_DEVICES];
-    int k = 1;
-    if (scatter && ninputs > 0) {
-        k = dpc_chunk_sizes(batch, ndev, sizes, offs);
-    } else {
-        sizes[0] = batch;
-        offs[0] = 0;
-    }
-    if (report) {
-        report->nreplicas = k;
-        report->scattered = scatter;
-        report->batch = batch;
-        for (int i = 0; i < k; i++) {
-            report->replica[i].device = devs[i];
-            report->replica[i].row_offset = offs[i];
-            report->replica[i].rows = sizes[i];
-        }
-    }
-
-    /* ---- per-replica state: slots, input views, output pointers ---- */
-    size_t n_views = (size_t)k * (size_t)ninputs, n_outs = (size_t)k * (size_t)noutputs;
-    size_t off_views = (size_t)k * sizeof(slot);
-    size_t off_optr = off_views + n_views * sizeof(dpc_tensor);
-    size_t off_oviews = off_optr + n_outs * sizeof(dpc_tensor *);
-    size_t total = off_oviews + (opts->out_shape ? n_outs * sizeof(dpc_tensor) : 0);
-    char *block = dpc_aligned_alloc(total);
-    if (!block)
-        return dpc_errf(e, DPC_ENOMEM, "out of memory preparing %d replicas", k);
-    memset(block, 0, total);
-    slot *slots = (slot *)block;
-    dpc_tensor *views = (dpc_tensor *)(block + off_views);
-    dpc_tensor **optrs = (dpc_tensor **)(block + off_optr);
-    dpc_tensor *oviews = (dpc_tensor *)(block + off_oviews);
-    for (int i = 0; i < k; i++) {
-        dpc_replica_io *io = &slots[i].io;
-        io->row_offset = offs[i];
-        io->rows = sizes[i]; /* -1 when there is no batch */
-        io->ninputs = ninputs;
-        io->inputs = views + (size_t)i * (size_t)ninputs;
-        io->nscalars = nscalars;
-        io->scalars = scalars;
-        io->noutputs = noutputs;
-        io->outputs = optrs + (size_t)i * (size_t)noutputs;
-        for (int j = 0; j < ninputs; j++) {
-            const dpc_tensor *t = inputs[j];
-            dpc_tensor *v = &io->inputs[j];
-            *v = *t;
-            if (scatter && !(opts->whole && opts->whole[j])) {
-                size_t rb = 0;
-                row_bytes(t->dtype, t->rank, t->shape, &rb); /* checked above */
-                v->shape[0] = sizes[i];
-                v->data = (char *)t->data + rb * (size_t)offs[i];
-                v->nbytes = rb * (size_t)sizes[i];
-            }
-        }
-    }
-
-    dpc_status st = DPC_OK;
+    fwd F = {.pool = pool, .devs = devs, .ndev = ndev, .fn = fn, .ctx = ctx, .inputs = inputs,
+             .ninputs = ninputs, .scalars = scalars, .nscalars = nscalars, .noutputs = noutputs,
+             .outputs = outputs, .opts = opts, .report = report};
+    dpc_status st;
+    if ((st = check_args(&F, e)) != DPC_OK || (st = plan(&F, e)) != DPC_OK || (st = make_slots(&F, e)) != DPC_OK)
+        return st;
     if (opts->out_shape)
-        st = preallocate(opts, ctx, slots, k, scatter, oviews, noutputs, outputs, report, e);
-
-    /* ---- run ---- */
-    job J = {devs, fn, opts->sync, ctx, opts->async_kinds, slots};
+        st = preallocate(opts, ctx, F.slots, F.k, F.scatter, F.oviews, noutputs, outputs, report, e);
     double t_run = dpc_now_s();
-    if (st == DPC_OK) {
-        for (int i = 0; i < k; i++)
-            if (is_async(&J, i))
-                call_fn(&J, i);
-        if (pool)
-            dpc_pool_run(pool, k, replica_task, &J);
-        else
-            for (int i = 0; i < k; i++)
-                replica_task(&J, i);
-        for (int i = 0; i < k; i++)
-            if (is_async(&J, i) && slots[i].launched)
-                call_sync(&J, i);
-        for (int i = 0; i < k; i++) {
-            if (report) {
-                report->replica[i].seconds = slots[i].seconds;
-                report->replica[i].status = slots[i].status;
-            }
-            if (slots[i].status != DPC_OK && st == DPC_OK) {
-                st = slots[i].status;
-                if (e) {
-                    *e = slots[i].err;
-                    if (scatter) {
-                        char dn[DPC_DEVICE_NAME_MAX];
-                        dpc_device_name(&devs[i], dn, sizeof dn);
-                        dpc_err_prefix(e, "replica %d on device %s: ", i, dn);
-                    }
-                }
-            }
-        }
-    }
+    if (st == DPC_OK)
+        st = run_replicas(&F, e);
     double t_gather = dpc_now_s();
     if (report)
         report->run_seconds = t_gather - t_run;
-
-    /* ---- gather ---- */
-    for (int j = 0; st == DPC_OK && j < noutputs; j++) {
-        if (opts->out_shape) {
-            /* In place; make sure fn did not swap the views out. */
-            for (int i = 0; i < k && st == DPC_OK; i++) {
-                const dpc_tensor *want = scatter ? &oviews[(size_t)i * noutputs + j] : outputs[j];
-                if (slots[i].io.outputs[j] != want) {
-                    char dn[DPC_DEVICE_NAME_MAX];
-                    dpc_device_name(&devs[i], dn, sizeof dn);
-                    st = dpc_errf(e, DPC_EINTERNAL,
-                                  "replica %d on device %s replaced its preallocated output %d", i, dn, j);
-                }
-            }
-        } else if (!scatter) {
-            outputs[j] = slots[0].io.outputs[j];
-            slots[0].io.outputs[j] = NULL;
-            if (!outputs[j])
-                st = dpc_errf(e, DPC_EINTERNAL, "the model returned no output %d", j);
-        } else {
-            st = gather_one(slots, k, j, devs, &outputs[j], report, e);
-        }
-    }
-
-    /* ---- release ---- */
-    for (int i = 0; i < k; i++)
-        for (int j = 0; j < noutputs; j++) {
-            dpc_tensor *t = slots[i].io.outputs[j];
-            bool ours = opts->out_shape && (scatter ? t == &oviews[(size_t)i * noutputs + j] : t == outputs[j]);
-            if (t && !ours)
-                dpc_tensor_free(t);
-        }
-    if (st != DPC_OK)
-        for (int j = 0; j < noutputs; j++) {
-            dpc_tensor_free(outputs[j]);
-            outputs[j] = NULL;
-        }
-    dpc_free(block);
+    if (st == DPC_OK)
+        st = gather(&F, e);
+    release(&F, st);
     if (report) {
         double t_end = dpc_now_s();
         report->gather_seconds = t_end - t_gather;
