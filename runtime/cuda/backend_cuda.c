@@ -353,9 +353,9 @@ static dpc_status broadcast_weights(cuda_backend *cb, dpc_err *e) {
         return DPC_OK;
     if (!grp[0])
         return dpc_errf(e, DPC_EINTERNAL, "GPUs wait for the weights, but no GPU holds them");
-    int ord[DPC_MAX_DEVICES];
-    CUcontext ctx[DPC_MAX_DEVICES];
-    CUdeviceptr buf[DPC_MAX_DEVICES];
+    int ord[DPC_MAX_DEVICES] = {0}; /* all n set below; -O1 cannot see that n > 0 */
+    CUcontext ctx[DPC_MAX_DEVICES] = {0};
+    CUdeviceptr buf[DPC_MAX_DEVICES] = {0};
     char to[256] = "";
     for (int i = 0; i < n; i++) {
         ord[i] = grp[i]->ordinal;

@@ -207,7 +207,7 @@ dpc_status dpc_pool_create(int nthreads, dpc_pool **out, dpc_err *e) {
         pool->nworkers++;
 #if defined(__GLIBC__)
         char name[16];
-        snprintf(name, sizeof name, "dpc-pool-%d", j + 1);
+        snprintf(name, sizeof name, "dpc-pool-%d", (j + 1) % 10000); /* a name fits 15 bytes */
         pthread_setname_np(w[j].thread, name);
 #endif
     }
