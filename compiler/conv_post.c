@@ -7,7 +7,7 @@
  * the value so far plus a same-shape tensor read from memory (a residual,
  * at most one) becomes a post-op; the first op of any other kind (batch
  * norm, a broadcast add, a product) stops the list, and it and the ops
- * after it stay in the generated C. emit_c.c and the CPU backend both ask
+ * after it stay in the generated C. emit_c_conv.c and the CPU backend both ask
  * here, so what the C leaves out is exactly what the call computes. */
 #include "emit.h"
 #include "kernel.h"
@@ -150,7 +150,7 @@ static const kernel *conv_of(const kgraph *kg, int id) {
 /* ---------------------------------------------------- NHWC readers
  *
  * A pool or elementwise kernel that has an NHWC loop besides its NCHW one
- * (emit_c.c) reads a kept result where it is: the generated C asks
+ * (emit_c_nhwc.c) reads a kept result where it is: the generated C asks
  * ctx->kept(conv) which loop to run. Its own result is then NHWC too (a
  * windowed pool, an elementwise chain: "transparent", their readers must
  * take NHWC in turn), or [N, C, 1, 1], the same in either layout (a global
@@ -365,7 +365,7 @@ int conv_nhwc_root(const kgraph *kg, const kernel *k) {
 }
 
 /* Whether NHWC reader k (conv_nhwc_source) also has a loop over oneDNN's
- * nChw8c (emit_c.c): a pool, or an elementwise kernel without
+ * nChw8c (emit_c_nhwc.c): a pool, or an elementwise kernel without
  * channels-last views, over channels a multiple of 8 (no block padded).
  * The permute copy has none: from nChw8c it would be a transpose. */
 bool conv_blk_reader(const kgraph *kg, const kernel *k) {

@@ -316,7 +316,7 @@ const kbuf *dpc_unit_buf(const dpc_unit *u, int id);
  * the tensor passed as `sum` to the value so far). The kernel's epilogue
  * ops after the first `nfused` stay in the generated C, run over y after
  * the call. The same description decides what the generated C leaves to
- * the call (emit_c.c) and what the runtime asks the library for
+ * the call (emit_c_conv.c) and what the runtime asks the library for
  * (compiler/conv_post.c). */
 typedef enum dpc_conv_act {
     DPC_ACT_RELU,      /* max(x, 0) */

@@ -1,4 +1,7 @@
-/* emit.h - pieces the C and CUDA emitters share. */
+/* emit.h - pieces the C and CUDA emitters share: escape.c (the user's
+ * text), emit_expr.c (expressions inside a kernel) and emit_shared.c (the
+ * kernels' geometry). Each dialect's own files share emit_c.h or
+ * emit_cuda.h; nothing declared here calls into a dialect. */
 #ifndef DPC_EMIT_H
 #define DPC_EMIT_H
 
@@ -18,6 +21,11 @@ void emit_float(dpc_buf *o, double v, bool f32);
 #define EMIT_FLOAT_MAX 64
 const char *emit_float_str(char *b, size_t n, double v, bool f32);
 
+/* emit_expr.c: the expressions both dialects write. */
+
+/* The node of id `id` of the kernel graph (a graph node or a copy). */
+static inline ir_node *nd(const kgraph *kg, int id) { return (ir_node *)kgraph_node(kg, id); }
+/* d, or the product of dims [from, to) of s, as an expression (k or k*N). */
 const char *emit_dim(char *b, size_t n, dim d);
 const char *emit_prod(char *b, size_t n, const shape *s, int from, int to);
 void emit_comment(dpc_buf *o, const char *indent, const ir_node *n);

@@ -94,7 +94,7 @@ typedef struct dpc_kctx {
 
 /* ---- the CUDA launch plan -----------------------------------------------
  *
- * The CUDA dialect (emit_cuda.c) is device code only: one extern "C"
+ * The CUDA dialect (emit_cuda*.c) is device code only: one extern "C"
  * kernel per launch. What the host does for each kernel of the IR is the
  * launch plan, built by the same pass: a list of steps, each a kernel
  * launch or a cuBLASLt GEMM, with every size written as k * N^p so that one

@@ -1,5 +1,5 @@
 /* kernel.h - the kernel IR that fuse.c lowers the graph IR into, and that
- * the emitters (emit_c.c, emit_cuda.c) render as source.
+ * the emitters (emit_c*.c, emit_cuda*.c) render as source.
  *
  * A kernel computes one materialised value (its `out`, the tail of a fused
  * chain). Kernels run in the order of their tails' ids, which is a
@@ -108,7 +108,7 @@ const ir_node *kgraph_node(const kgraph *kg, int id);
 
 /* The one enumeration of the buffers a kernel reads: liveness (fuse.c),
  * the CPU declarations (emit_c.c) and the CUDA parameter lists
- * (emit_cuda.c) all walk it, so none can miss a buffer another sees, and
+ * (emit_cuda_plan.c) all walk it, so none can miss a buffer another sees, and
  * a chain of any length is walked whole. With from < 0: the root's
  * operands (every kind but KK_COPY), then the operands of every op of the
  * chain, then a KK_COPY's source. With from >= 0: the operands of
