@@ -1,5 +1,8 @@
-/* onnx_imp.h - the importer's internals, shared by onnx_import.c (values,
- * names, statements, writing the .dp) and onnx_ops.c (the op table). */
+/* onnx_imp.h - the importer's internals, shared by its files: the driver
+ * (onnx_import.c), the op table (onnx_ops.c) and its families
+ * (onnx_ops_*.c), nn.MultiheadAttention's export (onnx_mha.c), the
+ * constants (onnx_fold.c), and below them all the values, errors and
+ * attributes (onnx_values.c) and the .dp text (onnx_text.c). */
 #ifndef DPC_ONNX_IMP_H
 #define DPC_ONNX_IMP_H
 
@@ -96,7 +99,7 @@ typedef struct imp {
     dpc_err *e;
 } imp;
 
-/* ---- values ---- */
+/* ---- values (onnx_values.c) ---- */
 /* Value 0 is a placeholder, never a name's value: what a look-up gets
  * where there is no value (an index out of range, a position the arity
  * check should have ruled out). Such a look-up is recorded (bad_access)
@@ -134,11 +137,23 @@ int64_t imp_numel(const ival *v);
 bool imp_const_scalar(const ival *v, double *x);
 bool imp_concrete(const ival *v); /* shaped with only concrete dims */
 
-/* ---- errors ---- */
+/* ---- errors (onnx_values.c) ---- */
 dpc_status imp_err(imp *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 dpc_status imp_oom(imp *I);
+/* An ONNX string for a message: escaped as a comment, cut at 200 bytes. */
+void imp_comment(char *out, size_t n, const char *s);
 
-/* ---- names and text ---- */
+/* ---- the importer's bookkeeping (onnx_values.c) ---- */
+uint64_t imp_hash(const char *s);
+/* Grows the array *p of *cap elements (zeroed) to hold need; false when
+ * out of memory. */
+bool imp_grow(void **p, int *cap, int need, size_t elem);
+/* Value 0, the placeholder (made first, before any name's value). */
+dpc_status imp_add_placeholder(imp *I);
+/* Counts the readers of every name (imp_uses). */
+dpc_status imp_count_uses(imp *I);
+
+/* ---- names and text (onnx_text.c; imp_printf, imp_uses: onnx_values.c) ---- */
 /* A fresh identifier made from an ONNX string (sanitised; never pasted). */
 const char *imp_ident(imp *I, const char *base, const char *fallback);
 const char *imp_tmp(imp *I);
@@ -155,7 +170,7 @@ const char *imp_f32(imp *I, double v);
 int imp_uses(imp *I, const char *name, int *first);
 char *imp_printf(imp *I, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* ---- statements ---- */
+/* ---- statements (onnx_text.c) ---- */
 /* Adds a statement of the current node: `out = expr` (out given a fresh
  * variable), with the values it reads; member may be NULL. Returns the
  * statement index or -1. */
@@ -167,7 +182,7 @@ dpc_status imp_stmt_value(imp *I, int out, const char *member, const char *expr,
 /* Adds a weight to the last statement. */
 dpc_status imp_weight(imp *I, const char *member, const char *suffix, dpc_tensor *t);
 
-/* ---- attributes of a node ---- */
+/* ---- attributes of a node (onnx_values.c) ---- */
 const Onnx__AttributeProto *imp_attr(const Onnx__NodeProto *n, const char *name);
 /* An attribute of another type than the accessor's is recorded in
  * I->bad_attr, and the node is refused (import_node). */
@@ -177,7 +192,7 @@ double imp_attr_f(imp *I, const Onnx__NodeProto *n, const char *name, double dfl
 int imp_attr_ints(imp *I, const Onnx__NodeProto *n, const char *name, const int64_t **vals);
 const char *imp_attr_s(imp *I, const Onnx__NodeProto *n, const char *name, const char *dflt);
 
-/* ---- the op table (onnx_ops.c) ---- */
+/* ---- the op table (onnx_ops.c; the functions: onnx_ops.h) ---- */
 typedef dpc_status (*imp_op_fn)(imp *I, const Onnx__NodeProto *n);
 typedef struct imp_op {
     const char *name;
@@ -194,26 +209,23 @@ typedef struct imp_op {
 } imp_op;
 extern const imp_op imp_ops[];
 extern const int imp_nops;
+/* The op of node k as the table has it at this opset, or NULL after a
+ * located error (a domain, op type or opset dpc does not take). */
+const imp_op *imp_claim_node(imp *I, int k);
+/* Node n against its row op: the attributes it reads, no reference, its
+ * input and output counts; DPC_OK or the located error. */
+dpc_status imp_check_node(imp *I, const Onnx__NodeProto *n, const imp_op *op);
 
-/* helpers for ops */
+/* a value's shape (onnx_values.c) */
 dpc_status imp_set_shape(imp *I, int v, int rank, const sdim *d);
-dpc_status imp_broadcast(imp *I, const ival *a, const ival *b, int *rank, sdim *d);
 
-/* member naming (onnx_ops.c): after the initializer w when it is a
+/* member naming (onnx_ops_common.c): after the initializer w when it is a
  * state_dict name, else the node's scope or name; the member line with
  * its "# from INITIALIZER" comment */
 const char *imp_member_name(imp *I, const Onnx__NodeProto *n, int w, const char *fallback);
 char *imp_member_line(imp *I, const char *decl, int w);
-/* The transpose of a constant 2-D float tensor (onnx_ops.c). */
+/* The transpose of a constant 2-D float tensor (onnx_ops_common.c). */
 dpc_tensor *imp_transposed(imp *I, const dpc_tensor *w);
-/* A Reduce* node's axes into ax[*na] (-1: none given), from its
- * attribute or, from opset 18 (ReduceSum's 13), its input (onnx_ops.c). */
-dpc_status imp_reduce_axes(imp *I, const Onnx__NodeProto *n, int64_t *ax, int *na);
-/* fn(e) over the dims red marks (dpc's sum/mean/amax, one dim a call),
- * and the result's dims in d[*rank] (onnx_ops.c). */
-const char *imp_reduce_text(imp *I, const char *fn, const char *e, const ival *X, const bool *red, bool keep,
-                            sdim *d, int *rank);
-
 /* ---- nn.MultiheadAttention's export (onnx_mha.c) ---- */
 /* At node k, a Transpose(1, 0, 2) of a computed [N, L, E]: whether the
  * nodes after it are nn.MultiheadAttention's export; if so they are

@@ -330,6 +330,88 @@ static dpc_status write_module(imp *I, struct imp_mha *M, int out) {
     return s;
 }
 
+/* Whether the Mul or Div node n scales q by 1 / sqrt(hd). */
+static bool scaled_right(imp *I, const Onnx__NodeProto *n, int64_t hd) {
+    int c = imp_in(I, n, 1);
+    double s;
+    bool div = strcmp(n->op_type, "Div") == 0;
+    return V(c)->c && V(c)->kind == VK_FLOAT && imp_const_scalar(V(c), &s) &&
+           near(s, div ? sqrt((double)hd) : 1 / sqrt((double)hd));
+}
+
+/* A Slice of q, k or v (role) out of the input projection: its third of
+ * the last dim. */
+static dpc_status mha_slice(imp *I, const Onnx__NodeProto *n, const struct imp_mha *M, int role) {
+    const int64_t E = M->E;
+    int64_t j = role - R_SL_Q, st, en, ax = -1, step = 1;
+    if (!const_int1(I, n, 1, &st) || !const_int1(I, n, 2, &en) ||
+        (n->n_input > 3 && n->input[3][0] && !const_int1(I, n, 3, &ax)) ||
+        (n->n_input > 4 && n->input[4][0] && !const_int1(I, n, 4, &step)) || (ax != -1 && ax != 2) || step != 1 ||
+        st != j * E || (en != (j + 1) * E && (j != 2 || en < 3 * E)))
+        return bad(I, j == 0 ? "q must be the slice 0:E of the last dim of the projection"
+                      : j == 1 ? "k must be the slice E:2E of the last dim of the projection"
+                               : "v must be the slice 2E:3E of the last dim of the projection");
+    return DPC_OK;
+}
+
+/* The Reshape of q, k or v to the heads, [L, N * H, hd]: H (M->H, the
+ * same for the three) from its shape operand; d the result's dims. */
+static dpc_status mha_heads(imp *I, const Onnx__NodeProto *n, struct imp_mha *M, sdim *d) {
+    const int64_t E = M->E;
+    const sdim L = M->L;
+    /* [L, N * H, hd]: H from the shape operand */
+    int v = imp_in(I, n, 1);
+    int64_t H = 0;
+    if (V(v)->c && V(v)->kind == VK_INT && V(v)->c->rank == 1 && V(v)->c->shape[0] == 3) {
+        const int64_t *w = (const int64_t *)V(v)->c->data;
+        if (V(v)->csym && V(v)->csym[1] == 1)
+            H = w[1];
+        else if (!(V(v)->csym && V(v)->csym[2]) && w[2] > 0 && E % w[2] == 0)
+            H = E / w[2];
+    }
+    if (H <= 0 || E % H || (M->H && H != M->H))
+        return bad(I, "the reshape to the heads must give [L, N * heads, E / heads]");
+    M->H = H;
+    sdim want[3] = {L, {H, 1}, {E / H, 0}};
+    if (!shape_is(I, n, want, 3))
+        return bad(I, "the reshape to the heads must give [L, N * heads, E / heads]");
+    memcpy(d, want, sizeof want);
+    return DPC_OK;
+}
+
+/* The output projection's nodes (role): the reshape back to [L * N, E]
+ * (d), the Gemm or MatMul of a constant [E, E] and its bias, which the
+ * input projection must match. */
+static dpc_status mha_out_proj(imp *I, const Onnx__NodeProto *n, struct imp_mha *M, int role, const sdim *d) {
+    const int64_t E = M->E;
+    if (role == R_RS_O && !shape_is(I, n, d, 2))
+        return bad(I, "the reshape back must give [L * N, E]");
+    if (role == R_GEMM_O) {
+        if (imp_attr_f(I, n, "alpha", 1) != 1 || imp_attr_f(I, n, "beta", 1) != 1 || imp_attr_i(I, n, "transA", 0))
+            return bad(I, "the output projection must be a Gemm with alpha = beta = 1 and no transA");
+        int w = const_f(I, n, 1, 2, E, E);
+        if (w < 0 || (n->n_input > 2 && n->input[2][0] && (M->bout = const_f(I, n, 2, 1, E, 0)) < 0))
+            return bad(I, "the output projection must be a constant [E, E] matrix and [E] bias");
+        M->wout = imp_attr_i(I, n, "transB", 0) ? V(w)->c : imp_transposed(I, V(w)->c);
+    } else if (role == R_MM_O) {
+        int w = const_f(I, n, 1, 2, E, E);
+        if (w < 0)
+            return bad(I, "the output projection must be a constant [E, E] matrix");
+        M->wout = imp_transposed(I, V(w)->c);
+    } else if (role == R_ADD_O) {
+        int j = strcmp(n->input[0], gnode(I, M->node[R_MM_O])->output[0]) == 0 ? 1 : 0;
+        if ((M->bout = const_f(I, n, j, 1, E, 0)) < 0)
+            return bad(I, "the output projection's bias must be a constant [E] vector");
+    }
+    if ((role == R_GEMM_O || role == R_MM_O) && !M->wout)
+        return DPC_ENOMEM;
+    if (role == R_GEMM_O || role == R_ADD_O || (role == R_MM_O && M->node[R_ADD_O] < 0)) {
+        if ((M->bin < 0) != (M->bout < 0))
+            return bad(I, "the input and output projections must both have a bias or both none");
+    }
+    return DPC_OK;
+}
+
 dpc_status imp_mha_node(imp *I, const Onnx__NodeProto *n) {
     int k = I->cur;
     struct imp_mha *M = &I->mha[I->claim[k] - 1];
@@ -345,6 +427,7 @@ dpc_status imp_mha_node(imp *I, const Onnx__NodeProto *n) {
     const sdim N = V(M->x)->d[0], L = M->L, e1 = {E, 0}, e3 = {3 * E, 0}, hdd = {hd, 0}, NH = {M->H, 1};
     sdim d[3];
     int rank = 3;
+    dpc_status st;
     switch (role) {
     case R_T0:
         d[0] = L, d[1] = N, d[2] = e1;
@@ -363,51 +446,22 @@ dpc_status imp_mha_node(imp *I, const Onnx__NodeProto *n) {
     }
     case R_SL_Q:
     case R_SL_K:
-    case R_SL_V: {
-        int64_t j = role - R_SL_Q, st, en, ax = -1, step = 1;
-        if (!const_int1(I, n, 1, &st) || !const_int1(I, n, 2, &en) ||
-            (n->n_input > 3 && n->input[3][0] && !const_int1(I, n, 3, &ax)) ||
-            (n->n_input > 4 && n->input[4][0] && !const_int1(I, n, 4, &step)) || (ax != -1 && ax != 2) || step != 1 ||
-            st != j * E || (en != (j + 1) * E && (j != 2 || en < 3 * E)))
-            return bad(I, j == 0 ? "q must be the slice 0:E of the last dim of the projection"
-                          : j == 1 ? "k must be the slice E:2E of the last dim of the projection"
-                                   : "v must be the slice 2E:3E of the last dim of the projection");
+    case R_SL_V:
+        if ((st = mha_slice(I, n, M, role)) != DPC_OK)
+            return st;
         d[0] = L, d[1] = N, d[2] = e1;
         break;
-    }
     case R_RS_Q:
     case R_RS_K:
-    case R_RS_V: {
-        /* [L, N * H, hd]: H from the shape operand */
-        int v = imp_in(I, n, 1);
-        int64_t H = 0;
-        if (V(v)->c && V(v)->kind == VK_INT && V(v)->c->rank == 1 && V(v)->c->shape[0] == 3) {
-            const int64_t *w = (const int64_t *)V(v)->c->data;
-            if (V(v)->csym && V(v)->csym[1] == 1)
-                H = w[1];
-            else if (!(V(v)->csym && V(v)->csym[2]) && w[2] > 0 && E % w[2] == 0)
-                H = E / w[2];
-        }
-        if (H <= 0 || E % H || (M->H && H != M->H))
-            return bad(I, "the reshape to the heads must give [L, N * heads, E / heads]");
-        M->H = H;
-        sdim want[3] = {L, {H, 1}, {E / H, 0}};
-        if (!shape_is(I, n, want, 3))
-            return bad(I, "the reshape to the heads must give [L, N * heads, E / heads]");
-        memcpy(d, want, sizeof d);
+    case R_RS_V:
+        if ((st = mha_heads(I, n, M, d)) != DPC_OK)
+            return st;
         break;
-    }
     case R_TR_Q:
     case R_TR_V:
     case R_SCALE:
-        if (role == R_SCALE) {
-            int c = imp_in(I, n, 1);
-            double s;
-            bool div = strcmp(n->op_type, "Div") == 0;
-            if (!V(c)->c || V(c)->kind != VK_FLOAT || !imp_const_scalar(V(c), &s) ||
-                !near(s, div ? sqrt((double)hd) : 1 / sqrt((double)hd)))
-                return bad(I, "q must be scaled by 1 / sqrt(E / heads)");
-        }
+        if (role == R_SCALE && !scaled_right(I, n, hd))
+            return bad(I, "q must be scaled by 1 / sqrt(E / heads)");
         d[0] = NH, d[1] = L, d[2] = hdd;
         break;
     case R_TR_K:
@@ -442,31 +496,8 @@ dpc_status imp_mha_node(imp *I, const Onnx__NodeProto *n) {
         if (L.s)
             return bad(I, "a run-time sequence length merged with the batch is not supported");
         rank = 2, d[0] = (sdim){L.v, 1}, d[1] = e1;
-        if (role == R_RS_O && !shape_is(I, n, d, 2))
-            return bad(I, "the reshape back must give [L * N, E]");
-        if (role == R_GEMM_O) {
-            if (imp_attr_f(I, n, "alpha", 1) != 1 || imp_attr_f(I, n, "beta", 1) != 1 || imp_attr_i(I, n, "transA", 0))
-                return bad(I, "the output projection must be a Gemm with alpha = beta = 1 and no transA");
-            int w = const_f(I, n, 1, 2, E, E);
-            if (w < 0 || (n->n_input > 2 && n->input[2][0] && (M->bout = const_f(I, n, 2, 1, E, 0)) < 0))
-                return bad(I, "the output projection must be a constant [E, E] matrix and [E] bias");
-            M->wout = imp_attr_i(I, n, "transB", 0) ? V(w)->c : imp_transposed(I, V(w)->c);
-        } else if (role == R_MM_O) {
-            int w = const_f(I, n, 1, 2, E, E);
-            if (w < 0)
-                return bad(I, "the output projection must be a constant [E, E] matrix");
-            M->wout = imp_transposed(I, V(w)->c);
-        } else if (role == R_ADD_O) {
-            int j = strcmp(n->input[0], gnode(I, M->node[R_MM_O])->output[0]) == 0 ? 1 : 0;
-            if ((M->bout = const_f(I, n, j, 1, E, 0)) < 0)
-                return bad(I, "the output projection's bias must be a constant [E] vector");
-        }
-        if ((role == R_GEMM_O || role == R_MM_O) && !M->wout)
-            return DPC_ENOMEM;
-        if (role == R_GEMM_O || role == R_ADD_O || (role == R_MM_O && M->node[R_ADD_O] < 0)) {
-            if ((M->bin < 0) != (M->bout < 0))
-                return bad(I, "the input and output projections must both have a bias or both none");
-        }
+        if ((st = mha_out_proj(I, n, M, role, d)) != DPC_OK)
+            return st;
         break;
     case R_RS_O2:
         d[0] = L, d[1] = N, d[2] = e1;

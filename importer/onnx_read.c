@@ -440,6 +440,56 @@ static dpc_status external(const Onnx__TensorProto *t, const char *dir, const ch
     return DPC_OK;
 }
 
+/* Element i of a float tensor (raw bytes or the typed field of its type:
+ * FLOAT16 and BFLOAT16 are stored in int32_data) as a double. */
+static double float_elem(const Onnx__TensorProto *t, const uint8_t *raw, int dt, size_t i) {
+    double v;
+    if (raw)
+        v = raw_f(raw, dt, i);
+    else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
+        v = t->float_data[i];
+    else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
+        v = t->double_data[i];
+    else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16)
+        v = dpc_f16_to_f32((uint16_t)t->int32_data[i]);
+    else {
+        uint32_t u = (uint32_t)(uint16_t)t->int32_data[i] << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        v = f;
+    }
+    return v;
+}
+
+/* Element i of an integer or BOOL tensor into *out; false when it is out of
+ * its type's range (a typed field holds wider values than the type). */
+static bool int_elem(const Onnx__TensorProto *t, const uint8_t *raw, int dt, size_t i, int64_t *out) {
+    int64_t v = 0;
+    bool ok = true;
+    if (raw)
+        ok = raw_i(raw, dt, i, &v);
+    else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
+        v = t->int64_data[i];
+    else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64 || dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32) {
+        ok = t->uint64_data[i] <= (dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 ? UINT32_MAX : INT64_MAX);
+        v = (int64_t)t->uint64_data[i];
+    } else {
+        v = t->int32_data[i];
+        if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
+            ok = v == 0 || v == 1;
+        else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT8)
+            ok = v >= -128 && v <= 127;
+        else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT8)
+            ok = v >= 0 && v <= 255;
+        else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT16)
+            ok = v >= -32768 && v <= 32767;
+        else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT16)
+            ok = v >= 0 && v <= 65535;
+    }
+    *out = v;
+    return ok;
+}
+
 dpc_status dpc_onnx_tensor(const Onnx__TensorProto *t, const char *dir, const char *what, dpc_tensor **out,
                            bool *was_bool, dpc_err *e) {
     if (out)
@@ -509,46 +559,12 @@ dpc_status dpc_onnx_tensor(const Onnx__TensorProto *t, const char *dir, const ch
     bool all_fit = raw && dt != ONNX__TENSOR_PROTO__DATA_TYPE__UINT64 && dt != ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
     for (size_t i = 0; i < n && (o || (!fl && !all_fit)); i++) {
         if (fl) {
-            double v;
-            if (raw)
-                v = raw_f(raw, dt, i);
-            else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT)
-                v = t->float_data[i];
-            else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE)
-                v = t->double_data[i];
-            else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16)
-                v = dpc_f16_to_f32((uint16_t)t->int32_data[i]);
-            else {
-                uint32_t u = (uint32_t)(uint16_t)t->int32_data[i] << 16;
-                float f;
-                memcpy(&f, &u, 4);
-                v = f;
-            }
+            double v = float_elem(t, raw, dt, i);
             if (o)
                 ((float *)o->data)[i] = (float)v;
         } else {
-            int64_t v;
-            bool ok = true;
-            if (raw)
-                ok = raw_i(raw, dt, i, &v);
-            else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT64)
-                v = t->int64_data[i];
-            else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64 || dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32) {
-                ok = t->uint64_data[i] <= (dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 ? UINT32_MAX : INT64_MAX);
-                v = (int64_t)t->uint64_data[i];
-            } else {
-                v = t->int32_data[i];
-                if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL)
-                    ok = v == 0 || v == 1;
-                else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT8)
-                    ok = v >= -128 && v <= 127;
-                else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT8)
-                    ok = v >= 0 && v <= 255;
-                else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__INT16)
-                    ok = v >= -32768 && v <= 32767;
-                else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__UINT16)
-                    ok = v >= 0 && v <= 65535;
-            }
+            int64_t v = 0;
+            bool ok = int_elem(t, raw, dt, i, &v);
             if (!ok) {
                 dpc_tensor_free(o);
                 dpc_free(owned);

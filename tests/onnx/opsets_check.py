@@ -11,7 +11,7 @@ batch 3 (the batch dim of the input symbolic) and compared in float64
 with NumPy or PyTorch (rel L2 <= 1e-5):
 
   reduce_mean_18   ReduceMean, axes an input (18), keepdims
-  reduce_l2_18     ReduceL2 (importer/onnx_ops_extra.c), negative axis
+  reduce_l2_18     ReduceL2 (importer/onnx_ops_reduce.c), negative axis
   reduce_max_20    ReduceMax over two axes, keepdims=0
   reduce_noop_18   ReduceMean without axes, noop_with_empty_axes=1
   split_18         Split by num_outputs (18) into 3, 3 and 2
