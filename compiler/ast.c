@@ -1,7 +1,14 @@
-/* ast.c - AST constructors called from the grammar's actions. */
+/* ast.c - AST constructors called from the grammar's actions, and the
+ * little state the generated scanner and parser read (ps_loc,
+ * dp_bad_string, dp_lex_fatal). It is its own file, apart from parse.c,
+ * because parse.c calls the parser: what the generated code calls lives
+ * below both, so the files form no circle. */
 #include "parser_state.h"
 
 #include <string.h>
+
+/* flex's YY_FATAL_ERROR jumps here (set by parse.c before each scan). */
+_Thread_local jmp_buf *dp_lex_fatal;
 
 loc ps_loc(parser_state *ps, int line, int col) {
     return (loc){ps->file, line, col};

@@ -20,8 +20,6 @@ int dplex_destroy(yyscan_t scanner);
 struct yy_buffer_state *dp_scan_bytes(const char *bytes, int len, yyscan_t scanner);
 int dpparse(void *scanner, parser_state *ps);
 
-_Thread_local jmp_buf *dp_lex_fatal;
-
 #define MAX_IMPORT_DEPTH 32
 
 typedef struct reader {
