@@ -1,8 +1,10 @@
 /* builtins.c - the table of torch.nn modules dpc knows (one row each,
  * defined beside its functions in nn_*.c and listed in DPC_MODULES) and
- * what every row shares: binding constructor arguments to the row's
+ * what goes through the rows: binding constructor arguments to the row's
  * signature (PyTorch's argument names, order and defaults), the size
- * limits on them, registering state_dict entries, and printing values.
+ * limits on them, and the dispatch of the rows' parameter and repr hooks.
+ * The helpers the rows themselves call (arguments, state_dict entries,
+ * printing values) are nn_helpers.c's, below this table.
  *
  * Arguments are kept as given (an int stays an int, a tuple a tuple),
  * because PyTorch's repr prints them that way: MaxPool2d(2) prints
@@ -40,7 +42,7 @@ const char *const *builtin_names(int *n) {
     return names;
 }
 
-/* ------------------------------------------------------------ values */
+/* ----------------------------------------------------------- binding */
 
 static val literal(dpc_arena *a, const char *lit) {
     val v = {0};
@@ -60,22 +62,6 @@ static val literal(dpc_arena *a, const char *lit) {
         v.i = strtoll(lit, NULL, 10);
     }
     return v;
-}
-
-const char *val_kind_name(val_kind k) {
-    switch (k) {
-    case V_NONE: return "None";
-    case V_INT: return "int";
-    case V_FLOAT: return "float";
-    case V_BOOL: return "bool";
-    case V_STR: return "string";
-    case V_TUPLE: return "tuple";
-    case V_LIST: return "list";
-    case V_MODULE: return "module";
-    case V_CLASS: return "module class";
-    case V_DICT: return "dict";
-    }
-    return "?";
 }
 
 static bool is_int_tuple(const val *v, int n) {
@@ -177,20 +163,6 @@ static const char *kind_expect(char k) {
     }
     return "a value";
 }
-
-void tuple_of(const val *v, int n, int64_t *out) {
-    for (int i = 0; i < n; i++)
-        out[i] = v->kind == V_INT ? v->i : v->items[i].i;
-}
-
-void pair_of(const val *v, int64_t out[2]) { tuple_of(v, 2, out); }
-
-int64_t inst_int(const inst *in, int i) { return in->args[i].i; }
-bool inst_bool(const inst *in, int i) { return in->args[i].i != 0; }
-double inst_float(const inst *in, int i) {
-    return in->args[i].kind == V_INT ? (double)in->args[i].i : in->args[i].f;
-}
-void inst_pair(const inst *in, int i, int64_t out[2]) { pair_of(&in->args[i], out); }
 
 /* Every int in a builtin's arguments is a size, an index or a dim: at most
  * DPC_MAX_DIM either way, so that the shape arithmetic cannot overflow. */
@@ -295,85 +267,12 @@ bool builtin_bind_values(dpc_ctx *c, inst *in, const bound_arg *args, int nargs,
     return c->nerrors == before;
 }
 
-/* ----------------------------------------------------- parameters */
-
-void builtin_add_param(dpc_ctx *c, model *m, inst *in, const char *leaf, int rank, const int64_t *shape,
-                      int init, double fan_in) {
-    param_entry *p = arena_alloc(&c->arena, sizeof *p);
-    p->key = in->path[0] ? arena_printf(&c->arena, "%s.%s", in->path, leaf) : leaf;
-    p->rank = rank;
-    for (int i = 0; i < rank; i++)
-        p->shape[i] = shape[i];
-    p->init = init;
-    p->fan_in = fan_in;
-    p->owner = in;
-    if (init == INIT_COUNTER) {
-        p->is_int = true;
-        p->ignored = true;
-    }
-    vec_push(&c->arena, &m->params, p);
-}
+/* ------------------------------------------- the rows' hooks, dispatched */
 
 void builtin_params(dpc_ctx *c, model *m, inst *in) {
     const builtin *b = builtin_row(in->bi);
     if (b && b->params)
         b->params(c, m, in);
-}
-
-/* --------------------------------------------------------- printing */
-
-void repr_value(const val *v, dpc_buf *out) {
-    char num[64];
-    switch (v->kind) {
-    case V_NONE: dpc_buf_puts(out, "None"); break;
-    case V_INT: dpc_buf_printf(out, "%lld", (long long)v->i); break;
-    case V_BOOL: dpc_buf_puts(out, v->i ? "True" : "False"); break;
-    case V_FLOAT:
-        dpc_format_pyfloat(v->f, num, sizeof num);
-        dpc_buf_puts(out, num);
-        break;
-    case V_STR: dpc_buf_puts(out, v->s); break;
-    case V_TUPLE:
-    case V_LIST:
-        dpc_buf_puts(out, v->kind == V_TUPLE ? "(" : "[");
-        for (int i = 0; i < v->n; i++) {
-            if (i)
-                dpc_buf_puts(out, ", ");
-            repr_value(&v->items[i], out);
-        }
-        if (v->kind == V_TUPLE && v->n == 1)
-            dpc_buf_puts(out, ",");
-        dpc_buf_puts(out, v->kind == V_TUPLE ? ")" : "]");
-        break;
-    case V_MODULE: dpc_buf_puts(out, v->mod->type_name); break;
-    case V_CLASS: dpc_buf_puts(out, v->s); break;
-    case V_DICT:
-        dpc_buf_puts(out, "{");
-        for (int i = 0; i < v->n; i++) {
-            dpc_buf_printf(out, "%s'%s': ", i ? ", " : "", v->keys[i]);
-            repr_value(&v->items[i], out);
-        }
-        dpc_buf_puts(out, "}");
-        break;
-    }
-}
-
-/* _pair(): ints and lists print as tuples */
-void repr_pair(const val *v, dpc_buf *out) {
-    int64_t p[2];
-    pair_of(v, p);
-    dpc_buf_printf(out, "(%lld, %lld)", (long long)p[0], (long long)p[1]);
-}
-
-bool pair_is(const val *v, int64_t x) {
-    int64_t p[2];
-    pair_of(v, p);
-    return p[0] == x && p[1] == x;
-}
-
-void repr_kv(dpc_buf *out, const char *sep, const char *k, const val *v) {
-    dpc_buf_printf(out, "%s%s=", sep, k);
-    repr_value(v, out);
 }
 
 void builtin_extra_repr(const inst *in, dpc_buf *out) {

@@ -255,6 +255,8 @@ struct val {
     const char **keys; /* V_CLASS: bound argument names; V_DICT: the keys (items: the values) */
     inst *mod;      /* V_MODULE */
 };
+/* "int", "module class", ... (nn_helpers.c) */
+const char *val_kind_name(val_kind k);
 
 /* ----------------------------------------------------- module tree */
 
@@ -359,9 +361,10 @@ typedef struct model {
 
 /* sema.c: evaluates the model line and instantiates the module tree. */
 bool sema_instantiate(dpc_ctx *c, model *m);
-/* Evaluates a constant expression in the scope of self's constructor
- * parameters (dims, reshape sizes, defaults). */
+/* sema_expr.c: evaluates a constant expression in the scope of self's
+ * constructor parameters (dims, reshape sizes, defaults). */
 bool sema_eval(dpc_ctx *c, model *m, const inst *self, const node *n, val *out);
+/* sema_values.c: a op b on constructor values. */
 bool sema_arith(dpc_ctx *c, int op, const val *a, const val *b, loc at, val *out);
 /* ctensor.c: evaluates a creation expression in the scope of self's
  * constructor (zeros(...), empty(...).normal_(std=0.02), ones(d, 1, 1) * s,
@@ -382,9 +385,10 @@ void ctensor_add_params(dpc_ctx *c, model *m, inst *in);
 bool sema_truthy(const val *v);
 /* An operator's text as written: "+", "//", "is not", "and" (op: node.op). */
 const char *sema_op_text(int op);
-/* The one interpreter of a chain of binary operators, for sema.c's
- * constructor arithmetic (values: val) and irbuild.c's forward (values:
- * its symbolic values): a + b + c + ... parses as ((a + b) + c) + ..., so
+/* The one interpreter of a chain of binary operators (sema_values.c), for
+ * sema_expr.c's constructor arithmetic (values: val) and irbuild.c's
+ * forward (values: its symbolic values): a + b + c + ... parses as
+ * ((a + b) + c) + ..., so
  * the chain is walked in a loop down its left operands and a flat chain of
  * any length needs no recursion; only right operands recurse (see ast.c).
  * ev evaluates an operand into a value of `size` bytes; ap combines
@@ -399,8 +403,8 @@ typedef bool (*chain_apply)(void *cx, const node *op, void *acc, const void *r);
 typedef bool (*chain_skip)(void *cx, const node *op, const void *acc);
 bool eval_binop_chain(dpc_arena *arena, const node *n, void *cx, size_t size, chain_eval ev, chain_apply ap,
                       chain_skip sk, void *out);
-/* irbuild.c: the one list of forward functions (the op table's one-to-one
- * elementwise functions, then irbuild.c's FUNCTIONS), for every pass that
+/* functions.c: the one list of forward functions (the op table's one-to-one
+ * elementwise functions, then functions.c's FUNCTIONS), for every pass that
  * resolves or suggests a function name. */
 bool dpc_is_function(const char *name);
 /* Up to max names into out, in a fixed order; returns how many. */
@@ -408,7 +412,8 @@ int dpc_function_names(const char **out, int max);
 /* Checks (and widens int to float) the value of scalar parameter p, given
  * by the default expression at `at`. */
 bool sema_scalar_default(dpc_ctx *c, const param *p, val *v, loc at);
-/* builtins.c: signatures, binding, repr. */
+/* builtins.c: signatures, binding, the rows' hooks; nn_helpers.c: what the
+ * rows call (arguments, state_dict entries, repr). */
 builtin_kind builtin_lookup(const char *name);
 const char *builtin_name(builtin_kind k);
 typedef struct bound_arg {

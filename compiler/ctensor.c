@@ -1,12 +1,12 @@
-/* ctensor.c - Parameter and buffer members of user modules: the creation
- * expressions that give them their value at construction (zeros, ones,
- * empty, randn, rand, full, arange, tensor, tril, triu and the methods
- * normal_, uniform_, zero_, fill_, view, reshape, expand, unsqueeze, float,
- * long, bool, clone, contiguous, with scalar arithmetic), evaluated here at
- * compile time into a ctensor (compiler.h), and the state_dict entries they
- * make (PyTorch's order: a module's Parameters, then its persistent
- * buffers, then its children; non-persistent buffers are not in the
- * state_dict and are filled by the runtime from their constant value). */
+/* ctensor.c - the values of Parameter and buffer members of user modules:
+ * the creation expressions that give them their value at construction
+ * (zeros, ones, empty, randn, rand, full, arange, tensor, tril, triu and the
+ * methods normal_, uniform_, zero_, fill_, view, reshape, expand,
+ * unsqueeze, float, long, bool, clone, contiguous, with scalar
+ * arithmetic), evaluated here at compile time into a ctensor (compiler.h).
+ * One handler per creation function and per method, in the tables
+ * CREATE_ROWS and METHOD_ROWS. The members themselves (declaration,
+ * state_dict entries) are ctensor_member.c's. */
 #include "irbuild.h"
 
 #include <math.h>
@@ -249,156 +249,160 @@ static bool no_other_kws(cx *x, const call_args *a, const char *fn, const char *
     return true;
 }
 
-static bool creation(cx *x, const node *n, const char *fn, ctensor *out) {
-    call_args a;
-    if (!split_args(x, n, &a))
-        return false;
-    memset(out, 0, sizeof *out);
-    out->dtype = CTD_F32;
+/* zeros, ones, empty (dpc fills 0), randn, rand: (*size, dtype=). */
+static bool create_fill(cx *x, const node *n, const char *fn, const call_args *a, bool dtype_given, ctensor *out) {
     int rank = 0;
     int64_t d[8];
-    bool dtype_given = a.kw_dtype != NULL;
-    if (dtype_given && !parse_dtype(x, a.kw_dtype, &out->dtype))
+    (void)dtype_given;
+    if (!no_other_kws(x, a, fn, NULL, NULL) || !sizes(x, n, 0, a->npos, false, &rank, d) ||
+        !set_shape(x, out, rank, d, n->at))
         return false;
-    if (!strcmp(fn, "zeros") || !strcmp(fn, "ones") || !strcmp(fn, "empty") || !strcmp(fn, "randn") ||
-        !strcmp(fn, "rand")) {
-        if (!no_other_kws(x, &a, fn, NULL, NULL) || !sizes(x, n, 0, a.npos, false, &rank, d) ||
-            !set_shape(x, out, rank, d, n->at))
-            return false;
-        if (!strcmp(fn, "randn") || !strcmp(fn, "rand")) {
-            if (out->dtype != CTD_F32) {
-                error_at(x->c, n->at, "%s() makes float32 values", fn);
-                return false;
-            }
-            out->kind = fn[4] == 'n' ? CT_NORMAL : CT_UNIFORM;
-            out->a = 0;
-            out->b = 1;
-        } else {
-            out->kind = CT_FILL;
-            out->a = !strcmp(fn, "ones") ? 1 : 0; /* empty: PyTorch leaves it unset; dpc fills 0 */
-        }
-        return true;
-    }
-    if (!strcmp(fn, "full")) {
-        const node *size = kw(&a, "size", 0), *fill = kw(&a, "fill_value", 1);
-        if (!size || !fill || a.npos > 2 || !no_other_kws(x, &a, fn, "size", "fill_value")) {
-            error_at(x->c, n->at, "full(size, fill_value) takes a size tuple and a value");
+    if (!strcmp(fn, "randn") || !strcmp(fn, "rand")) {
+        if (out->dtype != CTD_F32) {
+            error_at(x->c, n->at, "%s() makes float32 values", fn);
             return false;
         }
-        val v;
-        if (!sema_eval(x->c, x->m, x->self, size, &v))
-            return false;
-        if (v.kind != V_TUPLE && v.kind != V_LIST) {
-            error_at(x->c, size->at, "full() takes its size as a tuple: full((2, 3), v)");
-            return false;
-        }
-        arg one = {NULL, (node *)size, size->at};
-        node fake = *n;
-        fake.args = (vec){0};
-        vec_push(&x->c->arena, &fake.args, &one);
-        bool isf = false;
-        if (!sizes(x, &fake, 0, 1, false, &rank, d) || !set_shape(x, out, rank, d, n->at) ||
-            !scalar(x, fill, &out->a, &isf))
-            return false;
+        out->kind = fn[4] == 'n' ? CT_NORMAL : CT_UNIFORM;
+        out->a = 0;
+        out->b = 1;
+    } else {
         out->kind = CT_FILL;
-        if (!dtype_given)
-            out->dtype = isf ? CTD_F32 : CTD_I64;
-        cast(out, out->dtype);
-        return true;
+        out->a = !strcmp(fn, "ones") ? 1 : 0; /* empty: PyTorch leaves it unset; dpc fills 0 */
     }
-    if (!strcmp(fn, "arange")) {
-        double v[3] = {0, 0, 1};
-        bool anyf = false;
-        if (a.npos < 1 || a.npos > 3 || !no_other_kws(x, &a, fn, NULL, NULL)) {
-            error_at(x->c, n->at, "arange takes (end), (start, end) or (start, end, step)");
+    return true;
+}
+
+/* full(size, fill_value): the dtype of the value unless given. */
+static bool create_full(cx *x, const node *n, const char *fn, const call_args *a, bool dtype_given, ctensor *out) {
+    int rank = 0;
+    int64_t d[8];
+    const node *size = kw(a, "size", 0), *fill = kw(a, "fill_value", 1);
+    if (!size || !fill || a->npos > 2 || !no_other_kws(x, a, fn, "size", "fill_value")) {
+        error_at(x->c, n->at, "full(size, fill_value) takes a size tuple and a value");
+        return false;
+    }
+    val v;
+    if (!sema_eval(x->c, x->m, x->self, size, &v))
+        return false;
+    if (v.kind != V_TUPLE && v.kind != V_LIST) {
+        error_at(x->c, size->at, "full() takes its size as a tuple: full((2, 3), v)");
+        return false;
+    }
+    arg one = {NULL, (node *)size, size->at};
+    node fake = *n;
+    fake.args = (vec){0};
+    vec_push(&x->c->arena, &fake.args, &one);
+    bool isf = false;
+    if (!sizes(x, &fake, 0, 1, false, &rank, d) || !set_shape(x, out, rank, d, n->at) ||
+        !scalar(x, fill, &out->a, &isf))
+        return false;
+    out->kind = CT_FILL;
+    if (!dtype_given)
+        out->dtype = isf ? CTD_F32 : CTD_I64;
+    cast(out, out->dtype);
+    return true;
+}
+
+/* arange(end), arange(start, end), arange(start, end, step): folded to data. */
+static bool create_arange(cx *x, const node *n, const char *fn, const call_args *a, bool dtype_given, ctensor *out) {
+    double v[3] = {0, 0, 1};
+    bool anyf = false;
+    if (a->npos < 1 || a->npos > 3 || !no_other_kws(x, a, fn, NULL, NULL)) {
+        error_at(x->c, n->at, "arange takes (end), (start, end) or (start, end, step)");
+        return false;
+    }
+    for (int i = 0; i < a->npos; i++) {
+        bool f = false;
+        if (!scalar(x, a->pos[i], &v[a->npos == 1 ? 1 : i], &f))
             return false;
-        }
-        for (int i = 0; i < a.npos; i++) {
-            bool f = false;
-            if (!scalar(x, a.pos[i], &v[a.npos == 1 ? 1 : i], &f))
-                return false;
-            anyf |= f;
-        }
-        double start = v[0], end = v[1], step = v[2];
-        if (step == 0 || (end - start) / step < 0) {
-            error_at(x->c, n->at, "arange: the step must go from start towards end");
-            return false;
-        }
-        double cnt = ceil((end - start) / step);
-        if (cnt > (double)CT_MAX_DATA) {
-            error_at(x->c, n->at, "arange folds %.0f elements at compile time; the limit is %lld", cnt,
-                     (long long)CT_MAX_DATA);
-            return false;
-        }
-        int64_t len = (int64_t)cnt;
-        if (!set_shape(x, out, 1, &len, n->at))
-            return false;
+        anyf |= f;
+    }
+    double start = v[0], end = v[1], step = v[2];
+    if (step == 0 || (end - start) / step < 0) {
+        error_at(x->c, n->at, "arange: the step must go from start towards end");
+        return false;
+    }
+    double cnt = ceil((end - start) / step);
+    if (cnt > (double)CT_MAX_DATA) {
+        error_at(x->c, n->at, "arange folds %.0f elements at compile time; the limit is %lld", cnt,
+                 (long long)CT_MAX_DATA);
+        return false;
+    }
+    int64_t len = (int64_t)cnt;
+    if (!set_shape(x, out, 1, &len, n->at))
+        return false;
+    out->kind = CT_DATA;
+    out->data = arena_alloc(&x->c->arena, sizeof(double) * (size_t)(len ? len : 1));
+    for (int64_t i = 0; i < len; i++)
+        out->data[i] = start + (double)i * step;
+    if (!dtype_given)
+        out->dtype = anyf ? CTD_F32 : CTD_I64;
+    round_to(out);
+    return true;
+}
+
+/* tensor(number) or tensor([numbers]). */
+static bool create_tensor(cx *x, const node *n, const char *fn, const call_args *a, bool dtype_given, ctensor *out) {
+    if (a->npos != 1 || !no_other_kws(x, a, fn, NULL, NULL)) {
+        error_at(x->c, n->at, "tensor() takes one value: a number or a list of numbers");
+        return false;
+    }
+    val v;
+    if (!sema_eval(x->c, x->m, x->self, a->pos[0], &v))
+        return false;
+    bool anyf = v.kind == V_FLOAT, anyb = v.kind == V_BOOL;
+    if (v.kind == V_INT || v.kind == V_FLOAT || v.kind == V_BOOL) {
+        out->rank = 0;
+        out->kind = CT_FILL;
+        out->a = v.kind == V_FLOAT ? v.f : (double)v.i;
+    } else if (v.kind == V_LIST || v.kind == V_TUPLE) {
+        int64_t len = v.n;
+        set_shape(x, out, 1, &len, n->at);
         out->kind = CT_DATA;
         out->data = arena_alloc(&x->c->arena, sizeof(double) * (size_t)(len ? len : 1));
-        for (int64_t i = 0; i < len; i++)
-            out->data[i] = start + (double)i * step;
-        if (!dtype_given)
-            out->dtype = anyf ? CTD_F32 : CTD_I64;
-        round_to(out);
-        return true;
-    }
-    if (!strcmp(fn, "tensor")) {
-        if (a.npos != 1 || !no_other_kws(x, &a, fn, NULL, NULL)) {
-            error_at(x->c, n->at, "tensor() takes one value: a number or a list of numbers");
-            return false;
-        }
-        val v;
-        if (!sema_eval(x->c, x->m, x->self, a.pos[0], &v))
-            return false;
-        bool anyf = v.kind == V_FLOAT, anyb = v.kind == V_BOOL;
-        if (v.kind == V_INT || v.kind == V_FLOAT || v.kind == V_BOOL) {
-            out->rank = 0;
-            out->kind = CT_FILL;
-            out->a = v.kind == V_FLOAT ? v.f : (double)v.i;
-        } else if (v.kind == V_LIST || v.kind == V_TUPLE) {
-            int64_t len = v.n;
-            set_shape(x, out, 1, &len, n->at);
-            out->kind = CT_DATA;
-            out->data = arena_alloc(&x->c->arena, sizeof(double) * (size_t)(len ? len : 1));
-            anyb = len > 0;
-            for (int i = 0; i < v.n; i++) {
-                const val *e = &v.items[i];
-                if (e->kind != V_INT && e->kind != V_FLOAT && e->kind != V_BOOL) {
-                    error_at(x->c, a.pos[0]->at, "tensor() takes numbers, got %s", val_kind_name(e->kind));
-                    return false;
-                }
-                anyf |= e->kind == V_FLOAT;
-                anyb &= e->kind == V_BOOL;
-                out->data[i] = e->kind == V_FLOAT ? e->f : (double)e->i;
+        anyb = len > 0;
+        for (int i = 0; i < v.n; i++) {
+            const val *e = &v.items[i];
+            if (e->kind != V_INT && e->kind != V_FLOAT && e->kind != V_BOOL) {
+                error_at(x->c, a->pos[0]->at, "tensor() takes numbers, got %s", val_kind_name(e->kind));
+                return false;
             }
-        } else {
-            error_at(x->c, a.pos[0]->at, "tensor() takes a number or a list of numbers, got %s",
-                     val_kind_name(v.kind));
-            return false;
+            anyf |= e->kind == V_FLOAT;
+            anyb &= e->kind == V_BOOL;
+            out->data[i] = e->kind == V_FLOAT ? e->f : (double)e->i;
         }
-        if (!dtype_given)
-            out->dtype = anyf ? CTD_F32 : anyb ? CTD_BOOL : CTD_I64;
-        cast(out, out->dtype);
-        return true;
+    } else {
+        error_at(x->c, a->pos[0]->at, "tensor() takes a number or a list of numbers, got %s",
+                 val_kind_name(v.kind));
+        return false;
     }
-    if (!strcmp(fn, "zeros_like") || !strcmp(fn, "ones_like")) {
-        if (a.npos != 1 || !eval_t(x, a.pos[0], out))
-            return false;
-        ctensor_dtype dt = dtype_given ? out->dtype : out->dtype;
-        out->kind = CT_FILL;
-        out->a = fn[0] == 'o';
-        out->data = NULL;
-        cast(out, dt);
-        return true;
-    }
-    /* tril, triu */
-    const node *diag = kw(&a, "diagonal", 1);
-    if (a.npos < 1 || a.npos > 2 || !no_other_kws(x, &a, fn, "diagonal", NULL)) {
+    if (!dtype_given)
+        out->dtype = anyf ? CTD_F32 : anyb ? CTD_BOOL : CTD_I64;
+    cast(out, out->dtype);
+    return true;
+}
+
+/* zeros_like(t), ones_like(t). */
+static bool create_like(cx *x, const node *n, const char *fn, const call_args *a, bool dtype_given, ctensor *out) {
+    if (a->npos != 1 || !eval_t(x, a->pos[0], out))
+        return false;
+    ctensor_dtype dt = dtype_given ? out->dtype : out->dtype;
+    out->kind = CT_FILL;
+    out->a = fn[0] == 'o';
+    out->data = NULL;
+    cast(out, dt);
+    return true;
+}
+
+/* tril(input, diagonal=0), triu(...): folded to data. */
+static bool create_tri(cx *x, const node *n, const char *fn, const call_args *a, bool dtype_given, ctensor *out) {
+    const node *diag = kw(a, "diagonal", 1);
+    if (a->npos < 1 || a->npos > 2 || !no_other_kws(x, a, fn, "diagonal", NULL)) {
         error_at(x->c, n->at, "%s(input, diagonal=0)", fn);
         return false;
     }
     int64_t k = 0;
-    if ((diag && !int_of(x, diag, &k)) || !eval_t(x, a.pos[0], out))
+    if ((diag && !int_of(x, diag, &k)) || !eval_t(x, a->pos[0], out))
         return false;
     if (out->rank < 2) {
         error_at(x->c, n->at, "%s needs a tensor of at least 2 dims", fn);
@@ -416,100 +420,133 @@ static bool creation(cx *x, const node *n, const char *fn, ctensor *out) {
     return true;
 }
 
-static bool method(cx *x, const node *n, const char *fn, ctensor *out) {
+typedef bool (*create_fn)(cx *x, const node *n, const char *fn, const call_args *a, bool dtype_given, ctensor *out);
+
+/* The creation functions (CREATORS), one handler each; tril and triu are the rest. */
+static const struct {
+    const char *name;
+    create_fn fn;
+} CREATE_ROWS[] = {
+    {"zeros", create_fill}, {"ones", create_fill}, {"empty", create_fill}, {"randn", create_fill},
+    {"rand", create_fill},  {"full", create_full}, {"arange", create_arange}, {"tensor", create_tensor},
+    {"zeros_like", create_like}, {"ones_like", create_like},
+};
+
+static bool creation(cx *x, const node *n, const char *fn, ctensor *out) {
     call_args a;
     if (!split_args(x, n, &a))
         return false;
-    if (a.npos < 1) {
-        error_at(x->c, n->at, "%s is a tensor method: write t.%s(...)", fn, fn);
+    memset(out, 0, sizeof *out);
+    out->dtype = CTD_F32;
+    bool dtype_given = a.kw_dtype != NULL;
+    if (dtype_given && !parse_dtype(x, a.kw_dtype, &out->dtype))
+        return false;
+    for (size_t i = 0; i < sizeof CREATE_ROWS / sizeof *CREATE_ROWS; i++)
+        if (!strcmp(fn, CREATE_ROWS[i].name))
+            return CREATE_ROWS[i].fn(x, n, fn, &a, dtype_given, out);
+    return create_tri(x, n, fn, &a, dtype_given, out);
+}
+
+/* t.normal_(mean=0, std=1), t.uniform_(a=0, b=1): a random draw. */
+static bool method_fill_random(cx *x, const node *n, const char *fn, const call_args *a, ctensor *out) {
+    bool nrm = fn[0] == 'n';
+    const node *p0 = kw(a, nrm ? "mean" : "a", 1), *p1 = kw(a, nrm ? "std" : "b", 2);
+    if (a->npos > 3 || !no_other_kws(x, a, fn, nrm ? "mean" : "a", nrm ? "std" : "b"))
+        return false;
+    double v0 = 0, v1 = 1;
+    if ((p0 && !scalar(x, p0, &v0, NULL)) || (p1 && !scalar(x, p1, &v1, NULL)))
+        return false;
+    if (out->dtype != CTD_F32) {
+        error_at(x->c, n->at, "%s fills float32 tensors", fn);
         return false;
     }
-    if (!eval_t(x, a.pos[0], out))
+    if (nrm && v1 < 0) {
+        error_at(x->c, n->at, "normal_ expects std >= 0.0, got %g", v1);
         return false;
-    int64_t numel = ctensor_numel(out);
-    if (!strcmp(fn, "normal_") || !strcmp(fn, "uniform_")) {
-        bool nrm = fn[0] == 'n';
-        const node *p0 = kw(&a, nrm ? "mean" : "a", 1), *p1 = kw(&a, nrm ? "std" : "b", 2);
-        if (a.npos > 3 || !no_other_kws(x, &a, fn, nrm ? "mean" : "a", nrm ? "std" : "b"))
-            return false;
-        double v0 = 0, v1 = 1;
-        if ((p0 && !scalar(x, p0, &v0, NULL)) || (p1 && !scalar(x, p1, &v1, NULL)))
-            return false;
-        if (out->dtype != CTD_F32) {
-            error_at(x->c, n->at, "%s fills float32 tensors", fn);
-            return false;
-        }
-        if (nrm && v1 < 0) {
-            error_at(x->c, n->at, "normal_ expects std >= 0.0, got %g", v1);
-            return false;
-        }
-        out->kind = nrm ? CT_NORMAL : CT_UNIFORM;
-        out->a = v0;
-        out->b = v1;
-        out->data = NULL;
-        return true;
     }
-    if (!strcmp(fn, "zero_") || !strcmp(fn, "fill_")) {
-        double v = 0;
-        if (fn[0] == 'f' && (a.npos != 2 || !scalar(x, a.pos[1], &v, NULL)))
-            return a.npos == 2 ? false : (error_at(x->c, n->at, "fill_(value) takes one value"), false);
-        out->kind = CT_FILL;
-        out->a = v;
-        out->data = NULL;
-        cast(out, out->dtype);
-        return true;
+    out->kind = nrm ? CT_NORMAL : CT_UNIFORM;
+    out->a = v0;
+    out->b = v1;
+    out->data = NULL;
+    return true;
+}
+
+/* t.zero_(), t.fill_(value). */
+static bool method_fill(cx *x, const node *n, const char *fn, const call_args *a, ctensor *out) {
+    double v = 0;
+    if (fn[0] == 'f' && (a->npos != 2 || !scalar(x, a->pos[1], &v, NULL)))
+        return a->npos == 2 ? false : (error_at(x->c, n->at, "fill_(value) takes one value"), false);
+    out->kind = CT_FILL;
+    out->a = v;
+    out->data = NULL;
+    cast(out, out->dtype);
+    return true;
+}
+
+/* t.float(), t.long(), t.bool(). */
+static bool method_cast(cx *x, const node *n, const char *fn, const call_args *a, ctensor *out) {
+    (void)x; (void)n; (void)a;
+    cast(out, fn[0] == 'f' ? CTD_F32 : fn[0] == 'l' ? CTD_I64 : CTD_BOOL);
+    return true;
+}
+
+/* t.unsqueeze(dim). */
+static bool method_unsqueeze(cx *x, const node *n, const char *fn, const call_args *a, ctensor *out) {
+    (void)fn;
+    int64_t d;
+    if (a->npos != 2 || !int_of(x, a->pos[1], &d))
+        return a->npos == 2 ? false : (error_at(x->c, n->at, "unsqueeze(dim) takes one dim"), false);
+    if (d < 0)
+        d += out->rank + 1;
+    if (d < 0 || d > out->rank || out->rank == 8) {
+        error_at(x->c, a->pos[1]->at, "unsqueeze: dim out of range");
+        return false;
     }
-    if (!strcmp(fn, "float") || !strcmp(fn, "long") || !strcmp(fn, "bool")) {
-        cast(out, fn[0] == 'f' ? CTD_F32 : fn[0] == 'l' ? CTD_I64 : CTD_BOOL);
-        return true;
-    }
-    if (!strcmp(fn, "clone") || !strcmp(fn, "contiguous") || !strcmp(fn, "detach"))
-        return true;
-    if (!strcmp(fn, "unsqueeze")) {
-        int64_t d;
-        if (a.npos != 2 || !int_of(x, a.pos[1], &d))
-            return a.npos == 2 ? false : (error_at(x->c, n->at, "unsqueeze(dim) takes one dim"), false);
-        if (d < 0)
-            d += out->rank + 1;
-        if (d < 0 || d > out->rank || out->rank == 8) {
-            error_at(x->c, a.pos[1]->at, "unsqueeze: dim out of range");
-            return false;
-        }
-        for (int i = out->rank; i > d; i--)
-            out->shape[i] = out->shape[i - 1];
-        out->shape[d] = 1;
-        out->rank++;
-        return true;
-    }
+    for (int i = out->rank; i > d; i--)
+        out->shape[i] = out->shape[i - 1];
+    out->shape[d] = 1;
+    out->rank++;
+    return true;
+}
+
+/* t.view(*sizes), t.reshape(*sizes): one size may be -1. */
+static bool method_view(cx *x, const node *n, const char *fn, const call_args *a, ctensor *out) {
     int rank;
     int64_t d[8];
-    if (!sizes(x, n, 1, a.npos, true, &rank, d))
+    if (!sizes(x, n, 1, a->npos, true, &rank, d))
         return false;
-    if (!strcmp(fn, "view") || !strcmp(fn, "reshape")) {
-        int infer = -1;
-        int64_t known = 1;
-        for (int i = 0; i < rank; i++) {
-            if (d[i] == -1) {
-                if (infer >= 0) {
-                    error_at(x->c, n->at, "%s: only one dim can be -1", fn);
-                    return false;
-                }
-                infer = i;
-            } else
-                known *= d[i];
-        }
-        if (infer >= 0 && known > 0 && numel % known == 0)
-            d[infer] = numel / known;
-        int64_t got = 1;
-        for (int i = 0; i < rank; i++)
-            got *= d[i];
-        if (got != numel || (infer >= 0 && known == 0)) {
-            error_at(x->c, n->at, "%s: shape is invalid for a tensor of %lld elements", fn, (long long)numel);
-            return false;
-        }
-        return set_shape(x, out, rank, d, n->at);
+    int64_t numel = ctensor_numel(out);
+    int infer = -1;
+    int64_t known = 1;
+    for (int i = 0; i < rank; i++) {
+        if (d[i] == -1) {
+            if (infer >= 0) {
+                error_at(x->c, n->at, "%s: only one dim can be -1", fn);
+                return false;
+            }
+            infer = i;
+        } else
+            known *= d[i];
     }
-    /* expand */
+    if (infer >= 0 && known > 0 && numel % known == 0)
+        d[infer] = numel / known;
+    int64_t got = 1;
+    for (int i = 0; i < rank; i++)
+        got *= d[i];
+    if (got != numel || (infer >= 0 && known == 0)) {
+        error_at(x->c, n->at, "%s: shape is invalid for a tensor of %lld elements", fn, (long long)numel);
+        return false;
+    }
+    return set_shape(x, out, rank, d, n->at);
+}
+
+/* t.expand(*sizes): a constant stays one, data is repeated (within CT_MAX_DATA). */
+static bool method_expand(cx *x, const node *n, const char *fn, const call_args *a, ctensor *out) {
+    (void)fn;
+    int rank;
+    int64_t d[8];
+    if (!sizes(x, n, 1, a->npos, true, &rank, d))
+        return false;
     if (rank < out->rank) {
         error_at(x->c, n->at, "expand: %d sizes for a tensor of %d dims", rank, out->rank);
         return false;
@@ -560,6 +597,37 @@ static bool method(cx *x, const node *n, const char *fn, ctensor *out) {
     }
     out->data = dd;
     return true;
+}
+
+typedef bool (*method_fn)(cx *x, const node *n, const char *fn, const call_args *a, ctensor *out);
+
+/* The tensor methods (METHODS), one handler each; expand is the rest. */
+static const struct {
+    const char *name;
+    method_fn fn;
+} METHOD_ROWS[] = {
+    {"normal_", method_fill_random}, {"uniform_", method_fill_random}, {"zero_", method_fill},
+    {"fill_", method_fill},          {"float", method_cast},          {"long", method_cast},
+    {"bool", method_cast},           {"unsqueeze", method_unsqueeze}, {"view", method_view},
+    {"reshape", method_view},
+};
+
+static bool method(cx *x, const node *n, const char *fn, ctensor *out) {
+    call_args a;
+    if (!split_args(x, n, &a))
+        return false;
+    if (a.npos < 1) {
+        error_at(x->c, n->at, "%s is a tensor method: write t.%s(...)", fn, fn);
+        return false;
+    }
+    if (!eval_t(x, a.pos[0], out))
+        return false;
+    if (!strcmp(fn, "clone") || !strcmp(fn, "contiguous") || !strcmp(fn, "detach"))
+        return true;
+    for (size_t i = 0; i < sizeof METHOD_ROWS / sizeof *METHOD_ROWS; i++)
+        if (!strcmp(fn, METHOD_ROWS[i].name))
+            return METHOD_ROWS[i].fn(x, n, fn, &a, out);
+    return method_expand(x, n, fn, &a, out);
 }
 
 static bool arith(cx *x, const node *n, ctensor *out) {
@@ -641,167 +709,3 @@ bool ctensor_eval(dpc_ctx *c, model *m, const inst *self, const node *n, ctensor
     return eval_t(&x, n, out);
 }
 
-static bool callee_is(const node *n, const char *name) {
-    return n->kind == ND_CALL && n->lhs->kind == ND_NAME && strcmp(n->lhs->str, name) == 0 && n->op != 'm';
-}
-
-/* Parameter(data, requires_grad=True) or Buffer(data, persistent=True) */
-static bool member_value(dpc_ctx *c, model *m, inst *in, const node *v, tmember *t) {
-    bool param = callee_is(v, "Parameter");
-    const char *fn = param ? "Parameter" : "Buffer";
-    const node *data = NULL, *pers = NULL;
-    for (int i = 0; i < v->args.len; i++) {
-        const arg *g = v->args.items[i];
-        if (!g->name && !data)
-            data = g->value;
-        else if (g->name && strcmp(g->name, "data") == 0 && !data)
-            data = g->value;
-        else if (g->name && !param && strcmp(g->name, "persistent") == 0)
-            pers = g->value;
-        else if (g->name && param && strcmp(g->name, "requires_grad") == 0)
-            continue;
-        else {
-            error_at(c, g->at, "%s takes %s", fn,
-                     param ? "(data, requires_grad=True)" : "(data, persistent=True)");
-            return false;
-        }
-    }
-    if (!data) {
-        error_at(c, v->at, "%s needs its value: %s(zeros(...)) or another tensor created at construction", fn, fn);
-        return false;
-    }
-    t->is_param = param;
-    t->persistent = true;
-    t->at = v->at;
-    if (pers) {
-        val pv;
-        if (!sema_eval(c, m, in, pers, &pv))
-            return false;
-        if (pv.kind != V_BOOL) {
-            error_at(c, pers->at, "persistent must be True or False, got %s", val_kind_name(pv.kind));
-            return false;
-        }
-        t->persistent = pv.i != 0;
-    }
-    t->ct = arena_alloc(&c->arena, sizeof *t->ct);
-    if (!ctensor_eval(c, m, in, data, t->ct))
-        return false;
-    if (param && t->ct->dtype != CTD_F32) {
-        error_at(c, data->at, "a Parameter must be a float tensor (only float tensors can require gradients), got %s",
-                 t->ct->dtype == CTD_I64 ? "int64" : "bool");
-        return false;
-    }
-    if (!t->persistent && (t->ct->kind == CT_NORMAL || t->ct->kind == CT_UNIFORM)) {
-        error_at(c, data->at,
-                 "a non-persistent buffer is not in the state_dict, so its value must be constant, not random");
-        return false;
-    }
-    if (t->persistent && t->ct->dtype == CTD_BOOL) {
-        error_at(c, data->at, "a persistent bool buffer is not supported; make it persistent=False");
-        return false;
-    }
-    return true;
-}
-
-static bool name_taken(const inst *in, const char *name) {
-    for (int i = 0; i < in->children.len; i++)
-        if (strcmp(((inst_child *)in->children.items[i])->name, name) == 0)
-            return true;
-    for (int i = 0; i < in->tensors.len; i++)
-        if (strcmp(((tmember *)in->tensors.items[i])->name, name) == 0)
-            return true;
-    return false;
-}
-
-bool ctensor_member(dpc_ctx *c, model *m, inst *in, const char *name, const node *value, loc at) {
-    tmember *t = arena_alloc(&c->arena, sizeof *t);
-    if (!name) {
-        bool rb = callee_is(value, "register_buffer"), rp = callee_is(value, "register_parameter");
-        if (!rb && !rp)
-            return false;
-        const char *fn = rb ? "register_buffer" : "register_parameter";
-        const node *nm = NULL, *tv = NULL, *pers = NULL;
-        for (int i = 0; i < value->args.len; i++) {
-            const arg *g = value->args.items[i];
-            if (!g->name && !nm)
-                nm = g->value;
-            else if (!g->name && !tv)
-                tv = g->value;
-            else if (g->name && strcmp(g->name, "name") == 0)
-                nm = g->value;
-            else if (g->name && strcmp(g->name, rb ? "tensor" : "param") == 0)
-                tv = g->value;
-            else if (rb && g->name && strcmp(g->name, "persistent") == 0)
-                pers = g->value;
-            else {
-                error_at(c, g->at, "%s takes %s", fn, rb ? "(name, tensor, persistent=True)" : "(name, param)");
-                return true;
-            }
-        }
-        if (!nm || nm->kind != ND_STR || !tv) {
-            error_at(c, value->at, "%s takes %s", fn,
-                     rb ? "(\"name\", tensor, persistent=True)" : "(\"name\", Parameter(...))");
-            return true;
-        }
-        name = nm->str;
-        if (rp && !callee_is(tv, "Parameter")) {
-            error_at(c, tv->at, "register_parameter takes a Parameter(...)");
-            return true;
-        }
-        if (rb) {
-            /* the same as name = Buffer(tensor, persistent=...) */
-            node *call = arena_alloc(&c->arena, sizeof *call);
-            node *callee = arena_alloc(&c->arena, sizeof *callee);
-            *callee = (node){.kind = ND_NAME, .at = value->at, .str = "Buffer"};
-            *call = (node){.kind = ND_CALL, .at = value->at, .lhs = callee};
-            arg *a0 = arena_alloc(&c->arena, sizeof *a0);
-            *a0 = (arg){NULL, (node *)tv, tv->at};
-            vec_push(&c->arena, &call->args, a0);
-            if (pers) {
-                arg *a1 = arena_alloc(&c->arena, sizeof *a1);
-                *a1 = (arg){"persistent", (node *)pers, pers->at};
-                vec_push(&c->arena, &call->args, a1);
-            }
-            tv = call;
-        }
-        value = tv;
-    } else if (!callee_is(value, "Parameter") && !callee_is(value, "Buffer"))
-        return false;
-    if (name_taken(in, name)) {
-        error_at(c, at, "member '%s' is defined twice in module '%s'", name, in->def ? in->def->name : in->type_name);
-        return true;
-    }
-    if (strcmp(name, "forward") == 0) {
-        error_at(c, at, "'forward' cannot be a member name");
-        return true;
-    }
-    t->name = name;
-    if (member_value(c, m, in, value, t))
-        vec_push(&c->arena, &in->tensors, t);
-    return true;
-}
-
-static void add_entry(dpc_ctx *c, model *m, inst *in, const tmember *t) {
-    param_entry *p = arena_alloc(&c->arena, sizeof *p);
-    p->key = in->path[0] ? arena_printf(&c->arena, "%s.%s", in->path, t->name) : t->name;
-    p->rank = t->ct->rank;
-    memcpy(p->shape, t->ct->shape, sizeof(int64_t) * (size_t)t->ct->rank);
-    p->init = INIT_TENSOR;
-    p->owner = in;
-    p->ct = t->ct;
-    p->is_int = t->ct->dtype == CTD_I64;
-    /* integer buffers are kept in the state_dict; forward reads float ones */
-    p->ignored = p->is_int;
-    p->nonpersistent = !t->persistent;
-    vec_push(&c->arena, &m->params, p);
-}
-
-void ctensor_add_params(dpc_ctx *c, model *m, inst *in) {
-    for (int pass = 0; pass < 3; pass++)
-        for (int i = 0; i < in->tensors.len; i++) {
-            const tmember *t = in->tensors.items[i];
-            int which = t->is_param ? 0 : t->persistent ? 1 : 2;
-            if (which == pass)
-                add_entry(c, m, in, t);
-        }
-}

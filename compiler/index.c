@@ -94,6 +94,76 @@ static bool tuple_slice(builder *b, const sv *base, const ixitem *items, int n, 
 
 static const char *ordinal_dim(builder *b, int i) { return arena_printf(&b->c->arena, "dimension %d", i); }
 
+/* One plain index of dim `in` of x (it->kind 'i'): the dim is dropped. */
+static bool index_dim(builder *b, const ir_node *x, const ixitem *it, int in, view_attr *v) {
+    const dim *d = &x->sh.d[in];
+    int64_t k;
+    if (!want_int(b, &it->v[0], it->at, "an index", &k))
+        return false;
+    if (d->sym) {
+        error_at(b->c, it->at,
+                 "indexing the batch dim (dim %d) is not supported: DataParallel splits it across "
+                 "replicas; index the other dims and keep ':' for it",
+                 in);
+        return false;
+    }
+    if (k < -d->k || k >= d->k) {
+        error_at(b->c, it->at, "index %lld is out of bounds for %s with size %lld", (long long)k,
+                 ordinal_dim(b, in), (long long)d->k);
+        return false;
+    }
+    v->start[in] = k < 0 ? k + d->k : k;
+    v->step[in] = 0;
+    return true;
+}
+
+/* One slice of dim `in` of x: its output dim appended to out, *ident
+ * cleared unless it takes the whole dim. False after a diagnostic, or with
+ * *full set when out has no room left. */
+static bool slice_dim(builder *b, const ir_node *x, const ixitem *it, int in, view_attr *v, shape *out, bool *ident,
+                      bool *full) {
+    const dim *d = &x->sh.d[in];
+    int64_t st = 0, sp = 0, step = 1;
+    bool hs, he, hp;
+    if (!slice_int(b, it, 0, &st, &hs) || !slice_int(b, it, 1, &sp, &he) || !slice_int(b, it, 2, &step, &hp))
+        return false;
+    if (hp && step == 0) {
+        error_at(b->c, it->at, "slice step cannot be zero");
+        return false;
+    }
+    if (step < 0) {
+        error_at(b->c, it->at, "step must be greater than zero (PyTorch has no negative slice steps)");
+        return false;
+    }
+    if (d->sym) {
+        if ((hs && st != 0) || he || step != 1) {
+            error_at(b->c, it->at,
+                     "slicing the batch dim (dim %d) is not supported: DataParallel splits it across replicas, "
+                     "so only ':' can take it",
+                     in);
+            return false;
+        }
+        v->step[in] = 1;
+        v->src[out->rank] = in;
+        out->d[out->rank++] = *d;
+        return true;
+    }
+    int64_t first, count;
+    slice_indices(d->k, hs, st, he, sp, step, &first, &count);
+    if (count == 0)
+        first = 0;
+    if (out->rank == IR_MAX_RANK) {
+        *full = true;
+        return false;
+    }
+    v->start[in] = first;
+    v->step[in] = step;
+    v->src[out->rank] = in;
+    out->d[out->rank++] = (dim){count, false};
+    *ident &= first == 0 && count == d->k;
+    return true;
+}
+
 /* x[items] on a tensor: one OP_SLICE (or x itself when it takes all). */
 static ir_node *tensor_subscript(builder *b, ir_node *x, const ixitem *items, int n, loc at) {
     int consumed = 0, ell = -1;
@@ -138,67 +208,19 @@ static ir_node *tensor_subscript(builder *b, ir_node *x, const ixitem *items, in
             ident = false;
             continue;
         }
-        const dim *d = &x->sh.d[in];
         if (it->kind == 'i') {
-            int64_t k;
-            if (!want_int(b, &it->v[0], it->at, "an index", &k))
+            if (!index_dim(b, x, it, in, v))
                 return NULL;
-            if (d->sym) {
-                error_at(b->c, it->at,
-                         "indexing the batch dim (dim %d) is not supported: DataParallel splits it across "
-                         "replicas; index the other dims and keep ':' for it",
-                         in);
-                return NULL;
-            }
-            if (k < -d->k || k >= d->k) {
-                error_at(b->c, it->at, "index %lld is out of bounds for %s with size %lld", (long long)k,
-                         ordinal_dim(b, in), (long long)d->k);
-                return NULL;
-            }
-            v->start[in] = k < 0 ? k + d->k : k;
-            v->step[in] = 0;
             in++;
             ident = false;
             continue;
         }
-        /* a slice */
-        int64_t st = 0, sp = 0, step = 1;
-        bool hs, he, hp;
-        if (!slice_int(b, it, 0, &st, &hs) || !slice_int(b, it, 1, &sp, &he) || !slice_int(b, it, 2, &step, &hp))
-            return NULL;
-        if (hp && step == 0) {
-            error_at(b->c, it->at, "slice step cannot be zero");
+        bool full = false;
+        if (!slice_dim(b, x, it, in, v, &out, &ident, &full)) {
+            if (full)
+                goto too_many;
             return NULL;
         }
-        if (step < 0) {
-            error_at(b->c, it->at, "step must be greater than zero (PyTorch has no negative slice steps)");
-            return NULL;
-        }
-        if (d->sym) {
-            if ((hs && st != 0) || he || step != 1) {
-                error_at(b->c, it->at,
-                         "slicing the batch dim (dim %d) is not supported: DataParallel splits it across replicas, "
-                         "so only ':' can take it",
-                         in);
-                return NULL;
-            }
-            v->step[in] = 1;
-            v->src[out.rank] = in;
-            out.d[out.rank++] = *d;
-            in++;
-            continue;
-        }
-        int64_t first, count;
-        slice_indices(d->k, hs, st, he, sp, step, &first, &count);
-        if (count == 0)
-            first = 0;
-        if (out.rank == IR_MAX_RANK)
-            goto too_many;
-        v->start[in] = first;
-        v->step[in] = step;
-        v->src[out.rank] = in;
-        out.d[out.rank++] = (dim){count, false};
-        ident &= first == 0 && count == d->k;
         in++;
     }
     if (ident) /* x[:], x[...] */

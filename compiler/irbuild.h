@@ -3,14 +3,20 @@
  * constructors and shape rules every lowering uses, and the row type of a
  * builtin module (one row per torch.nn module, with its functions).
  *
- *   irbuild.c    the interpreter: module calls, expressions, statements,
- *                the entry ir_build
+ *   irbuild_entry.c   the entry ir_build: the root's inputs, run-time
+ *                dims and outputs
+ *   irbuild.c    the forward walk: module calls, expressions, statements
+ *   irbuild_values.c  the operators on evaluated values (binary, unary
+ *                minus, truth, sequences)
+ *   irbuild_args.c  binding a call's arguments; a frame's locals
  *   shapes.c     node constructors and the shape rules of the tensor ops
  *                (broadcasting, windows, reshape, reduce, matmul, cat, ...)
- *   functions.c  the forward functions (torch.* / F.*): binding, lowering,
- *                the FUNCTIONS table
- *   builtins.c   the module table, argument binding, state_dict and repr
- *                helpers
+ *   functions.c  the forward functions (torch.* / F.*): the FUNCTIONS
+ *                table and binding; their lowerings in fn_*.c, one file per
+ *                family (functions.h)
+ *   builtins.c   the module table and argument binding
+ *   nn_helpers.c what the module rows call: arguments, state_dict entries,
+ *                repr helpers
  *   nn_*.c       the builtin modules, one row each with its functions
  *                (docs/internals.md, "Adding a module") */
 #ifndef DPC_IRBUILD_H
@@ -52,6 +58,8 @@ typedef struct frame {
     sv ret;
 } frame;
 
+struct fargs;
+
 typedef struct builder {
     dpc_ctx *c;
     model *m;
@@ -62,6 +70,9 @@ typedef struct builder {
     ir_node **param_nodes; /* per model.params index */
     const char *batch;     /* the batch dim's name */
     ir_node *batch_value;  /* the OP_BATCH leaf, made on first use */
+    /* the walk's call_module (irbuild.c), set by ir_build: the containers'
+     * forwards (nn_container.c) sit below the walk and call it through here */
+    bool (*call_module)(struct builder *b, inst *mod, const struct fargs *a, loc call_at, struct sv *out);
 } builder;
 
 /* The arguments of a call: values, keywords (NULL when positional), where
@@ -139,18 +150,53 @@ ir_node *expand_to(builder *b, ir_node *x, const shape *to, loc at);
 /* x[..., start:start+count, ...] along dim d, a view. */
 ir_node *narrow(builder *b, ir_node *x, int d, int64_t start, int64_t count, loc at);
 
-/* ------------------------------------------- irbuild.c, functions.c */
+/* ------------------------------------ irbuild.c: the forward walk */
 
 bool call_module(builder *b, inst *mod, const fargs *a, loc call_at, sv *out);
-/* A builtin module's forward takes one argument, PyTorch's `input`. */
-bool builtin_one_arg(builder *b, inst *m, const fargs *a, loc at);
+/* Runs statements in f until one returns; false after a diagnostic. */
+bool exec_block(builder *b, frame *f, const vec *body);
+
+/* ------------------------------ irbuild_args.c: a call's arguments */
+
+/* A local variable of f, or NULL; binding one (again) sets its value. */
+sv *frame_lookup(frame *f, const char *name);
+void frame_bind(builder *b, frame *f, const char *name, const sv *v);
+/* The child module `name` of self, or NULL. */
+inst *find_member(inst *self, const char *name);
+/* Whether name is a constructor value of m (a parameter or body constant). */
+bool sema_eval_has(const inst *m, const char *name);
+/* Binds a call's arguments to a user module's forward parameters, in f. */
+DPC_NOINLINE bool bind_forward(builder *b, inst *m, frame *f, const fargs *a, loc at);
+/* f(*xs): the items of a tuple or list as positional arguments. */
+DPC_NOINLINE bool spread_args(builder *b, const node *n, fargs *a);
+
+/* ---------------------- irbuild_values.c: operators on evaluated values */
+
+/* A constructor value as a forward value. */
+void sv_of_val(const val *v, sv *out, dpc_arena *a);
+/* A value known when compiling (a number, None, a module) as a
+ * constructor value; false for tensors and the batch size. */
+bool sv_const(const sv *v, val *out);
+/* The truth of a condition (cond, evaluated to v) in f, which must be
+ * known when compiling; false after a diagnostic. */
+bool const_truth(builder *b, const frame *f, const node *cond, const sv *v, bool *out);
+/* l op r (n: the ND_BINOP), -v (n: the ND_NEG). */
+DPC_NOINLINE bool binop_values(builder *b, const node *n, const sv *l, const sv *r, sv *out);
+DPC_NOINLINE bool neg_value(builder *b, const node *n, const sv *v, sv *out);
+/* A ModuleList, a Sequential or a tuple as a sequence: its length (-1 for
+ * anything else), its entry i, base[idx] (n: the ND_INDEX). */
+int seq_len(const sv *v);
+sv seq_item(const sv *v, int64_t i);
+DPC_NOINLINE bool index_value(builder *b, const node *n, const sv *base, const sv *idx, sv *out);
+
+/* ------------------------------------------ nn_container.c, functions.c */
 /* A Sequential's forward (also a user module that extends Sequential): its
  * children in order. */
 bool nn_sequential_call(builder *b, inst *m, const fargs *a, loc at, sv *out);
 /* A forward function call (false with nothing reported if fn is none). */
 DPC_NOINLINE bool call_function(builder *b, const char *fn, const fargs *a, loc at, sv *out);
 
-/* ------------------------- functions.c: masks, bool, created tensors */
+/* ------------------------------ fn_dtype.c: dtypes, masks, finfo */
 
 /* A dtype name (float32, float, int64, long, bool) as a value; false for
  * other names. */
@@ -237,6 +283,9 @@ ir_node *nn_group_norm_of(builder *b, ir_node *x, int64_t groups, ir_node *w, ir
                           const char *scope, const char *whom);
 
 const builtin *builtin_row(builtin_kind k);
+/* nn_helpers.c: what the rows call. A builtin module's forward takes one
+ * argument, PyTorch's `input`. */
+bool builtin_one_arg(builder *b, inst *m, const fargs *a, loc at);
 void builtin_add_param(dpc_ctx *c, model *m, inst *in, const char *leaf, int rank, const int64_t *shape, int init,
                        double fan_in);
 /* repr helpers: `sep` `k`=`v`; a pair as a tuple (_pair: 3 prints (3, 3));
@@ -247,6 +296,5 @@ bool pair_is(const val *v, int64_t x);
 void pair_of(const val *v, int64_t out[2]);
 /* n ints from an int (repeated) or a tuple of n ints (_single, _pair) */
 void tuple_of(const val *v, int n, int64_t *out);
-const char *val_kind_name(val_kind k);
 
 #endif

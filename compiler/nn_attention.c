@@ -266,52 +266,62 @@ static ir_node *mha_apply_masks(mha_fwd *f, const mha_masks *ms, ir_node *sc) {
     return one->dt == IR_BOOL ? mha_ew(f, OP_WHERE, one, ninf, sc, IR_F32) : mha_ew(f, OP_ADD, sc, one, NULL, IR_F32);
 }
 
-static bool mha_call(builder *b, inst *m, const fargs *a, loc at, sv *out) {
-    static const char *const names[] = {"query", "key", "value", "key_padding_mask", "need_weights", "attn_mask",
-                                        "average_attn_weights"};
-    enum { NP = 7 };
-    sv s[NP];
-    bool given[NP] = {0};
-    loc sat[NP];
+/* MultiheadAttention's forward parameters, as PyTorch names them. */
+static const char *const MHA_ARGS[] = {"query", "key", "value", "key_padding_mask", "need_weights", "attn_mask",
+                                       "average_attn_weights"};
+enum { MHA_NP = 7 };
+
+/* Binds the forward call's arguments to MHA_ARGS: s[k] given when given[k],
+ * written at sat[k]; false after a diagnostic. */
+static bool mha_bind(builder *b, inst *m, const fargs *a, loc at, sv *s, bool *given, loc *sat) {
     int pos = 0;
     for (int i = 0; i < a->n; i++) {
         int slot = -1;
         if (!a->names[i])
-            slot = pos < NP ? pos++ : -2;
+            slot = pos < MHA_NP ? pos++ : -2;
         else
-            for (int k = 0; k < NP; k++)
-                if (strcmp(names[k], a->names[i]) == 0)
+            for (int k = 0; k < MHA_NP; k++)
+                if (strcmp(MHA_ARGS[k], a->names[i]) == 0)
                     slot = k;
         if (slot == -2) {
-            error_at(b->c, a->at[i], "%s: forward takes at most %d arguments, got %d", who(m), NP, a->n);
+            error_at(b->c, a->at[i], "%s: forward takes at most %d arguments, got %d", who(m), MHA_NP, a->n);
             return false;
         }
         if (slot < 0) {
-            const char *near = nearest_name(a->names[i], names, NP);
+            const char *near = nearest_name(a->names[i], MHA_ARGS, MHA_NP);
             error_at(b->c, a->kw_at[i], "%s (MultiheadAttention) has no forward argument '%s'%s%s%s", who(m),
                      a->names[i], near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
             return false;
         }
         if (given[slot]) {
-            error_at(b->c, a->kw_at[i], "%s: forward got argument '%s' twice", who(m), names[slot]);
+            error_at(b->c, a->kw_at[i], "%s: forward got argument '%s' twice", who(m), MHA_ARGS[slot]);
             return false;
         }
         s[slot] = a->v[i], given[slot] = true, sat[slot] = a->at[i];
     }
     for (int k = 0; k < 3; k++)
         if (!given[k]) {
-            error_at(b->c, at, "%s: forward missing required argument '%s'", who(m), names[k]);
+            error_at(b->c, at, "%s: forward missing required argument '%s'", who(m), MHA_ARGS[k]);
             return false;
         }
+    return true;
+}
+
+static bool mha_call(builder *b, inst *m, const fargs *a, loc at, sv *out) {
+    sv s[MHA_NP];
+    bool given[MHA_NP] = {0};
+    loc sat[MHA_NP];
+    if (!mha_bind(b, m, a, at, s, given, sat))
+        return false;
     ir_node *kpm = NULL, *am = NULL;
-    if ((given[3] && !mha_mask_arg(b, m, &s[3], sat[3], names[3], &kpm)) ||
-        (given[5] && !mha_mask_arg(b, m, &s[5], sat[5], names[5], &am)))
+    if ((given[3] && !mha_mask_arg(b, m, &s[3], sat[3], MHA_ARGS[3], &kpm)) ||
+        (given[5] && !mha_mask_arg(b, m, &s[5], sat[5], MHA_ARGS[5], &am)))
         return false;
     bool need = true, avg = true;
     for (int k = 4; k <= 6; k += 2)
         if (given[k]) {
             if (s[k].k != SV_NUM || s[k].v.kind != V_BOOL) {
-                error_at(b->c, sat[k], "%s: %s must be a bool", who(m), names[k]);
+                error_at(b->c, sat[k], "%s: %s must be a bool", who(m), MHA_ARGS[k]);
                 return false;
             }
             *(k == 4 ? &need : &avg) = s[k].v.i != 0;

@@ -1,6 +1,7 @@
 /* nn_container.c - the modules that hold modules: Sequential, ModuleList,
  * DataParallel. One row each (irbuild.h's `builtin`), after its
- * functions. */
+ * functions. A Sequential's forward calls its children through
+ * builder.call_module: the walk (irbuild.c) is above the module rows. */
 #include "irbuild.h"
 
 #include <string.h>
@@ -60,7 +61,7 @@ static DPC_NOINLINE bool call_sequential(builder *b, inst *m, sv *cur, loc at) {
     one->at[0] = one->kw_at[0] = at;
     for (int i = 0; i < m->children.len; i++) {
         inst_child *ch = m->children.items[i];
-        if (!call_module(b, ch->mod, one, at, next))
+        if (!b->call_module(b, ch->mod, one, at, next))
             return false;
         *cur = *next;
     }
