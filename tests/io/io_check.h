@@ -9,6 +9,7 @@
 #include "safetensors.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The call must fail with `code` and a message containing `sub`. */
@@ -113,6 +114,17 @@ static inline dpc_status st_try_raw(const void *buf, size_t len, dpc_err *e) {
 static char tmpdir[] = "/tmp/dpc_test_io_XXXXXX";
 
 static inline void tmp_path(char *out, size_t n, const char *name) { snprintf(out, n, "%s/%s", tmpdir, name); }
+
+/* The end of a test program: tmpdir removed, the counts printed, the exit
+ * status (1 on any failure). */
+static inline int io_finish(const char *prog) {
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0)
+        fprintf(stderr, "warning: could not remove %s\n", tmpdir);
+    printf("%s: %d checks, %d failures\n", prog, checks, failures);
+    return failures ? 1 : 0;
+}
 
 static inline void put_file(const char *path, const void *p, size_t n) {
     FILE *f = fopen(path, "wb");

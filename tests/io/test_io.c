@@ -525,10 +525,5 @@ int main(void) {
     test_npy_mutations();
     test_write_files();
     test_env_vars();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "warning: could not remove %s\n", tmpdir);
-    printf("test_io: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    return io_finish("test_io");
 }

@@ -414,10 +414,5 @@ int main(void) {
     test_st_mutations();
     test_alloc_faults();
     test_st_files();
-    char cmd[300];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-    if (system(cmd) != 0)
-        fprintf(stderr, "warning: could not remove %s\n", tmpdir);
-    printf("test_safetensors: %d checks, %d failures\n", checks, failures);
-    return failures ? 1 : 0;
+    return io_finish("test_safetensors");
 }
